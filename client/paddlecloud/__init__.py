@@ -1,0 +1,14 @@
+"""PaddleCloud client package: CLI, SDK, dataset tools and the in-pod launcher (no Django here)."""
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so `import paddlecloud` stays instant inside jobs; only the dataset helpers are re-exported.
+    if name in ("trainer_id", "trainers"):
+        from paddlecloud import dataset
+
+        return getattr(dataset, name)
+    raise AttributeError(f"module 'paddlecloud' has no attribute {name!r}")

@@ -1,0 +1,9 @@
+"""Accounts: users come from django.contrib.auth; this app adds API tokens, signup and profile."""
+
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "portal.accounts"
+    label = "accounts"
+    verbose_name = "Accounts and API tokens"

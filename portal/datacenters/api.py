@@ -1,0 +1,98 @@
+"""Datacenter and quota API: what a user may use, their limits and usage; operators set quotas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, generics, serializers
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.api.serializers import StrictModelSerializer
+from portal.datacenters import quota
+from portal.datacenters.models import Datacenter, Quota
+
+
+class DatacenterSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Datacenter
+        # Credentials and mount details stay out: users need names, engine and defaults only.
+        fields = [
+            "name",
+            "description",
+            "engine",
+            "storage_kind",
+            "public_path",
+            "cpu_image",
+            "gpu_image",
+            "pending_timeout",
+            "finished_ttl",
+        ]
+
+
+class DatacenterList(generics.ListAPIView):  # type: ignore[type-arg]
+    serializer_class = DatacenterSerializer
+
+    def get_queryset(self) -> QuerySet[Datacenter]:
+        return Datacenter.objects.usable_by(self.request.user).order_by("name")
+
+
+def usable_datacenter(user: Any, name: str, field: str = "datacenter") -> Datacenter:
+    """The datacenter named, if this user may use it; else a 400 naming the field."""
+    datacenter = Datacenter.objects.usable_by(user).filter(name=name).first()
+    if datacenter is None:
+        names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
+        raise exceptions.ValidationError({field: [f"unknown datacenter {name!r}; you may use: {names}"]})
+    return datacenter
+
+
+class QuotaView(APIView):
+    """Limits and usage in every datacenter the user may use (or one, with ?datacenter=)."""
+
+    @extend_schema(parameters=[OpenApiParameter("datacenter", str, required=False)])
+    def get(self, request: Request) -> Response:
+        name = request.query_params.get("datacenter")
+        if name is not None:
+            datacenters = [usable_datacenter(request.user, name)]
+        else:
+            datacenters = list(Datacenter.objects.usable_by(request.user))
+        return Response({"results": [quota.report(request.user, dc) for dc in datacenters]})
+
+
+class QuotaSerializer(StrictModelSerializer):
+    class Meta:
+        model = Quota
+        fields = ["cpu", "memory", "gpu", "jobs", "storage", "storage_files"]
+
+
+class QuotaAdminView(APIView):
+    """Operators: PUT /api/v1/quota/<datacenter>/<username> sets a user's override (blank = default)."""
+
+    permission_classes = [IsAdminUser]
+
+    def _target(self, datacenter: str, username: str) -> tuple[Datacenter, Any]:
+        dc = Datacenter.objects.filter(name=datacenter).first()
+        if dc is None:
+            raise exceptions.NotFound(f"datacenter {datacenter!r} not found")
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise exceptions.NotFound(f"user {username!r} not found")
+        return dc, user
+
+    def get(self, request: Request, datacenter: str, username: str) -> Response:
+        dc, user = self._target(datacenter, username)
+        return Response(quota.report(user, dc))
+
+    @extend_schema(request=QuotaSerializer)
+    def put(self, request: Request, datacenter: str, username: str) -> Response:
+        dc, user = self._target(datacenter, username)
+        instance = Quota.objects.filter(user=user, datacenter=dc).first() or Quota(user=user, datacenter=dc)
+        serializer = QuotaSerializer(instance, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        serializer.save()
+        return Response(quota.report(user, dc))

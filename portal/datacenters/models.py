@@ -1,0 +1,167 @@
+"""Datacenter (engine, cluster credentials, storage, defaults) and per-user Quota overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from portal.crypto import EncryptedTextField
+from portal.validators import (
+    validate_cpu_quantity,
+    validate_dns_label,
+    validate_memory_quantity,
+    validate_storage_quantity,
+)
+
+
+class Engine(models.TextChoices):
+    LOCAL = "local", "local (processes on the worker's host)"
+    KUBERNETES = "kubernetes", "Kubernetes"
+
+
+class StorageKind(models.TextChoices):
+    LOCAL = "local", "local directory (embedded engine)"
+    HOSTPATH = "hostpath", "hostPath on every node"
+    NFS = "nfs", "NFS"
+    CEPHFS = "cephfs", "CephFS"
+    PVC = "pvc", "existing PersistentVolumeClaim"
+
+
+def validate_prefix(value: str) -> None:
+    # The prefix is joined to a user name to make a namespace; it must be a label start.
+    if value:
+        validate_dns_label(value.rstrip("-") or "x", max_length=20)
+
+
+class DatacenterQuerySet(models.QuerySet["Datacenter"]):
+    def usable_by(self, user: settings.AUTH_USER_MODEL) -> DatacenterQuerySet:  # type: ignore[name-defined]
+        """Enabled datacenters this user may submit to (operators see every enabled one)."""
+        enabled = self.filter(enabled=True)
+        if getattr(user, "is_staff", False):
+            return enabled
+        return enabled.filter(Q(all_users=True) | Q(allowed_users=user)).distinct()
+
+
+class Datacenter(models.Model):
+    name = models.CharField(
+        max_length=40,
+        unique=True,
+        validators=[validate_dns_label],
+        help_text="DNS-safe: lowercase letters, digits and '-'. Appears in /pfs/<name>/... paths.",
+    )
+    description = models.CharField(max_length=200, blank=True)
+    engine = models.CharField(max_length=20, choices=Engine.choices, default=Engine.KUBERNETES)
+    enabled = models.BooleanField(default=True)
+    all_users = models.BooleanField(default=True, help_text="Every user may use it; otherwise only those listed.")
+    allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="datacenters")
+
+    # Cluster credentials (engine kubernetes).
+    in_cluster = models.BooleanField(
+        default=False, help_text="Use the portal pod's service account instead of a kubeconfig."
+    )
+    kubeconfig = EncryptedTextField(blank=True, help_text="Stored encrypted; never shown again after saving.")
+    kube_context = models.CharField(max_length=200, blank=True)
+    namespace_prefix = models.CharField(
+        max_length=20,
+        default="paddle-",
+        blank=True,
+        validators=[validate_prefix],
+        help_text="Each user's namespace is this prefix + the DNS-safe user name.",
+    )
+
+    # Storage: where the portal mounts it, and how pods mount the same filesystem.
+    storage_kind = models.CharField(max_length=20, choices=StorageKind.choices, default=StorageKind.LOCAL)
+    storage_root = models.CharField(
+        max_length=500, help_text="Absolute path where the portal and workers see this datacenter's storage."
+    )
+    public_path = models.CharField(
+        max_length=200, default="public", help_text="Read-only public area, relative to the storage root."
+    )
+    host_path = models.CharField(max_length=500, blank=True, help_text="hostPath: the directory on every node.")
+    nfs_server = models.CharField(max_length=200, blank=True)
+    nfs_path = models.CharField(max_length=500, blank=True)
+    cephfs_monitors = models.CharField(max_length=500, blank=True, help_text="Comma-separated host:port list.")
+    cephfs_user = models.CharField(max_length=100, blank=True, default="admin")
+    cephfs_secret_name = models.CharField(max_length=253, blank=True)
+    cephfs_path = models.CharField(max_length=500, blank=True, default="/")
+    pvc_name = models.CharField(max_length=253, blank=True)
+
+    # Job defaults.
+    cpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0")
+    gpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6")
+    pending_timeout = models.PositiveIntegerField(default=600, help_text="Seconds a job may stay pending.")
+    finished_ttl = models.PositiveIntegerField(
+        default=86400, help_text="Seconds finished jobs' cluster objects are kept (logs are archived first)."
+    )
+
+    # Default quotas for every user of this datacenter (a user's Quota row overrides any of them).
+    default_cpu = models.CharField(max_length=20, default="16", validators=[validate_cpu_quantity])
+    default_memory = models.CharField(max_length=20, default="64Gi", validators=[validate_memory_quantity])
+    default_gpu = models.PositiveIntegerField(default=0)
+    default_jobs = models.PositiveIntegerField(default=10, help_text="Concurrent active jobs.")
+    default_storage = models.CharField(max_length=20, default="100Gi", validators=[validate_storage_quantity])
+    default_storage_files = models.PositiveIntegerField(default=1_000_000)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DatacenterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if not Path(self.storage_root or "").is_absolute():
+            errors["storage_root"] = "must be an absolute path"
+        if self.engine == Engine.KUBERNETES:
+            if not self.in_cluster and not self.kubeconfig:
+                errors["kubeconfig"] = "required for the kubernetes engine unless 'in cluster' is set"
+            required = {
+                StorageKind.HOSTPATH: ["host_path"],
+                StorageKind.NFS: ["nfs_server", "nfs_path"],
+                StorageKind.CEPHFS: ["cephfs_monitors", "cephfs_secret_name"],
+                StorageKind.PVC: ["pvc_name"],
+                StorageKind.LOCAL: [],
+            }[StorageKind(self.storage_kind)]
+            for field in required:
+                if not getattr(self, field):
+                    errors[field] = f"required for {self.get_storage_kind_display()} storage"
+            if self.storage_kind == StorageKind.LOCAL:
+                errors["storage_kind"] = "pods cannot mount a local directory; choose hostPath, NFS, CephFS or PVC"
+        if self.public_path.startswith("/") or ".." in Path(self.public_path).parts:
+            errors["public_path"] = "must be relative to the storage root, without '..'"
+        if errors:
+            raise ValidationError(errors)
+
+    def user_may_use(self, user: object) -> bool:
+        return Datacenter.objects.usable_by(user).filter(pk=self.pk).exists()
+
+
+class Quota(models.Model):
+    """A user's limits in one datacenter; an empty field means the datacenter's default."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="quotas")
+    datacenter = models.ForeignKey(Datacenter, on_delete=models.CASCADE, related_name="quotas")
+    cpu = models.CharField(max_length=20, blank=True, validators=[validate_cpu_quantity])
+    memory = models.CharField(max_length=20, blank=True, validators=[validate_memory_quantity])
+    gpu = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
+    jobs = models.PositiveIntegerField(null=True, blank=True, help_text="Concurrent active jobs.")
+    storage = models.CharField(max_length=20, blank=True, validators=[validate_storage_quantity])
+    storage_files = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "datacenter"], name="one_quota_per_user_datacenter")]
+        ordering = ["datacenter__name", "user__username"]
+
+    def __str__(self) -> str:
+        return f"quota of {self.user} in {self.datacenter}"

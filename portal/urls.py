@@ -1,0 +1,43 @@
+"""URL map: pages, admin, the versioned API and its OpenAPI schema."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from portal.accounts import api as accounts_api
+from portal.accounts import views as accounts_views
+from portal.api.views import VersionView
+from portal.datacenters import api as datacenters_api
+from portal.registry.api import RegistrySecretViewSet
+
+router = SimpleRouter()
+router.trailing_slash = "/?"  # paddlectl calls paths both with and without the slash
+router.register("registry", RegistrySecretViewSet, basename="registry")
+
+api_v1 = [
+    path("version", VersionView.as_view(), name="api-version"),
+    path("auth/token", accounts_api.TokenView.as_view(), name="api-token"),
+    path("datacenters", datacenters_api.DatacenterList.as_view(), name="api-datacenters"),
+    path("quota", datacenters_api.QuotaView.as_view(), name="api-quota"),
+    path("quota/<str:datacenter>/<str:username>", datacenters_api.QuotaAdminView.as_view(), name="api-quota-admin"),
+    *router.urls,
+]
+
+urlpatterns = [
+    path("", accounts_views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("signup/", accounts_views.signup, name="signup"),
+    path("profile/", accounts_views.profile, name="profile"),
+    path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
+    path("admin/", admin.site.urls),
+    path("api-token-auth/", accounts_api.LegacyTokenView.as_view(), name="api-token-auth"),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]
+
+admin.site.site_header = "PaddleCloud operators"
+admin.site.site_title = "PaddleCloud admin"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `make run`: bootstrap, start the portal and a Celery worker (with beat) in the background on the
+# embedded defaults, then run the example training job end to end through the portal.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+
+.venv/bin/python manage.py bootstrap --demo-user demo
+
+start_portal
+start_worker
+wait_for_portal
+
+if [ -x scripts/run-example.sh ]; then
+  exec scripts/run-example.sh
+fi
+creds=$(.venv/bin/python -c "import json,sys; d=json.load(open('$VAR_DIR/demo-credentials.json')); print(d['username'], d['password'])")
+echo
+echo "PaddleCloud is running at $PORTAL_URL/ (log in as: $creds)"
+echo "Logs: $VAR_DIR/log/portal.log, $VAR_DIR/log/worker.log. Stop with: make stop"

@@ -1,0 +1,102 @@
+"""Settings come from typed env vars; a bad value fails loudly with the variable's name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env_bool, env_int, env_list, env_secret, generated_secret
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_env_bool_accepts_the_usual_spellings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for raw, expected in [("1", True), ("TRUE", True), ("yes", True), ("off", False), ("0", False)]:
+        monkeypatch.setenv("X_FLAG", raw)
+        assert env_bool("X_FLAG", not expected) is expected
+
+
+def test_env_bool_names_the_variable_on_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="X_FLAG: 'maybe' is not a boolean"):
+        env_bool("X_FLAG", False)
+
+
+def test_env_int_rejects_text_and_values_below_minimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X_NUM", "ten")
+    with pytest.raises(ImproperlyConfigured, match="X_NUM: 'ten' is not an integer"):
+        env_int("X_NUM", 1)
+    monkeypatch.setenv("X_NUM", "0")
+    with pytest.raises(ImproperlyConfigured, match="X_NUM: 0 is below the minimum 1"):
+        env_int("X_NUM", 1, minimum=1)
+    monkeypatch.delenv("X_NUM")
+    assert env_int("X_NUM", 7) == 7
+
+
+def test_env_list_splits_and_trims(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X_LIST", " a.example, b.example ,,")
+    assert env_list("X_LIST", []) == ["a.example", "b.example"]
+
+
+def test_env_secret_reads_the_file_variant(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    secret_file = tmp_path / "s"
+    secret_file.write_text("from-file\n")
+    monkeypatch.delenv("X_SECRET", raising=False)
+    monkeypatch.setenv("X_SECRET_FILE", str(secret_file))
+    assert env_secret("X_SECRET") == "from-file"
+    monkeypatch.setenv("X_SECRET", "direct")
+    with pytest.raises(ImproperlyConfigured, match="X_SECRET and X_SECRET_FILE are both set"):
+        env_secret("X_SECRET")
+    monkeypatch.delenv("X_SECRET")
+    monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "missing"))
+    with pytest.raises(ImproperlyConfigured, match="X_SECRET_FILE: cannot read"):
+        env_secret("X_SECRET")
+
+
+def test_generated_secret_is_created_once_with_mode_0600(tmp_path: Path) -> None:
+    path = tmp_path / "k"
+    first = generated_secret(path, lambda: "one")
+    second = generated_secret(path, lambda: "two")
+    assert first == second == "one"
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def _load_settings(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            ("DEBUG", "PADDLECLOUD_", "DATABASE_URL", "CELERY_", "SECRET_KEY", "ALLOWED_HOSTS", "LOG_LEVEL")
+        )
+    }
+    full.update({"PADDLECLOUD_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "portal.settings", **env})
+    code = "import django; django.setup(); from django.core.management import call_command; call_command('check')"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DEBUG": "maybe"}, "DEBUG: 'maybe' is not a boolean"),
+        ({"PADDLECLOUD_TOKEN_TTL_DAYS": "0"}, "PADDLECLOUD_TOKEN_TTL_DAYS: 0 is below the minimum 1"),
+        ({"PADDLECLOUD_ENCRYPTION_KEY": "not-a-key"}, "PADDLECLOUD_ENCRYPTION_KEY: key #1 is not a Fernet key"),
+        ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL: 'LOUD' is not one of"),
+    ],
+)
+def test_a_bad_setting_stops_the_portal_naming_the_variable(env: dict[str, str], message: str, tmp_path: Path) -> None:
+    result = _load_settings(env, tmp_path)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_production_without_required_settings_fails_the_system_check(tmp_path: Path) -> None:
+    result = _load_settings({"DEBUG": "false", "ALLOWED_HOSTS": "portal.example"}, tmp_path)
+    assert result.returncode != 0
+    for name in ("SECRET_KEY", "PADDLECLOUD_ENCRYPTION_KEY", "DATABASE_URL", "CELERY_BROKER_URL"):
+        assert f"{name} must be set when DEBUG is off" in result.stderr
+    assert "ALLOWED_HOSTS must be set" not in result.stderr

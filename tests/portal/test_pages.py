@@ -1,0 +1,104 @@
+"""Pages: login, signup (switchable, optional approval), profile token with regenerate, CSRF on forms."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from portal.accounts.models import ApiToken
+from portal.datacenters.models import Datacenter
+from tests.conftest import PASSWORD
+
+
+def test_login_page_logs_alice_in_and_shows_the_dashboard(alice: User, local_dc: Datacenter) -> None:
+    client = Client()
+    response = client.post("/login/", {"username": "alice", "password": PASSWORD}, follow=True)
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "Dashboard" in text and "alice" in text and "local" in text
+
+
+def test_wrong_password_on_the_login_page_shows_an_error(alice: User) -> None:
+    response = Client().post("/login/", {"username": "alice", "password": "nope"})
+    assert response.status_code == 200
+    assert "didn't match" in response.content.decode()
+
+
+def test_forms_require_csrf(alice: User) -> None:
+    client = Client(enforce_csrf_checks=True)
+    assert client.post("/login/", {"username": "alice", "password": PASSWORD}).status_code == 403
+    page = client.get("/login/").content.decode()
+    assert "csrfmiddlewaretoken" in page
+
+
+def test_signup_creates_an_active_user_and_logs_in(db: None) -> None:
+    client = Client()
+    response = client.post(
+        "/signup/", {"username": "dave", "email": "dave@example.com", "password1": PASSWORD, "password2": PASSWORD}
+    )
+    assert response.status_code == 302
+    assert User.objects.get(username="dave").is_active
+    assert client.get("/").status_code == 200
+
+
+def test_signup_with_approval_leaves_the_account_inactive(db: None, settings: SettingsWrapper) -> None:
+    settings.PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL = True
+    response = Client().post(
+        "/signup/",
+        {"username": "erin", "email": "erin@example.com", "password1": PASSWORD, "password2": PASSWORD},
+        follow=True,
+    )
+    assert "must approve it" in response.content.decode()
+    assert not User.objects.get(username="erin").is_active
+
+
+def test_signup_can_be_switched_off(db: None, settings: SettingsWrapper) -> None:
+    settings.PADDLECLOUD_SIGNUP_ENABLED = False
+    assert Client().get("/signup/").status_code == 404
+    assert "Sign up" not in Client().get("/login/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("username", "bad user!", "Enter a valid username"),
+        ("email", "not-an-email", "Enter a valid email address"),
+        ("password2", "different", "didn’t match"),
+    ],
+)
+def test_signup_errors_name_the_field(db: None, field: str, value: str, message: str) -> None:
+    data = {"username": "frank", "email": "f@example.com", "password1": PASSWORD, "password2": PASSWORD, field: value}
+    response = Client().post("/signup/", data)
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not User.objects.filter(email="f@example.com").exists()
+
+
+def test_profile_shows_the_token_and_regenerate_replaces_it(alice: User) -> None:
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/profile/").content.decode()
+    first = ApiToken.objects.get(user=alice)
+    assert first.key in page
+    response = client.post("/profile/token/regenerate", follow=True)
+    assert "A new API token was issued" in response.content.decode()
+    second = ApiToken.objects.valid().get(user=alice)
+    assert second.key != first.key and second.key in response.content.decode()
+    assert not ApiToken.objects.get(pk=first.pk).is_valid
+
+
+def test_bob_never_sees_alice_token_on_his_profile(alice: User, bob: User) -> None:
+    client = Client()
+    client.force_login(alice)
+    client.get("/profile/")
+    alice_key = ApiToken.objects.get(user=alice).key
+    client.force_login(bob)
+    assert alice_key not in client.get("/profile/").content.decode()
+
+
+def test_regenerate_needs_post(alice: User) -> None:
+    client = Client()
+    client.force_login(alice)
+    assert client.get("/profile/token/regenerate").status_code == 405
