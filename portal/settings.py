@@ -105,9 +105,8 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A file (not the in-memory default) so a Celery worker started by a test sees the test data;
-    # a generous timeout because the web process and the worker write to one file.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    # The web process and workers write to one file: wait for the lock rather than fail, and take
+    # the write lock at BEGIN so read-then-write transactions serialize instead of deadlocking.
     DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

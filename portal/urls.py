@@ -22,6 +22,8 @@ api_v1 = [
     path("datacenters", datacenters_api.DatacenterList.as_view(), name="api-datacenters"),
     path("quota", datacenters_api.QuotaView.as_view(), name="api-quota"),
     path("quota/<str:datacenter>/<str:username>", datacenters_api.QuotaAdminView.as_view(), name="api-quota-admin"),
+    path("files/", include("storage.urls")),
+    path("", include("jobs.urls")),
     *router.urls,
 ]
 
