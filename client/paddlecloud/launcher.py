@@ -1,0 +1,394 @@
+"""paddlecloud-launch: starts one job process (pserver or trainer) the same way on every engine.
+
+Contract with the engines (``local`` and ``kubernetes``): the engine sets these job facts as
+environment variables and runs ``paddlecloud-launch`` (no arguments) as the process's command.
+
+=================================  =========================================================
+``PADDLECLOUD_ROLE``               ``pserver`` or ``trainer``
+``PADDLECLOUD_INDEX``              this process's index among its role. If unset:
+                                   ``JOB_COMPLETION_INDEX`` (k8s Indexed Job), else the
+                                   trailing ``-<n>`` of the host name (StatefulSet pod).
+``PADDLECLOUD_TRAINERS``           number of trainers (>= 1)
+``PADDLECLOUD_PSERVERS``           number of pservers (>= 0; 0 = collective mode)
+``PADDLECLOUD_PSERVER_HOSTS``      comma list, one host (DNS name or IP) per pserver
+``PADDLECLOUD_PSERVER_PORTS``      comma list, one port per pserver, or one port for all
+``PADDLECLOUD_TRAINER_HOSTS``      same for trainers (required on trainers; pservers ignore it)
+``PADDLECLOUD_TRAINER_PORTS``      collective endpoints / a PS trainer's own PADDLE_PORT
+``PADDLECLOUD_GLOO_PORT``          PS mode, required: gloo HTTP store port on pserver 0's host
+``PADDLECLOUD_MASTER_PORT``        collective, optional: PADDLE_MASTER port on trainer 0's host
+``PADDLECLOUD_JOB_NAME``           optional: exported as PADDLE_JOB_NAME
+``PADDLECLOUD_DATACENTER``         optional: exported as PADDLE_CLOUD_CURRENT_DATACENTER
+``PADDLECLOUD_USERNAME``           optional: exported as PADDLE_CLOUD_USERNAME
+``PADDLECLOUD_PACKAGE_DIR``        the entry's working directory (default: the current one)
+``PADDLECLOUD_ENTRY``              shell command, run as ``/bin/sh -c ENTRY``
+``PADDLECLOUD_OUTPUT_DIR``         job output folder; the log is ``<output>/<role>_<index>/log.txt``
+``PADDLECLOUD_PASSES``             optional (>= 1): exported as PADDLE_INIT_NUM_PASSES
+``PADDLECLOUD_VENV_CACHE``         venv cache dir (default ``$XDG_CACHE_HOME/paddlecloud/venvs``,
+                                   else ``~/.cache/paddlecloud/venvs``)
+``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names and for every
+                                   pserver to accept TCP before a trainer starts
+``PADDLECLOUD_POD_IP``             optional: this process's IP (k8s: downward API status.podIP)
+=================================  =========================================================
+
+What it does, in order:
+
+1. Appends ``=== attempt started <time> ... ===`` to ``log.txt``; everything after (its own
+   messages, pip's output, the entry's merged stdout+stderr) goes to that file and to stdout.
+   The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
+2. PS mode, pserver 0: serves the gloo HTTP rendezvous store (see ``gloo_store``).
+3. ``<package>/requirements.txt`` present: gets a venv from the per-host cache (``venvcache``)
+   and runs the entry with its ``bin`` first on PATH and VIRTUAL_ENV set.
+4. Resolves peer host names to IPs (retrying while DNS is not there yet) and exports Paddle's
+   variables (``launch_env.paddle_env``): ``paddlecloud`` itself is importable by the entry.
+5. PS-mode trainers: waits until every pserver accepts TCP (paddle-notes trap 3).
+6. Runs the entry in the launcher's process group (the launcher makes itself a group leader if
+   it is not one). Engines stop a job process with ``killpg(SIGTERM)`` and SIGKILL after a grace
+   period; a SIGTERM/SIGINT/SIGHUP that reaches only the launcher (k8s signals PID 1) is relayed
+   once to the whole group. When the entry's shell exits, the launcher (a child subreaper) waits
+   for whatever it left running: 2 s, then SIGTERM, 5 s, then SIGKILL, so a launcher that exited
+   leaves no process behind. Exits with the entry's own code (killed by signal N: 128+N).
+
+The launcher's own failures (the reason is the last line of the log / stderr):
+64 bad or missing facts, 68 a peer name did not resolve in time, 69 a pserver did not accept
+connections in time, 70 the venv could not be created or pip failed, 71 an OS error (log dir,
+store port taken, cannot start /bin/sh), 128+N the launcher was signalled before the entry ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import BinaryIO
+
+from paddlecloud import launch_env, venvcache
+from paddlecloud.launch_env import Facts, FactsError
+
+EXIT_BAD_FACTS = 64
+EXIT_DNS = 68
+EXIT_PSERVER_UNREACHABLE = 69
+EXIT_VENV = 70
+EXIT_OS_ERROR = 71
+RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+LOG_NAME = "log.txt"
+
+
+class LaunchError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+
+
+class Tee:
+    """Writes to the job's log file and to stdout; one lock so lines never interleave."""
+
+    def __init__(self, log: BinaryIO | None) -> None:
+        self._log = log
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            if self._log is not None:
+                try:
+                    self._log.write(data)
+                except OSError as e:
+                    # Disk full or storage gone: stop logging, never stop draining the pipe
+                    # (a blocked pipe would hang the entry).
+                    self._log = None
+                    data += f"[paddlecloud-launch] log file write failed, stdout only from now: {e}\n".encode()
+            try:
+                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.flush()
+            except (OSError, ValueError):
+                pass  # a closed stdout must not kill the job: the log file is what counts
+
+    def line(self, message: str) -> None:
+        self.write(f"[paddlecloud-launch] {message}\n".encode())
+
+
+def resolver(timeout: float, tee: Tee) -> launch_env.Resolver:
+    """Name -> IP (IPv4 preferred), retried until ``timeout``: k8s DNS lags pod creation."""
+    cache: dict[str, str] = {}
+
+    def resolve(host: str) -> str:
+        if host in cache:
+            return cache[host]
+        deadline = time.monotonic() + timeout
+        waited = False
+        while True:
+            try:
+                infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+                ips = [str(i[4][0]) for i in infos if i[0] == socket.AF_INET] or [str(i[4][0]) for i in infos]
+                cache[host] = ips[0]
+                return ips[0]
+            except (socket.gaierror, IndexError) as e:
+                if time.monotonic() >= deadline:
+                    raise LaunchError(EXIT_DNS, f"host {host!r} did not resolve within {timeout:g}s: {e}") from None
+                if not waited:
+                    tee.line(f"waiting for DNS name {host}")
+                    waited = True
+                time.sleep(1.0)
+
+    return resolve
+
+
+def wait_for_pservers(endpoints: list[tuple[str, int]], timeout: float, tee: Tee) -> None:
+    """Block until every pserver accepts TCP; Paddle's own wait_server_ready() is a no-op."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    for i, (ip, port) in enumerate(endpoints):
+        while True:
+            try:
+                socket.create_connection((ip, port), timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise LaunchError(
+                        EXIT_PSERVER_UNREACHABLE,
+                        f"pserver {i} ({ip}:{port}) did not accept connections within {timeout:g}s",
+                    ) from None
+                time.sleep(0.2)
+    tee.line(f"all {len(endpoints)} pserver(s) accept connections ({time.monotonic() - t0:.1f}s)")
+
+
+def package_pythonpath(cache: Path) -> Path:
+    """A directory holding only a ``paddlecloud`` link to this package, for the entry's PYTHONPATH.
+
+    The job venv has no paddlecloud, and putting our site-packages on its path would leak all of
+    the launcher's dependencies into the job; a link to just this package avoids both.
+    """
+    pkg = Path(__file__).resolve().parent
+    d = cache / "_pythonpath" / hashlib.sha256(str(pkg).encode()).hexdigest()[:16]
+    link = d / "paddlecloud"
+    if not (link.is_symlink() and link.resolve() == pkg):
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".paddlecloud.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(pkg, target_is_directory=True)
+        os.replace(tmp, link)  # atomic: concurrent launchers never see a missing link
+    return d
+
+
+class SignalRelay:
+    """Relays a signal that reached the launcher to its process group, once per signal number."""
+
+    def __init__(self) -> None:
+        self.child_started = False
+        self.exiting = False
+        self._relayed: set[int] = set()
+
+    def install(self) -> None:
+        for sig in RELAYED_SIGNALS:
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if signum in self._relayed or self.exiting:
+            return  # our own relayed copy coming back (we are in the group too)
+        self._relayed.add(signum)
+        try:
+            os.killpg(os.getpgrp(), signum)
+        except OSError:
+            pass
+        if not self.child_started:
+            raise Interrupted(signum)  # unwind venv install / waits; the entry never ran
+
+
+def _own_process_group() -> None:
+    # The relay signals our whole group: it must be ours, not a shell's holding other jobs.
+    if os.getpgrp() != os.getpid():
+        try:
+            os.setpgid(0, 0)
+        except PermissionError:
+            pass  # a session leader already leads its group
+
+
+def _open_log(facts: Facts) -> BinaryIO:
+    try:
+        facts.log_dir.mkdir(parents=True, exist_ok=True)
+        return open(facts.log_dir / LOG_NAME, "ab", buffering=0)
+    except OSError as e:
+        raise LaunchError(EXIT_OS_ERROR, f"cannot open the log in {facts.log_dir}: {e}") from None
+
+
+def _become_subreaper() -> None:
+    # /bin/sh (dash) does not exec the last command: python is our grandchild. Orphaned
+    # descendants (sh died first, or the entry left a background process) must come back to
+    # us so that the launcher exits only when the whole job process is gone.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass  # not Linux: orphans go to init instead
+
+
+def _children() -> list[int]:
+    me, out = str(os.getpid()), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # comm may contain spaces
+        except (OSError, IndexError):
+            continue
+        if fields[1] == me:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _reap_until(deadline: float) -> bool:
+    """Reap children until none is left (True) or the deadline passes (False)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
+def reap_descendants(tee: Tee, settle: float = 2.0, grace: float = 5.0) -> None:
+    """After the entry's shell exited: wait for what it left, then SIGTERM, then SIGKILL it."""
+    if _reap_until(time.monotonic() + settle):
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = _children()
+        tee.line(f"sending {signal.Signals(sig).name} to {len(pids)} process(es) the entry left running")
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        if _reap_until(time.monotonic() + grace):
+            return
+
+
+def _pump(src: BinaryIO, tee: Tee) -> None:
+    # Chunks, not lines: partial lines (progress output) show up at once.
+    fd = src.fileno()
+    while chunk := os.read(fd, 65536):
+        tee.write(chunk)
+
+
+def run_entry(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -> int:
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", facts.entry],
+            cwd=facts.package_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    except OSError as e:
+        raise LaunchError(EXIT_OS_ERROR, f"cannot start /bin/sh in {facts.package_dir}: {e}") from None
+    relay.child_started = True
+    assert proc.stdout is not None
+    pump = threading.Thread(target=_pump, args=(proc.stdout, tee), daemon=True)
+    pump.start()
+    code = proc.wait()
+    relay.exiting = True
+    reap_descendants(tee)
+    pump.join(timeout=5)  # bounded: a process we could not see may still hold the pipe
+    code = 128 - code if code < 0 else code
+    tee.line(f"entry exited with code {code} after {time.monotonic() - t0:.1f}s")
+    return code
+
+
+def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
+    store = None
+    if facts.ps_mode and facts.role == "pserver" and facts.index == 0:
+        from paddlecloud.gloo_store import GlooStore
+
+        assert facts.gloo_port is not None
+        try:
+            store = GlooStore(facts.gloo_port)
+        except OSError as e:
+            raise LaunchError(EXIT_OS_ERROR, f"cannot serve the gloo store on port {facts.gloo_port}: {e}") from None
+        tee.line(f"serving the gloo rendezvous store on port {facts.gloo_port}")
+    cache = facts.venv_cache or venvcache.default_cache_dir()
+    env = dict(os.environ)
+    requirements = facts.package_dir / "requirements.txt"
+    if requirements.is_file():
+        try:
+            venv = venvcache.ensure_venv(requirements, cache, tee.line)
+        except (venvcache.VenvError, OSError) as e:
+            raise LaunchError(EXIT_VENV, f"environment setup failed: {e}") from None
+        env = venvcache.activate(env, venv)
+    env |= launch_env.paddle_env(facts, resolver(facts.pserver_wait_timeout, tee))
+    try:
+        link_dir = str(package_pythonpath(cache))
+    except OSError as e:
+        raise LaunchError(EXIT_OS_ERROR, f"cannot link paddlecloud into {cache}: {e}") from None
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), link_dir]))
+    if facts.ps_mode and facts.role == "trainer":
+        wait_for_pservers(launch_env.pserver_endpoints(env), facts.pserver_wait_timeout, tee)
+    try:
+        return run_entry(facts, env, tee, relay)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _best_effort_log(message: str) -> None:
+    """Facts were bad: still try to leave the reason where the portal looks for the log."""
+    names = ("PADDLECLOUD_OUTPUT_DIR", "PADDLECLOUD_ROLE", "PADDLECLOUD_INDEX")
+    out, role, idx = (os.environ.get(k, "").strip() for k in names)
+    if out and role in ("pserver", "trainer") and idx.isdigit():
+        try:
+            d = Path(out) / f"{role}_{int(idx)}"
+            d.mkdir(parents=True, exist_ok=True)
+            with open(d / LOG_NAME, "a") as f:
+                f.write(f"[paddlecloud-launch] {message}\n")
+        except OSError:
+            pass
+
+
+def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.gethostname) -> None:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        raise SystemExit(0)
+    try:
+        facts = launch_env.read_facts(os.environ, hostname())
+    except FactsError as e:
+        print(f"paddlecloud-launch: {e}", file=sys.stderr, flush=True)
+        _best_effort_log(str(e))
+        raise SystemExit(EXIT_BAD_FACTS) from None
+    _own_process_group()
+    relay = SignalRelay()
+    relay.install()
+    _become_subreaper()
+    tee = Tee(None)
+    try:
+        tee = Tee(_open_log(facts))
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        tee.write(f"=== attempt started {when} ({facts.role} {facts.index}, host {hostname()}) ===\n".encode())
+        code = launch(facts, tee, relay)
+    except LaunchError as e:
+        tee.line(f"error: {e}")
+        code = e.code
+    except Interrupted as e:
+        tee.line(f"stopped by signal {e.signum} before the entry started")
+        code = 128 + e.signum
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""fit_a_line: linear regression on UCI-housing-like data, parameter-server mode (fleet, GEO-SGD).
+
+Run it as a PaddleCloud job with pservers > 0: the launcher sets every variable fleet reads.
+pservers serve until the job system stops them once every trainer has exited 0 (a 3.0.0 pserver
+never returns from run_server()); trainers train on their own data shard and exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import paddle
+import paddle.distributed.fleet as fleet
+
+BATCH = 32
+PASSES = int(os.environ.get("PADDLE_INIT_NUM_PASSES", "8"))  # from the job's -passes
+LEARNING_RATE = 0.05
+
+T0 = time.time()
+paddle.enable_static()  # PS mode runs static graphs only (and FLAGS_enable_pir_api=0)
+fleet.init()  # PaddleCloudRoleMaker reads the launcher's TRAINING_ROLE, PADDLE_* variables
+
+x = paddle.static.data(name="x", shape=[None, 13], dtype="float32")
+y = paddle.static.data(name="y", shape=[None, 1], dtype="float32")
+pred = paddle.static.nn.fc(x, size=1)
+loss = paddle.mean(paddle.nn.functional.square_error_cost(pred, y))
+
+strategy = fleet.DistributedStrategy()
+# GEO-SGD: the only PS mode that trains under exe.run in 3.0.0 (plain async never pulls the
+# weights back, sync mode crashes); every trainer syncs with the pservers every 10 local steps.
+strategy.a_sync = True
+strategy.a_sync_configs = {"k_steps": 10}
+optimizer = fleet.distributed_optimizer(paddle.optimizer.SGD(learning_rate=LEARNING_RATE), strategy)
+optimizer.minimize(loss)
+
+
+def batches(reader_records: list[tuple[list[float], float]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    for i in range(0, len(reader_records) - BATCH + 1, BATCH):
+        chunk = reader_records[i : i + BATCH]
+        yield (
+            np.array([r[0] for r in chunk], dtype="float32"),
+            np.array([[r[1]] for r in chunk], dtype="float32"),
+        )
+
+
+if fleet.is_server():
+    print(f"pserver {fleet.server_index()} serving", flush=True)
+    fleet.init_server()
+    fleet.run_server()  # never returns: the job system stops pservers when the trainers are done
+else:
+    import prepare_data
+    from paddlecloud.dataset import cluster_files_reader
+
+    me, n = fleet.worker_index(), fleet.worker_num()
+    records = list(cluster_files_reader(prepare_data.prepare(), n, me)())
+    print(f"trainer {me}/{n}: {len(records)} records in my shard", flush=True)
+
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(paddle.static.default_startup_program())
+    fleet.init_worker()  # the launcher already waited until every pserver accepts connections
+    main_program = paddle.static.default_main_program()
+    step = 0
+    for pass_id in range(PASSES):
+        for xb, yb in batches(records):
+            (value,) = exe.run(main_program, feed={"x": xb, "y": yb}, fetch_list=[loss])
+            if step % 50 == 0:
+                print(f"pass {pass_id} step {step} loss {float(np.mean(value)):.4f}", flush=True)
+            step += 1
+    print(f"pass {PASSES - 1} step {step} loss {float(np.mean(value)):.4f} (final)", flush=True)
+    fleet.stop_worker()  # flushes the GEO communicator; does not stop the pservers
+    print(f"trainer {me} done: {step} steps, {time.time() - T0:.1f}s", flush=True)

@@ -1,0 +1,94 @@
+"""The per-host venv cache: keyed by requirements, reused, safe when two jobs install at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from paddlecloud import venvcache
+
+from .conftest import run_launcher
+
+REQS = b"# no packages: still a real venv (pip runs and installs nothing)\n"
+
+
+def test_key_depends_on_content_and_interpreter() -> None:
+    a = venvcache.env_key(b"numpy==2.0\n", "/usr/bin/python3")
+    assert a == venvcache.env_key(b"numpy==2.0\n", "/usr/bin/python3")
+    assert a != venvcache.env_key(b"numpy==2.1\n", "/usr/bin/python3")
+    assert a != venvcache.env_key(b"numpy==2.0\n", "/opt/other/python3")
+
+
+def test_default_cache_dir(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("XDG_CACHE_HOME", "/x/cache")
+    assert venvcache.default_cache_dir() == Path("/x/cache/paddlecloud/venvs")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert venvcache.default_cache_dir() == Path.home() / ".cache/paddlecloud/venvs"
+
+
+def test_activate_puts_venv_first() -> None:
+    env = venvcache.activate({"PATH": "/usr/bin", "PYTHONHOME": "/x"}, Path("/c/v"))
+    assert env["PATH"] == "/c/v/bin:/usr/bin" and env["VIRTUAL_ENV"] == "/c/v" and "PYTHONHOME" not in env
+
+
+CONCURRENT = """
+import sys
+from pathlib import Path
+from paddlecloud.venvcache import ensure_venv
+ensure_venv(Path(sys.argv[1]), Path(sys.argv[2]), log=lambda m: print(m, flush=True))
+"""
+
+
+def test_concurrent_first_installs_make_one_venv_then_reuse(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_bytes(REQS)
+    cache = tmp_path / "cache"
+    # A stale partial install (no marker) from a killed job must be wiped, not trusted.
+    key = venvcache.env_key(REQS)
+    (cache / key / "junk").mkdir(parents=True)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CONCURRENT, str(req), str(cache)], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    firsts = [o.splitlines()[0] for o in outs]
+    assert sum(f.startswith("installing environment") for f in firsts) == 1, outs
+    assert sum("using cached environment" in o for o in outs) == 1, outs
+    assert sum("ready in" in o for o in outs) == 1, outs
+    assert [p.name for p in cache.iterdir() if p.is_dir()] == [key]
+    venv = cache / key
+    assert (venv / venvcache.COMPLETE_MARKER).is_file() and not (venv / "junk").exists()
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    # third use: no install at all
+    logs: list[str] = []
+    assert venvcache.ensure_venv(req, cache, logs.append) == venv
+    assert logs == [f"using cached environment {key}"]
+
+
+def test_launcher_runs_entry_in_the_venv(tmp_path: Path, facts: dict[str, str]) -> None:
+    pkg = Path(facts["PADDLECLOUD_PACKAGE_DIR"])
+    (pkg / "requirements.txt").write_bytes(REQS)
+    facts["PADDLECLOUD_ENTRY"] = 'echo "venv=$VIRTUAL_ENV"; python -c "import sys; print(\'prefix=\' + sys.prefix)"'
+    r = run_launcher(facts, timeout=300)
+    assert r.returncode == 0, r.stdout
+    venv = Path(facts["PADDLECLOUD_VENV_CACHE"]) / venvcache.env_key(REQS)
+    log = (Path(facts["PADDLECLOUD_OUTPUT_DIR"]) / "trainer_0" / "log.txt").read_text()
+    assert f"venv={venv}" in log and f"prefix={venv}" in log
+    assert "installing environment" in log and "ready in" in log
+    r = run_launcher(facts, timeout=60)
+    log = (Path(facts["PADDLECLOUD_OUTPUT_DIR"]) / "trainer_0" / "log.txt").read_text()
+    assert log.count("using cached environment") == 1
+
+
+def test_failed_install_exits_70_and_leaves_no_marker(tmp_path: Path, facts: dict[str, str]) -> None:
+    pkg = Path(facts["PADDLECLOUD_PACKAGE_DIR"])
+    (pkg / "requirements.txt").write_text("-r does-not-exist.txt\n")
+    facts["PADDLECLOUD_ENTRY"] = "echo should-not-run"
+    r = run_launcher(facts, timeout=300)
+    assert r.returncode == 70
+    log = (Path(facts["PADDLECLOUD_OUTPUT_DIR"]) / "trainer_0" / "log.txt").read_text()
+    assert "environment setup failed" in log and "should-not-run" not in log
+    key = venvcache.env_key((pkg / "requirements.txt").read_bytes())
+    assert not (Path(facts["PADDLECLOUD_VENV_CACHE"]) / key / venvcache.COMPLETE_MARKER).exists()
