@@ -6,3 +6,9 @@ from django.apps import AppConfig
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = "Training jobs"
+
+    def ready(self) -> None:
+        from jobs.usage import compute_in_use
+        from portal.datacenters.quota import register_usage_provider
+
+        register_usage_provider(compute_in_use)

@@ -1,5 +1,13 @@
 """Jobs API routes, mounted under /api/v1/."""
 
-from django.urls import URLPattern
+from django.urls import path
 
-urlpatterns: list[URLPattern] = []
+from jobs import api
+
+urlpatterns = [
+    path("jobs", api.JobListCreate.as_view(), name="api-jobs"),
+    path("jobs/", api.JobListCreate.as_view()),
+    path("jobs/<str:name>", api.JobDetail.as_view(), name="api-job"),
+    path("jobs/<str:name>/workers", api.JobWorkers.as_view(), name="api-job-workers"),
+    path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
+]

@@ -223,3 +223,15 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "heartbeat": {"task": "portal.heartbeat", "schedule": float(CELERY_HEARTBEAT_SECONDS), "options": {"expires": 60}},
 }
+
+# --- Jobs -------------------------------------------------------------------------------------
+PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, minimum=1)
+PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, minimum=0)
+# Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
+# empty: the launcher's default, ~/.cache/paddlecloud/venvs.
+PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
+CELERY_BEAT_SCHEDULE.update({
+    "reconcile": {"task": "jobs.reconcile", "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
+                  "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS}},
+    "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
+})

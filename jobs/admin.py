@@ -1,0 +1,38 @@
+"""Admin for jobs: operators see every job, its workers, and can kill jobs."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from jobs import services
+from jobs.models import Job, Worker
+
+
+class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = Worker
+    extra = 0
+    can_delete = False
+    readonly_fields = ["role", "index", "state", "host", "pid", "started_at", "restarts", "exit_code", "message"]
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["name", "uid", "owner", "datacenter", "state", "reason", "exit_code", "created_at", "finished_at"]
+    list_filter = ["state", "reason", "datacenter"]
+    search_fields = ["name", "uid", "owner__username"]
+    readonly_fields = [f.name for f in Job._meta.fields]
+    inlines = [WorkerInline]
+    actions = ["kill"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # jobs are submitted through the API, which validates and checks quota
+
+    @admin.action(description="Kill selected jobs")
+    def kill(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        killed = sum(1 for job in queryset if services.kill(job))
+        self.message_user(request, f"Killed {killed} job(s).", messages.SUCCESS)

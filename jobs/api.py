@@ -1,0 +1,193 @@
+"""Jobs API: submit, list, get, kill (and remove), workers, and logs by cursor."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, generics, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import packages, services
+from jobs.engines import engine_for
+from jobs.models import ACTIVE_STATES, Job, JobState, Worker
+from jobs.spec import JobSpecSerializer
+
+
+def _counts(job: Job, role: str, total: int) -> dict[str, int]:
+    names = ("pending", "running", "succeeded", "failed")
+    counts = {name: getattr(job, f"{role}s_{name}", 0) for name in names}
+    return {"total": total, **counts}
+
+
+class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    owner = serializers.CharField(source="owner.username")
+    datacenter = serializers.CharField(source="datacenter.name")
+    trainers = serializers.SerializerMethodField()
+    pservers = serializers.SerializerMethodField()
+    output = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "name",
+            "uid",
+            "owner",
+            "datacenter",
+            "state",
+            "reason",
+            "message",
+            "exit_code",
+            "trainers",
+            "pservers",
+            "spec",
+            "output",
+            "url",
+            "created_at",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def get_trainers(self, job: Job) -> dict[str, int]:
+        return _counts(job, "trainer", job.trainers)
+
+    def get_pservers(self, job: Job) -> dict[str, int]:
+        counts = _counts(job, "pserver", job.pservers)
+        counts.pop("succeeded")
+        return counts
+
+    def get_output(self, job: Job) -> str:
+        real = packages.output_dir(job.datacenter, job.owner.username, job.name, job.uid)
+        return packages.logical(job.datacenter, real)
+
+    def get_url(self, job: Job) -> str:
+        return f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/jobs/{job.uid}/"
+
+
+class WorkerSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    name = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Worker
+        fields = ["name", "role", "index", "state", "host", "pid", "started_at", "restarts", "exit_code", "message"]
+
+
+def jobs_visible_to(request: Request) -> QuerySet[Job]:
+    """The one place that decides whose jobs a request sees: its own, or everyone's for operators."""
+    jobs = Job.objects.select_related("owner", "datacenter")
+    if request.user.is_staff and request.query_params.get("owner"):
+        return jobs.filter(owner__username=request.query_params["owner"])
+    if request.user.is_staff and request.query_params.get("all") in ("1", "true"):
+        return jobs
+    return jobs.filter(owner_id=request.user.pk)
+
+
+def get_job(request: Request, name: str) -> Job:
+    """A job by name (its active run if any, else the newest) or by uid."""
+    jobs = jobs_visible_to(request)
+    job = (
+        jobs.filter(name=name, state__in=ACTIVE_STATES).first()
+        or jobs.filter(name=name).first()
+        or jobs.filter(uid=name).first()
+    )
+    if job is None:
+        raise exceptions.NotFound(f"job {name!r} not found")
+    return job
+
+
+class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
+    serializer_class = JobSerializer
+
+    def get_queryset(self) -> QuerySet[Job]:
+        jobs = jobs_visible_to(self.request)
+        state = self.request.query_params.get("state")
+        if state:
+            if state not in JobState.values:
+                raise exceptions.ValidationError({"state": [f"must be one of {', '.join(JobState.values)}"]})
+            jobs = jobs.filter(state=state)
+        if self.request.query_params.get("active") in ("1", "true"):
+            jobs = jobs.filter(state__in=ACTIVE_STATES)
+        return jobs.order_by("-created_at")
+
+    @extend_schema(request=JobSpecSerializer, responses={201: JobSerializer})
+    def post(self, request: Request) -> Response:
+        job = services.submit(request.user, request.data)  # type: ignore[arg-type]
+        job = Job.objects.select_related("owner", "datacenter").get(pk=job.pk)
+        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class JobDetail(APIView):
+    @extend_schema(responses=JobSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        return Response(JobSerializer(get_job(request, name)).data)
+
+    @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses=JobSerializer)
+    def delete(self, request: Request, name: str) -> Response:
+        job = get_job(request, name)
+        if request.query_params.get("rm") in ("1", "true"):
+            services.remove(job)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        services.kill(job)
+        return Response(JobSerializer(job).data)
+
+
+class JobWorkers(generics.ListAPIView):  # type: ignore[type-arg]
+    serializer_class = WorkerSerializer
+
+    def get_queryset(self) -> QuerySet[Worker]:
+        return get_job(self.request, self.kwargs["name"]).workers.order_by("role", "index")
+
+
+class JobLogs(APIView):
+    """Text after `cursor` and the next cursor: a follower never misses or repeats a line."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("worker", str, description="trainer-0 (default), pserver-1, ..."),
+            OpenApiParameter("cursor", str, description="from the previous answer; empty: from the start"),
+            OpenApiParameter("tail", int, description="only the last N lines (the cursor then points to the end)"),
+        ]
+    )
+    def get(self, request: Request, name: str) -> Response:
+        job = get_job(request, name)
+        worker = request.query_params.get("worker", "trainer-0")
+        names = {f"trainer-{i}" for i in range(job.trainers)} | {f"pserver-{i}" for i in range(job.pservers)}
+        if worker not in names:
+            raise exceptions.ValidationError(
+                {"worker": [f"{worker!r} is not a worker of {job.name}; it has {', '.join(sorted(names))}"]}
+            )
+        engine = engine_for(job.datacenter)
+        cursor = request.query_params.get("cursor", "")
+        tail = request.query_params.get("tail")
+        if tail is None:
+            chunk = engine.read_log(job, worker, cursor)
+            text = chunk.text
+        else:
+            if not tail.isdigit():
+                raise exceptions.ValidationError({"tail": ["must be a non-negative integer"]})
+            # Read to the end keeping only the last lines, so the cursor returned follows from there.
+            text, chunk = "", engine.read_log(job, worker, cursor)
+            while True:
+                text = _last_lines(text + chunk.text, int(tail))
+                following = engine.read_log(job, worker, chunk.cursor)
+                if following.cursor == chunk.cursor:
+                    break
+                chunk = following
+        return Response(
+            {
+                "job": job.name,
+                "worker": worker,
+                "text": text,
+                "cursor": chunk.cursor,
+                "complete": chunk.complete,
+                "state": job.state,
+            }
+        )
+
+
+def _last_lines(text: str, count: int) -> str:
+    return "".join(text.splitlines(keepends=True)[-count:]) if count else ""

@@ -1,0 +1,78 @@
+"""The engine interface: what every engine (local processes, Kubernetes) offers the job tasks.
+
+Engines are stateless between calls: what they must remember about a job lives in `job.engine_data`
+(and in the Worker rows), so any worker process can pick a job up after another one died.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from jobs.models import Job, JobState, Role, WorkerState
+from portal.datacenters.models import Datacenter
+
+
+class EngineError(Exception):
+    """The engine refused the job for a reason the user must fix (shown as the job's message)."""
+
+
+class TransientEngineError(Exception):
+    """The engine could not be reached; the task retries later and the job stays where it is."""
+
+
+@dataclass
+class WorkerStatus:
+    role: Role
+    index: int
+    state: WorkerState
+    host: str = ""
+    pid: int | None = None
+    started_at: datetime | None = None
+    restarts: int = 0
+    exit_code: int | None = None
+    message: str = ""
+
+
+@dataclass
+class Observation:
+    """What the engine sees of one job right now; the reconciler turns it into state."""
+
+    state: JobState  # PENDING, RUNNING, SUCCEEDED or FAILED
+    reason: str = ""
+    message: str = ""
+    exit_code: int | None = None
+    workers: list[WorkerStatus] = field(default_factory=list)
+
+
+@dataclass
+class LogChunk:
+    text: str
+    cursor: str  # pass back to get what comes after; unchanged when nothing new arrived
+    complete: bool  # True when this log will never grow again
+
+
+class Engine(ABC):
+    def __init__(self, datacenter: Datacenter) -> None:
+        self.datacenter = datacenter
+
+    @abstractmethod
+    def start(self, job: Job) -> None:
+        """Start the job; idempotent: a retry after a crash creates only what is missing."""
+
+    @abstractmethod
+    def poll(self, jobs: list[Job]) -> dict[int, Observation]:
+        """Observe many jobs at once (a constant number of cluster calls, whatever their number)."""
+
+    @abstractmethod
+    def stop(self, job: Job) -> bool:
+        """Stop everything of the job (archiving logs first); True once nothing of it runs. Idempotent."""
+
+    @abstractmethod
+    def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
+        """The log text of one worker ("trainer-0", "pserver-1") after `cursor`."""
+
+    def cleanup(self, job: Job) -> bool:
+        """Delete what is left of a finished job after the datacenter's TTL; True when done."""
+        return self.stop(job)

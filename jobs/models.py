@@ -1,0 +1,141 @@
+"""The training job (a state machine row) and its workers (one per pserver/trainer process or pod)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued"  # row written, submit_job enqueued on commit
+    SUBMITTING = "submitting"  # a worker is asking the engine to start it
+    PENDING = "pending"  # the engine accepted it; processes/pods not all running yet
+    RUNNING = "running"  # every process/pod started
+    SUCCEEDED = "succeeded"  # every trainer exited 0 (pservers were then stopped)
+    FAILED = "failed"  # see reason and exit_code
+    KILLED = "killed"  # the owner or an operator killed it
+
+
+ACTIVE_STATES = (JobState.QUEUED, JobState.SUBMITTING, JobState.PENDING, JobState.RUNNING)
+STARTED_STATES = (JobState.PENDING, JobState.RUNNING)
+TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
+
+
+class Reason(models.TextChoices):
+    """Why a job is where it is; shown to the user next to the state."""
+
+    NONE = ""
+    KILLED = "Killed"
+    PSERVER_LOST = "PserverLost"  # a pserver died: trainers would exit 0 with nothing learned
+    TRAINER_FAILED = "TrainerFailed"  # a trainer exited non-zero (no retries configured)
+    BACKOFF_LIMIT = "BackoffLimit"  # a trainer failed more than max_retries times
+    PENDING_TIMEOUT = "PendingTimeout"
+    UNSCHEDULABLE = "Unschedulable"
+    IMAGE_PULL = "ImagePullBackOff"
+    OOM_KILLED = "OOMKilled"
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    SUBMIT_FAILED = "SubmitFailed"
+    LAUNCH_FAILED = "LaunchFailed"  # a process could not be started or vanished without a status
+
+
+class Role(models.TextChoices):
+    PSERVER = "pserver"
+    TRAINER = "trainer"
+
+
+class Job(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    datacenter = models.ForeignKey("datacenters.Datacenter", on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=40, help_text="The user's name for it; unique among their active jobs.")
+    uid = models.CharField(
+        max_length=48, unique=True, help_text="Name of the engine's objects: name + a short unique suffix."
+    )
+    spec = models.JSONField(help_text="The validated spec, as submitted (see jobs.spec).")
+
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
+    reason = models.CharField(max_length=40, choices=Reason.choices, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True, help_text="The failing process's own exit code.")
+
+    # Per-role counts, refreshed by every reconcile.
+    trainers_pending = models.PositiveIntegerField(default=0)
+    trainers_running = models.PositiveIntegerField(default=0)
+    trainers_succeeded = models.PositiveIntegerField(default=0)
+    trainers_failed = models.PositiveIntegerField(default=0)
+    pservers_pending = models.PositiveIntegerField(default=0)
+    pservers_running = models.PositiveIntegerField(default=0)
+    pservers_failed = models.PositiveIntegerField(default=0)
+
+    # Engine-private facts (ports, namespace, ...) so a restarted worker finds the job again.
+    engine_data = models.JSONField(default=dict, blank=True)
+    # False until the engine confirmed that nothing of a finished job runs any more.
+    released = models.BooleanField(default=False)
+    # True once the engine's objects of a finished job were deleted after the datacenter's TTL.
+    cleaned = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # A name is taken only while its job is active, so it can be reused at once after a kill.
+            models.UniqueConstraint(
+                fields=["owner", "name"], condition=Q(state__in=ACTIVE_STATES), name="job_name_unique_while_active"
+            )
+        ]
+        indexes = [models.Index(fields=["datacenter", "state"]), models.Index(fields=["owner", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.uid}) of {self.owner_id}: {self.state}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def trainers(self) -> int:
+        return int(self.spec["parallelism"])
+
+    @property
+    def pservers(self) -> int:
+        return int(self.spec["pservers"])
+
+
+class WorkerState(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    KILLED = "killed"
+
+
+class Worker(models.Model):
+    """One pserver or trainer of a job: what `paddlectl get workers` shows."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="workers")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    index = models.PositiveIntegerField()
+    state = models.CharField(max_length=20, choices=WorkerState.choices, default=WorkerState.PENDING)
+    host = models.CharField(max_length=255, blank=True, default="")
+    pid = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    restarts = models.PositiveIntegerField(default=0)
+    exit_code = models.IntegerField(null=True, blank=True)
+    message = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["role", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "role", "index"], name="one_worker_per_role_index")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"

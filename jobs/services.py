@@ -1,0 +1,109 @@
+"""Every write to jobs goes through here: submit (validate, check quota, create), kill and remove."""
+
+from __future__ import annotations
+
+import secrets
+import string
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from rest_framework import exceptions
+
+from jobs import packages, spec
+from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
+from jobs.states import transition
+from portal.api.errors import Conflict
+from portal.datacenters import quota
+from portal.datacenters.api import usable_datacenter
+from portal.datacenters.models import Datacenter
+from portal.registry.models import RegistrySecret
+
+_SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def _uid(name: str) -> str:
+    return f"{name}-{''.join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))}"
+
+
+def _choose_datacenter(user: User, name: str | None) -> Datacenter:
+    if name:
+        return usable_datacenter(user, name)
+    usable = list(Datacenter.objects.usable_by(user)[:2])
+    if len(usable) == 1:
+        return usable[0]
+    names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
+    raise exceptions.ValidationError({"datacenter": [f"required; you may use: {names}"]})
+
+
+def _check_quota(user: User, datacenter: Datacenter, data: dict[str, Any]) -> None:
+    cpu, memory, gpu = spec.requested(data)
+    limits = quota.limits(user, datacenter)
+    used = quota.usage(user, datacenter)
+    problems = []
+    for label, asked, limit, in_use, unit in (
+        ("cpu", cpu, limits.cpu, used.cpu, " cores"),
+        ("memory", memory, limits.memory, used.memory, " bytes"),
+        ("gpu", gpu, limits.gpu, used.gpu, ""),
+        ("jobs", 1, limits.jobs, used.jobs, " active jobs"),
+    ):
+        if in_use + asked > limit:
+            problems.append(
+                f"{label}: the job needs {asked:g}{unit} but only {max(limit - in_use, 0):g}{unit} of your "
+                f"{limit:g} are free in {datacenter.name} ({in_use:g} in use); over by {in_use + asked - limit:g}"
+            )
+    if problems:
+        raise exceptions.ValidationError({"quota": problems})
+
+
+@transaction.atomic
+def submit(user: User, payload: Any) -> Job:
+    """Validate the spec, check the quota and create the job; submit_job runs once this commits."""
+    serializer = spec.JobSpecSerializer(data=payload)
+    serializer.is_valid(raise_exception=True)
+    data = dict(serializer.validated_data)
+    datacenter = _choose_datacenter(user, data.pop("datacenter", None))
+    data["datacenter"] = datacenter.name
+    if data["registry"] and not RegistrySecret.objects.filter(owner=user, name=data["registry"]).exists():
+        raise exceptions.ValidationError(
+            {"registry": [f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)"]}
+        )
+    packages.resolve_package(datacenter, user.get_username(), data["package"], data["jobname"])
+    # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
+    User.objects.select_for_update().filter(pk=user.pk).first()
+    _check_quota(user, datacenter, data)
+    if Job.objects.filter(owner=user, name=data["jobname"], state__in=ACTIVE_STATES).exists():
+        raise Conflict(
+            {"jobname": [f"you already have an active job named {data['jobname']!r}; kill it or choose another name"]}
+        )
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(
+                owner=user, datacenter=datacenter, name=data["jobname"], uid=_uid(data["jobname"]), spec=data
+            )
+    except IntegrityError:
+        raise Conflict({"jobname": [f"you already have an active job named {data['jobname']!r}"]}) from None
+    from jobs.tasks import submit_job
+
+    transaction.on_commit(lambda: submit_job.delay(job.pk))
+    return job
+
+
+def kill(job: Job) -> bool:
+    """Mark the job killed at once (its name is free again) and let kill_job stop what runs."""
+    killed = transition(job.pk, JobState.KILLED, reason=Reason.KILLED, message="killed by request")
+    if killed or (job.state in TERMINAL_STATES and not job.released):
+        from jobs.tasks import kill_job
+
+        transaction.on_commit(lambda: kill_job.delay(job.pk))
+    job.refresh_from_db()
+    return killed
+
+
+def remove(job: Job) -> None:
+    """Forget a finished job (`kill -rm`); an active one is killed first and removed once released."""
+    if job.state in TERMINAL_STATES and job.released:
+        job.delete()
+        return
+    kill(job)
+    Job.objects.filter(pk=job.pk).update(engine_data={**job.engine_data, "remove": True})

@@ -1,0 +1,33 @@
+"""State transitions as conditional UPDATEs: whoever moves a job first wins; a repeat does nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.utils import timezone
+
+from jobs.models import TERMINAL_STATES, Job, JobState
+
+# Which states each state may be entered from (the state machine, in one place).
+ALLOWED_FROM: dict[JobState, tuple[JobState, ...]] = {
+    JobState.QUEUED: (),
+    JobState.SUBMITTING: (JobState.QUEUED, JobState.SUBMITTING),
+    JobState.PENDING: (JobState.SUBMITTING,),
+    JobState.RUNNING: (JobState.SUBMITTING, JobState.PENDING),
+    JobState.SUCCEEDED: (JobState.PENDING, JobState.RUNNING),
+    JobState.FAILED: (JobState.QUEUED, JobState.SUBMITTING, JobState.PENDING, JobState.RUNNING),
+    JobState.KILLED: (JobState.QUEUED, JobState.SUBMITTING, JobState.PENDING, JobState.RUNNING),
+}
+
+
+def transition(job_id: int, to: JobState, *, from_states: Iterable[JobState] | None = None, **fields: Any) -> bool:
+    """Move the job to `to` if it is in one of `from_states` (default: every state allowed); True if moved."""
+    allowed = tuple(from_states) if from_states is not None else ALLOWED_FROM[to]
+    allowed = tuple(s for s in allowed if s in ALLOWED_FROM[to])
+    now = timezone.now()
+    if to in TERMINAL_STATES:
+        fields.setdefault("finished_at", now)
+    if to == JobState.RUNNING:
+        fields.setdefault("started_at", now)
+    return bool(Job.objects.filter(pk=job_id, state__in=allowed).update(state=to, updated_at=now, **fields))

@@ -1,0 +1,100 @@
+"""Celery tasks for jobs: passed ids, idempotent, and safe to run twice or after a worker died."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from celery import shared_task
+from celery.app.task import Task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.engines import engine_for
+from jobs.engines.base import EngineError, TransientEngineError
+from jobs.locks import exclusive
+from jobs.models import TERMINAL_STATES, Job, JobState, Reason
+from jobs.reconcile import reconcile_datacenter, release, stuck_submissions
+from jobs.states import transition
+from portal.datacenters.models import Datacenter
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="jobs.submit_job", bind=True, max_retries=None, acks_late=True)
+def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
+    if not transition(job_id, JobState.SUBMITTING):
+        return  # already submitted, or killed before it started
+    job = Job.objects.select_related("owner", "datacenter").get(pk=job_id)
+    engine = engine_for(job.datacenter)
+    with exclusive(f"job-{job_id}") as held:
+        if not held:
+            return  # another worker is starting this very job
+        try:
+            engine.start(job)
+        except EngineError as exc:
+            transition(job_id, JobState.FAILED, reason=Reason.SUBMIT_FAILED, message=str(exc))
+            engine.stop(job)
+            return
+        except TransientEngineError as exc:
+            Job.objects.filter(pk=job_id, state=JobState.SUBMITTING).update(message=f"retrying: {exc}")
+            countdown = min(60, 2 ** min(self.request.retries, 6))
+            raise self.retry(countdown=countdown) from None
+    if not transition(job_id, JobState.PENDING, submitted_at=timezone.now(), message=""):
+        job.refresh_from_db()
+        if job.state in TERMINAL_STATES:
+            release(job, engine)  # killed while starting: stop what was just started
+
+
+@shared_task(name="jobs.kill_job", acks_late=True)
+def kill_job(job_id: int) -> None:
+    """Stop a killed job's processes or pods, waiting out the grace period."""
+    deadline = time.monotonic() + settings.PADDLECLOUD_KILL_GRACE_SECONDS + 15
+    while time.monotonic() < deadline:
+        job = Job.objects.select_related("owner", "datacenter").filter(pk=job_id).first()
+        if job is None or job.state not in TERMINAL_STATES or job.released:
+            return
+        if release(job, engine_for(job.datacenter)):
+            return
+        time.sleep(0.5)
+    # Whatever is left, the reconciler's release sweep finishes.
+
+
+@shared_task(name="jobs.reconcile", ignore_result=True)
+def reconcile() -> None:
+    with exclusive("reconcile") as held:
+        if not held:
+            return  # the previous cycle is still running; this tick is not needed
+        for job_id in stuck_submissions():
+            submit_job.delay(job_id)
+        busy = Datacenter.objects.filter(
+            Q(jobs__state__in=[JobState.PENDING, JobState.RUNNING])
+            | Q(jobs__released=False, jobs__state__in=TERMINAL_STATES)
+        ).distinct()
+        for datacenter in busy:
+            try:
+                reconcile_datacenter(datacenter)
+            except Exception:
+                # One broken datacenter must not stop the others from being followed.
+                log.exception("reconcile of datacenter %s failed", datacenter.name)
+
+
+@shared_task(name="jobs.cleanup", ignore_result=True)
+def cleanup() -> None:
+    """Delete engine objects of finished jobs after their datacenter's TTL (logs are on the PFS)."""
+    with exclusive("cleanup") as held:
+        if not held:
+            return
+        now = timezone.now()
+        for job in Job.objects.filter(state__in=TERMINAL_STATES, released=True, cleaned=False).select_related(
+            "owner", "datacenter"
+        ):
+            if job.finished_at and now - job.finished_at < timedelta(seconds=job.datacenter.finished_ttl):
+                continue
+            try:
+                if engine_for(job.datacenter).cleanup(job):
+                    Job.objects.filter(pk=job.pk).update(cleaned=True)
+            except (EngineError, TransientEngineError) as exc:
+                log.warning("cleanup of %s failed: %s", job.uid, exc)
