@@ -7,12 +7,12 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def test_database_url() -> str:
 
 @dataclass
 class WorkerProcess:
-    """A worker consuming one private queue, so a stray `make run` worker never steals the test's tasks."""
+    """A worker consuming this test run's queue (see tests/settings.py)."""
 
     queue: str
     process: subprocess.Popen[bytes]
@@ -58,7 +58,7 @@ def start_worker(
     extra_env: dict[str, str] | None = None,
     concurrency: int = 1,
 ) -> WorkerProcess:
-    queue = queue or f"test-{uuid.uuid4().hex[:8]}"
+    queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE
     env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     log_path = log_dir / f"worker-{queue}.log"
     args = [

@@ -1,0 +1,76 @@
+"""Fixtures for tests against the real test control plane (tools/k8s): `k8s_cluster`, `k8s_api`, `k8s_namespace`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `tools` lives at the repo root, which plain `pytest` does not put on sys.path
+    sys.path.insert(0, str(ROOT))
+
+from kubernetes import client as k8s  # noqa: E402
+from kubernetes.client.rest import ApiException  # noqa: E402
+
+from tools.k8s.testcluster import TestCluster, default_bin_dir, missing_binaries  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def _missing_message() -> str | None:
+    bin_dir = default_bin_dir()
+    if not missing_binaries(bin_dir):
+        return None
+    return f"k8s control plane binaries not found in {bin_dir}: run `make k8s-build` (tools/k8s/build.sh) to build them"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests under tests/k8s `k8s`; without binaries, skip every test needing the cluster (one summary line)."""
+    missing = None if os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1" else _missing_message()
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.k8s)
+        # A skip *marker* (not pytest.skip() in the fixture) lets pytest fold the reports into one line per file.
+        if missing and "k8s_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skip(reason=missing))
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    """A running control plane shared by the session; skips (fails if PADDLECLOUD_REQUIRE_K8S=1) without binaries."""
+    missing = _missing_message()
+    if missing:  # only reached with PADDLECLOUD_REQUIRE_K8S=1 (CI): otherwise the test was skipped at collection
+        pytest.fail(missing, pytrace=False)
+    cluster = TestCluster(default_bin_dir(), tmp_path_factory.mktemp("k8s"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def k8s_api(k8s_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
+    """An admin ApiClient for the session's cluster."""
+    with k8s_cluster.api_client() as api:
+        yield api
+
+
+@pytest.fixture
+def k8s_namespace(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace (with its default ServiceAccount, so bare pods can be created); deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = k8s.CoreV1Api(k8s_api)
+    core.create_namespace({"metadata": {"name": name}})
+    k8s_cluster.wait_for_default_service_account(name)
+    yield name
+    try:
+        core.delete_namespace(name)
+    except ApiException as exc:  # a test may have deleted it already
+        if exc.status != 404:
+            raise
