@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import string
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -36,21 +37,33 @@ def _choose_datacenter(user: User, name: str | None) -> Datacenter:
     raise exceptions.ValidationError({"datacenter": [f"required; you may use: {names}"]})
 
 
+def _cores(value: Any) -> str:
+    return f"{Decimal(value).normalize():f} cores"
+
+
+def _bytes(value: Any) -> str:
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value >= size:
+            return f"{value / size:.4g}{unit}"
+    return f"{value} bytes"
+
+
 def _check_quota(user: User, datacenter: Datacenter, data: dict[str, Any]) -> None:
     cpu, memory, gpu = spec.requested(data)
     limits = quota.limits(user, datacenter)
     used = quota.usage(user, datacenter)
     problems = []
-    for label, asked, limit, in_use, unit in (
-        ("cpu", cpu, limits.cpu, used.cpu, " cores"),
-        ("memory", memory, limits.memory, used.memory, " bytes"),
-        ("gpu", gpu, limits.gpu, used.gpu, ""),
-        ("jobs", 1, limits.jobs, used.jobs, " active jobs"),
+    for label, asked, limit, in_use, show in (
+        ("cpu", cpu, limits.cpu, used.cpu, _cores),
+        ("memory", memory, limits.memory, used.memory, _bytes),
+        ("gpu", gpu, limits.gpu, used.gpu, str),
+        ("jobs", 1, limits.jobs, used.jobs, lambda n: f"{n} active jobs"),
     ):
         if in_use + asked > limit:
             problems.append(
-                f"{label}: the job needs {asked:g}{unit} but only {max(limit - in_use, 0):g}{unit} of your "
-                f"{limit:g} are free in {datacenter.name} ({in_use:g} in use); over by {in_use + asked - limit:g}"
+                f"{label}: the job needs {show(asked)} but only {show(max(limit - in_use, 0))} of your "
+                f"{show(limit)} are free in {datacenter.name} ({show(in_use)} in use); "
+                f"over by {show(in_use + asked - limit)}"
             )
     if problems:
         raise exceptions.ValidationError({"quota": problems})

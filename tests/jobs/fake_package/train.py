@@ -1,0 +1,26 @@
+"""A stand-in for a Paddle job, for engine tests that need no Paddle: same env contract, same roles."""
+
+import os
+import socket
+import sys
+import time
+
+role = os.environ["TRAINING_ROLE"] if "TRAINING_ROLE" in os.environ else "TRAINER"
+if role == "PSERVER":
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", int(os.environ["PADDLE_PORT"])))
+    server.listen()
+    print(f"pserver {os.environ['PADDLE_PORT']} serving", flush=True)
+    while True:
+        time.sleep(1)
+me = int(os.environ["PADDLE_TRAINER_ID"])
+steps = int(os.environ.get("FAKE_STEPS", "5"))
+fail_trainer = int(os.environ.get("FAKE_FAIL_TRAINER", "-1"))
+for step in range(steps):
+    print(f"trainer {me} step {step} loss {10.0 / (step + 1):.4f}", flush=True)
+    if me == fail_trainer and step == steps // 2:
+        print("trainer giving up", flush=True)
+        sys.exit(int(os.environ.get("FAKE_EXIT_CODE", "3")))
+    time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0.1")))
+print(f"trainer {me} done", flush=True)
