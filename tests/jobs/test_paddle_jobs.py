@@ -1,0 +1,91 @@
+"""Real PaddlePaddle jobs on the local engine, through the API and a real Celery worker with beat.
+
+The first run installs paddlepaddle==3.0.0 into the launcher's cached environment (~20 s); later
+runs reuse it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from jobs.models import Job
+from portal.datacenters.models import Datacenter
+from tests.jobs.conftest import EXAMPLES, alive, put_package
+from tests.jobs.test_local_engine import finished
+from tests.workers import WorkerProcess, wait_for
+
+pytestmark = [pytest.mark.paddle, pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+
+
+def losses(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"loss ([0-9.]+)", text)]
+
+
+def test_the_ps_example_trains_with_falling_loss(alice_api: APIClient, alice: User, local_dc: Datacenter,
+                                                 worker: WorkerProcess) -> None:
+    put_package(local_dc, alice, "fit", EXAMPLES / "fit_a_line")
+    spec = {"jobname": "fit", "entry": "python train.py", "parallelism": 2, "pservers": 2, "passes": 4}
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    job = finished("fit", worker, timeout=300)
+    assert (job.state, job.exit_code) == ("succeeded", 0), job.message
+    for trainer in (0, 1):
+        text = alice_api.get(f"/api/v1/jobs/fit/logs?worker=trainer-{trainer}").json()["text"]
+        values = losses(text)
+        assert len(values) >= 3, text[-2000:]
+        assert values[-1] < values[0] / 5, values
+    assert alive(job) == []
+
+
+def test_the_collective_example_succeeds(alice_api: APIClient, alice: User, local_dc: Datacenter,
+                                         worker: WorkerProcess) -> None:
+    put_package(local_dc, alice, "dp", EXAMPLES / "fit_a_line_collective")
+    spec = {"jobname": "dp", "entry": "python train.py", "parallelism": 2, "pservers": 0, "passes": 2}
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    job = finished("dp", worker, timeout=300)
+    assert (job.state, job.exit_code) == ("succeeded", 0), job.message
+    text = alice_api.get("/api/v1/jobs/dp/logs?worker=trainer-1").json()["text"]
+    assert len(losses(text)) >= 2
+    assert alive(job) == []
+
+
+def test_a_pserver_killed_mid_training_is_reported_although_trainers_exit_0(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    put_package(local_dc, alice, "fit", EXAMPLES / "fit_a_line")
+    spec = {"jobname": "fit", "entry": "python train.py", "parallelism": 2, "pservers": 2, "passes": 400}
+    alice_api.post("/api/v1/jobs", spec, format="json")
+
+    def training() -> bool:
+        log = alice_api.get("/api/v1/jobs/fit/logs?worker=trainer-0").json()["text"]
+        return "step 50 loss" in log
+
+    wait_for(training, 300, "trainer 0 to train", worker)
+    job = Job.objects.get(name="fit")
+    os.kill(job.engine_data["pserver-0"]["pid"], signal.SIGKILL)
+    killed_at = time.monotonic()
+    failed = wait_for(lambda: Job.objects.filter(name="fit", state="failed").first(), 30, "PserverLost", worker)
+    assert isinstance(failed, Job)
+    assert failed.reason == "PserverLost" and time.monotonic() - killed_at < 10
+    assert alive(finished("fit", worker)) == []
+
+
+def test_a_trainer_exiting_3_mid_training_stops_the_pservers(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    put_package(local_dc, alice, "fit", EXAMPLES / "fit_a_line")
+    # Trainer 1 trains for a while, then its entry exits 3 (what a crashing script does).
+    entry = ('python train.py & pid=$!; if [ "$PADDLE_TRAINER_ID" = 1 ]; then sleep 6; kill -9 $pid; exit 3; fi; '
+             'wait $pid')
+    spec = {"jobname": "fit", "entry": entry, "parallelism": 2, "pservers": 2, "passes": 400}
+    alice_api.post("/api/v1/jobs", spec, format="json")
+    job = finished("fit", worker, timeout=300)
+    assert (job.state, job.reason, job.exit_code) == ("failed", "TrainerFailed", 3), job.message
+    assert alive(job) == []
