@@ -34,6 +34,7 @@ urlpatterns = [
     path("signup/", accounts_views.signup, name="signup"),
     path("profile/", accounts_views.profile, name="profile"),
     path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
+    path("jobs/", include("jobs.page_urls")),
     path("admin/", admin.site.urls),
     path("api-token-auth/", accounts_api.LegacyTokenView.as_view(), name="api-token-auth"),
     path("api/v1/", include(api_v1)),

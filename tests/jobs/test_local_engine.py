@@ -34,8 +34,9 @@ def finished(name: str, worker: WorkerProcess, timeout: float = 90) -> Job:
     return job
 
 
-def test_a_ps_job_succeeds_and_every_process_is_gone(alice_api: APIClient, fake_package: Path,
-                                                     worker: WorkerProcess) -> None:
+def test_a_ps_job_succeeds_and_every_process_is_gone(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
     created = alice_api.post("/api/v1/jobs", SPEC, format="json")
     assert created.status_code == 201, created.json()
     job = finished("fake", worker)
@@ -44,14 +45,19 @@ def test_a_ps_job_succeeds_and_every_process_is_gone(alice_api: APIClient, fake_
     assert alive(job) == []
     workers = alice_api.get("/api/v1/jobs/fake/workers").json()["results"]
     assert [(w["name"], w["state"]) for w in workers] == [
-        ("pserver-0", "succeeded"), ("pserver-1", "succeeded"), ("trainer-0", "succeeded"), ("trainer-1", "succeeded")]
+        ("pserver-0", "succeeded"),
+        ("pserver-1", "succeeded"),
+        ("trainer-0", "succeeded"),
+        ("trainer-1", "succeeded"),
+    ]
     log = alice_api.get("/api/v1/jobs/fake/logs?worker=trainer-1").json()
     assert log["complete"] and "trainer 1 step 4 loss 2.0000" in log["text"] and "trainer 1 done" in log["text"]
     assert "SECRET" not in log["text"] and "DATABASE_URL" not in log["text"]
 
 
-def test_a_trainer_exiting_3_fails_the_job_with_its_code(alice_api: APIClient, fake_package: Path,
-                                                         worker: WorkerProcess) -> None:
+def test_a_trainer_exiting_3_fails_the_job_with_its_code(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
     spec = {**SPEC, "env": {"FAKE_FAIL_TRAINER": "1", "FAKE_EXIT_CODE": "3", "FAKE_STEPS": "20"}}
     assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
     job = finished("fake", worker)
@@ -62,8 +68,9 @@ def test_a_trainer_exiting_3_fails_the_job_with_its_code(alice_api: APIClient, f
     assert (trainer.state, trainer.exit_code) == ("failed", 3)
 
 
-def test_a_failing_trainer_is_retried_then_backoff_limit(alice_api: APIClient, fake_package: Path,
-                                                         worker: WorkerProcess) -> None:
+def test_a_failing_trainer_is_retried_then_backoff_limit(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
     spec = {**SPEC, "max_retries": 2, "env": {"FAKE_FAIL_TRAINER": "0", "FAKE_STEPS": "4"}}
     alice_api.post("/api/v1/jobs", spec, format="json")
     job = finished("fake", worker)
@@ -73,8 +80,9 @@ def test_a_failing_trainer_is_retried_then_backoff_limit(alice_api: APIClient, f
     assert log.count("=== attempt started") == 3
 
 
-def test_a_pserver_killed_fails_the_job_as_pserver_lost(alice_api: APIClient, fake_package: Path,
-                                                        worker: WorkerProcess) -> None:
+def test_a_pserver_killed_fails_the_job_as_pserver_lost(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
     spec = {**SPEC, "env": {"FAKE_STEPS": "600"}}
     alice_api.post("/api/v1/jobs", spec, format="json")
     running = wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), 60, "running", worker)
@@ -91,8 +99,9 @@ def test_a_pserver_killed_fails_the_job_as_pserver_lost(alice_api: APIClient, fa
     assert alive(job) == []
 
 
-def test_kill_while_running_leaves_nothing_and_frees_the_name(alice_api: APIClient, fake_package: Path,
-                                                              worker: WorkerProcess) -> None:
+def test_kill_while_running_leaves_nothing_and_frees_the_name(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
     alice_api.post("/api/v1/jobs", {**SPEC, "env": {"FAKE_STEPS": "600"}}, format="json")
     wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), 60, "running", worker)
     response = alice_api.delete("/api/v1/jobs/fake")

@@ -29,8 +29,9 @@ def losses(text: str) -> list[float]:
     return [float(v) for v in re.findall(r"loss ([0-9.]+)", text)]
 
 
-def test_the_ps_example_trains_with_falling_loss(alice_api: APIClient, alice: User, local_dc: Datacenter,
-                                                 worker: WorkerProcess) -> None:
+def test_the_ps_example_trains_with_falling_loss(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
     put_package(local_dc, alice, "fit", EXAMPLES / "fit_a_line")
     spec = {"jobname": "fit", "entry": "python train.py", "parallelism": 2, "pservers": 2, "passes": 4}
     assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
@@ -44,8 +45,9 @@ def test_the_ps_example_trains_with_falling_loss(alice_api: APIClient, alice: Us
     assert alive(job) == []
 
 
-def test_the_collective_example_succeeds(alice_api: APIClient, alice: User, local_dc: Datacenter,
-                                         worker: WorkerProcess) -> None:
+def test_the_collective_example_succeeds(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
     put_package(local_dc, alice, "dp", EXAMPLES / "fit_a_line_collective")
     spec = {"jobname": "dp", "entry": "python train.py", "parallelism": 2, "pservers": 0, "passes": 2}
     assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
@@ -82,8 +84,9 @@ def test_a_trainer_exiting_3_mid_training_stops_the_pservers(
 ) -> None:
     put_package(local_dc, alice, "fit", EXAMPLES / "fit_a_line")
     # Trainer 1 trains for a while, then its entry exits 3 (what a crashing script does).
-    entry = ('python train.py & pid=$!; if [ "$PADDLE_TRAINER_ID" = 1 ]; then sleep 6; kill -9 $pid; exit 3; fi; '
-             'wait $pid')
+    entry = (
+        'python train.py & pid=$!; if [ "$PADDLE_TRAINER_ID" = 1 ]; then sleep 6; kill -9 $pid; exit 3; fi; wait $pid'
+    )
     spec = {"jobname": "fit", "entry": entry, "parallelism": 2, "pservers": 2, "passes": 400}
     alice_api.post("/api/v1/jobs", spec, format="json")
     job = finished("fit", worker, timeout=300)

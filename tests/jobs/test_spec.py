@@ -48,7 +48,12 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
 
 @pytest.mark.parametrize(("case", "change", "field", "rule"), CASES, ids=[c[0] for c in CASES])
 def test_bad_spec_is_refused_naming_the_field(
-    alice_api: APIClient, local_dc: Datacenter, fake_package: Path, case: str, change: dict[str, Any], field: str,
+    alice_api: APIClient,
+    local_dc: Datacenter,
+    fake_package: Path,
+    case: str,
+    change: dict[str, Any],
+    field: str,
     rule: str,
 ) -> None:
     body = {**GOOD, **change}
@@ -66,8 +71,15 @@ def test_quota_message_says_which_limit_and_by_how_much(
     Quota.objects.create(user=alice, datacenter=local_dc, memory="3Gi", gpu=1)
     response = alice_api.post("/api/v1/jobs", {**GOOD, "gpu": 1}, format="json")
     messages = [e["message"] for e in response.json()["errors"] if e["field"] == "quota"]
-    assert any(m.startswith("memory: the job needs 4Gi but only 3Gi of your 3Gi are free in local (0 bytes in use); over by 1Gi") for m in messages)
-    assert any("gpu: the job needs 2 but only 1 of your 1 are free in local (0 in use); over by 1" in m for m in messages)
+    assert any(
+        m.startswith(
+            "memory: the job needs 4Gi but only 3Gi of your 3Gi are free in local (0 bytes in use); over by 1Gi"
+        )
+        for m in messages
+    )
+    assert any(
+        "gpu: the job needs 2 but only 1 of your 1 are free in local (0 in use); over by 1" in m for m in messages
+    )
 
 
 def test_concurrent_jobs_quota_counts_active_jobs(
@@ -75,8 +87,9 @@ def test_concurrent_jobs_quota_counts_active_jobs(
 ) -> None:
     Quota.objects.create(user=alice, datacenter=local_dc, jobs=1)
     assert alice_api.post("/api/v1/jobs", GOOD, format="json").status_code == 201
-    response = alice_api.post("/api/v1/jobs", {**GOOD, "jobname": "other", "package": "/pfs/local/home/alice/jobs/fake"},
-                              format="json")
+    response = alice_api.post(
+        "/api/v1/jobs", {**GOOD, "jobname": "other", "package": "/pfs/local/home/alice/jobs/fake"}, format="json"
+    )
     assert response.status_code == 400
     assert "jobs: the job needs 1 active jobs but only 0 active jobs of your 1 active jobs" in response.json()["detail"]
     assert Job.objects.count() == 1
@@ -120,7 +133,14 @@ def test_anonymous_gets_401_on_job_routes(anon_api: APIClient, db: None, path: s
 
 
 def test_requested_totals_count_every_process() -> None:
-    spec = {"parallelism": 3, "pservers": 2, "cpu": "500m", "memory": "1Gi", "gpu": 1, "pscpu": "2",
-            "psmemory": "512Mi"}
+    spec = {
+        "parallelism": 3,
+        "pservers": 2,
+        "cpu": "500m",
+        "memory": "1Gi",
+        "gpu": 1,
+        "pscpu": "2",
+        "psmemory": "512Mi",
+    }
     cpu, memory, gpu = requested(spec)
     assert (float(cpu), memory, gpu) == (5.5, 3 * 2**30 + 2**29 * 2, 3)

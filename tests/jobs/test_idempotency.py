@@ -1,0 +1,78 @@
+"""Tasks are idempotent: run twice, nothing doubles; a killed job's processes all go."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from jobs import tasks
+from jobs.models import Job, Worker
+from portal.datacenters.models import Datacenter
+from tests.jobs.conftest import alive
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SPEC = {"jobname": "fake", "entry": "python train.py", "parallelism": 2, "pservers": 1, "env": {"FAKE_STEPS": "600"}}
+
+
+def test_submit_job_twice_starts_each_process_once(
+    alice_api: APIClient, local_dc: Datacenter, fake_package: Path, settings: object
+) -> None:
+    job_id = alice_api.post("/api/v1/jobs", SPEC, format="json").json()
+    job = Job.objects.get(name="fake")
+    try:
+        tasks.submit_job.run(job.pk)
+        tasks.submit_job.run(job.pk)
+        job.refresh_from_db()
+        assert job.state == "pending"
+        assert Worker.objects.filter(job=job).count() == 3
+        assert len(set(alive(job))) == 6  # 3 launchers and their 3 supervisors, nothing twice
+        tasks.reconcile.run()
+        tasks.reconcile.run()
+        assert Job.objects.get(pk=job.pk).state == "running"
+    finally:
+        alice_api.delete("/api/v1/jobs/fake")
+        tasks.kill_job.run(job.pk)
+    assert job_id["state"] == "queued"
+    deadline = time.monotonic() + 20
+    while alive(job) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive(job) == []
+    assert Job.objects.get(pk=job.pk).released
+
+
+def test_submit_of_a_killed_job_does_nothing(alice_api: APIClient, local_dc: Datacenter, fake_package: Path) -> None:
+    alice_api.post("/api/v1/jobs", SPEC, format="json")
+    alice_api.delete("/api/v1/jobs/fake")
+    job = Job.objects.get(name="fake")
+    tasks.submit_job.run(job.pk)
+    job.refresh_from_db()
+    assert job.state == "killed" and job.engine_data == {} and not Worker.objects.exists()
+
+
+def test_a_job_whose_package_vanished_fails_with_the_reason(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path
+) -> None:
+    alice_api.post("/api/v1/jobs", SPEC, format="json")
+    for path in sorted(fake_package.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    fake_package.rmdir()
+    job = Job.objects.get(name="fake")
+    tasks.submit_job.run(job.pk)
+    job.refresh_from_db()
+    assert (job.state, job.reason) == ("failed", "SubmitFailed")
+    assert "does not exist" in job.message
+
+
+def test_logs_api_checks_the_worker_and_tail(alice_api: APIClient, local_dc: Datacenter, fake_package: Path) -> None:
+    alice_api.post("/api/v1/jobs", SPEC, format="json")
+    bad = alice_api.get("/api/v1/jobs/fake/logs?worker=trainer-7")
+    assert bad.status_code == 400
+    assert "'trainer-7' is not a worker of fake; it has pserver-0, trainer-0, trainer-1" in bad.json()["detail"]
+    assert alice_api.get("/api/v1/jobs/fake/logs?worker=trainer-0&tail=x").status_code == 400
+    empty = alice_api.get("/api/v1/jobs/fake/logs?worker=pserver-0&tail=5").json()
+    assert (empty["text"], empty["complete"]) == ("", False)
