@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 DEPS_HASH := $(shell cat requirements.txt requirements-dev.txt client/pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(DEPS_HASH)
 
-.PHONY: install run stop test lint typecheck pytest k8s-build k8s-up k8s-down clean
+.PHONY: install run stop test lint typecheck pytest k8s-build k8s-up k8s-down k8s-status clean
 
 $(STAMP): requirements.txt requirements-dev.txt client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,13 +35,16 @@ pytest: install
 test: lint typecheck pytest
 
 k8s-build:
-	tools/k8s/build.sh
+	bash tools/k8s/build.sh
 
 k8s-up: install
 	$(PY) -m tools.k8s.testcluster up
 
 k8s-down: install
 	$(PY) -m tools.k8s.testcluster down
+
+k8s-status: install
+	$(PY) -m tools.k8s.testcluster status
 
 clean: stop
 	rm -rf var

@@ -1,0 +1,1 @@
+"""Test control plane tooling: build script, pinned versions and the TestCluster harness."""

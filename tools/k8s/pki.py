@@ -1,0 +1,113 @@
+"""Throw-away PKI for the test control plane: a CA, the API server's serving cert and the service-account key."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of the files kube-apiserver and kube-controller-manager are pointed at."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+    )
+    path.chmod(0o600)
+
+
+def _cert(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    sans: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
+    now = dt.datetime.now(dt.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer.subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        # Backdated a little so a clock step between processes cannot make it "not yet valid".
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+    )
+    if issuer is None:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    else:
+        builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans or []), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def make_pki(directory: Path, service_ip: str) -> Pki:
+    """Write a fresh CA, an API server cert valid for 127.0.0.1/localhost/kubernetes.default and an SA key pair."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = Pki(
+        ca_cert=directory / "ca.crt",
+        ca_key=directory / "ca.key",
+        serving_cert=directory / "apiserver.crt",
+        serving_key=directory / "apiserver.key",
+        sa_key=directory / "sa.key",
+        sa_pub=directory / "sa.pub",
+    )
+    # EC keys: generating RSA keys costs noticeable time on 2 cores, and Kubernetes accepts P-256 everywhere.
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("paddlecloud-test-ca", ca_key, None, ca_key)
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address(service_ip)),
+        x509.DNSName("localhost"),
+        x509.DNSName("kubernetes"),
+        x509.DNSName("kubernetes.default"),
+        x509.DNSName("kubernetes.default.svc"),
+        x509.DNSName("kubernetes.default.svc.cluster.local"),
+    ]
+    serving = _cert("kube-apiserver", serving_key, ca, ca_key, sans)
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+
+    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.ca_key, ca_key)
+    pki.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.serving_key, serving_key)
+    _write_key(pki.sa_key, sa_key)
+    pki.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return pki
