@@ -1,0 +1,124 @@
+"""Benchmark: a 2+2 PS job through our local engine vs `python -m paddle.distributed.launch`.
+
+Both run the measured reference workload of ../shared/paddle-reference/train_ps.py (fit_a_line
+style, GEO mode, 1000 steps: the anchor of paddle-notes.md, launcher 10.4 s vs hand-set env 8.2 s)
+in the same cached venv (examples/fit_a_line/requirements.txt), alternating, N runs each. Under
+Paddle's launcher the script waits for the pservers and trainer 0 stops them itself (its defaults);
+under ours the launcher waits and the engine stops them (WAIT_SERVERS=0, STOP_SERVERS=0).
+Ours is timed from engine.start() until the job is finished and every process is gone, with the
+reconciler polled every 0.2 s (the portal's beat runs it every 2 s, PADDLECLOUD_RECONCILE_SECONDS);
+theirs from exec until the launcher exits. Prints both medians and the ratio ours/theirs (goal <= 0.85).
+
+    .venv/bin/python bench/launch_overhead.py [--runs 5] [--steps 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT.parent / "shared" / "paddle-reference" / "train_ps.py"
+sys.path.insert(0, str(ROOT))
+
+
+def setup_django(var_dir: Path) -> None:
+    os.environ["PADDLECLOUD_VAR_DIR"] = str(var_dir)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
+    os.environ.pop("DATABASE_URL", None)  # a private SQLite database, whatever the shell has
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def run_ours(package: Path, steps: int, run: int) -> float:
+    from django.contrib.auth.models import User
+
+    from jobs.engines import engine_for
+    from jobs.models import TERMINAL_STATES, Job
+    from jobs.reconcile import reconcile_datacenter
+    from jobs.spec import JobSpecSerializer
+    from portal.datacenters.models import Datacenter, Engine, StorageKind
+
+    user, _ = User.objects.get_or_create(username="bench")
+    root = Path(os.environ["PADDLECLOUD_VAR_DIR"]) / "pfs"
+    dc, _ = Datacenter.objects.get_or_create(name="local", defaults={
+        "engine": Engine.LOCAL, "storage_kind": StorageKind.LOCAL, "storage_root": str(root)})
+    name = f"fit{run}"
+    shutil.copytree(package, root / "home" / "bench" / "jobs" / name, dirs_exist_ok=True)
+    spec = JobSpecSerializer(data={"jobname": name, "entry": "python train_ps.py", "parallelism": 2, "pservers": 2,
+                                   "env": {"STEPS": str(steps), "WAIT_SERVERS": "0", "STOP_SERVERS": "0"}})
+    spec.is_valid(raise_exception=True)
+    job = Job.objects.create(owner=user, datacenter=dc, name=name, uid=f"{name}-bench",
+                             spec={**spec.validated_data, "datacenter": "local"}, state="pending")
+    started = time.monotonic()
+    engine_for(dc).start(job)
+    while True:
+        reconcile_datacenter(dc)
+        job.refresh_from_db()
+        if job.state in TERMINAL_STATES and job.released:
+            break
+        time.sleep(0.2)
+    elapsed = time.monotonic() - started
+    if job.state != "succeeded":
+        raise SystemExit(f"our run {run} ended {job.state}: {job.message}")
+    return elapsed
+
+
+def run_theirs(package: Path, steps: int, python: Path, work: Path, run: int) -> float:
+    cwd = work / f"theirs{run}"
+    shutil.copytree(package, cwd, dirs_exist_ok=True)
+    env = {**os.environ, "PADDLE_WITH_GLOO": "1", "STEPS": str(steps), "FLAGS_enable_pir_api": "0",
+           "PATH": f"{python.parent}:{os.environ['PATH']}"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(python), "-m", "paddle.distributed.launch", "--server_num=2", "--trainer_num=2",
+         "--log_dir", str(cwd / "log"), "train_ps.py"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    elapsed = time.monotonic() - started
+    if result.returncode != 0:
+        raise SystemExit(f"paddle.distributed.launch run {run} exited {result.returncode}:\n{result.stdout[-3000:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=1000)
+    args = parser.parse_args()
+
+    from paddlecloud.venvcache import ensure_venv
+
+    venv = ensure_venv(ROOT / "examples" / "fit_a_line" / "requirements.txt", log=lambda line: None)
+    with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
+        work = Path(tmp)
+        package = work / "package"
+        package.mkdir()
+        shutil.copy(REFERENCE, package / "train_ps.py")
+        shutil.copy(ROOT / "examples" / "fit_a_line" / "requirements.txt", package)
+        setup_django(work / "var")
+        # Warm both once (data preparation, page cache) before anything is timed.
+        run_theirs(package, args.steps, venv / "bin" / "python", work, -1)
+        ours, theirs = [], []
+        for run in range(args.runs):
+            ours.append(run_ours(package, args.steps, run))
+            theirs.append(run_theirs(package, args.steps, venv / "bin" / "python", work, run))
+            print(f"run {run}: ours {ours[-1]:.2f}s  paddle.distributed.launch {theirs[-1]:.2f}s", flush=True)
+    ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
+    print(f"median ours: {ours_median:.2f}s")
+    print(f"median paddle.distributed.launch: {theirs_median:.2f}s")
+    print(f"ratio ours/theirs: {ours_median / theirs_median:.2f} (goal <= 0.85)")
+
+
+if __name__ == "__main__":
+    main()
