@@ -8,12 +8,13 @@ mixes the logs of two runs.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import Any
 
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 
 from portal.datacenters.models import Datacenter
+from storage import paths
 
 
 def home_dir(datacenter: Datacenter, username: str) -> Path:
@@ -32,19 +33,16 @@ def logical(datacenter: Datacenter, real: Path) -> str:
     return f"/pfs/{datacenter.name}/" + str(real.relative_to(datacenter.storage_root))
 
 
-def resolve_package(datacenter: Datacenter, username: str, package: str, jobname: str) -> Path:
-    """The package directory on disk, refused unless it is in the user's home or the public area."""
-    text = package or f"/pfs/{datacenter.name}/home/{username}/jobs/{jobname}"
-    path = PurePosixPath(text)
-    prefix = PurePosixPath("/pfs", datacenter.name)
-    allowed = f"/pfs/{datacenter.name}/home/{username}/ or /pfs/{datacenter.name}/{datacenter.public_path}/"
-    if "\x00" in text or ".." in path.parts or not path.is_relative_to(prefix):
-        raise serializers.ValidationError({"package": [f"{text!r} must be a path under {allowed}"]})
-    root = Path(datacenter.storage_root).resolve()
-    areas = [(root / "home" / username).resolve(), (root / datacenter.public_path).resolve()]
-    real = Path(os.path.realpath(root / path.relative_to(prefix)))
-    if not any(real == area or real.is_relative_to(area) for area in areas):
-        raise serializers.ValidationError({"package": [f"{text!r} must be a path under {allowed}"]})
+def resolve_package(datacenter: Datacenter, user: Any, package: str, jobname: str) -> Path:
+    """The package directory on disk; refused (400, field `package`) unless the user may read it there."""
+    text = package or f"/pfs/{datacenter.name}/home/{user.get_username()}/jobs/{jobname}"
+    try:
+        resolved = paths.resolve(user, text, field="package")
+    except exceptions.PermissionDenied as exc:
+        raise serializers.ValidationError({"package": [str(exc.detail)]}) from None
+    if resolved.datacenter.pk != datacenter.pk:
+        raise serializers.ValidationError({"package": [f"{text!r} is not on datacenter {datacenter.name!r}"]})
+    real = resolved.real
     if not real.exists():
         hint = " (upload it with `paddlectl submit ... DIR` or `paddlectl file cp`)" if not package else ""
         raise serializers.ValidationError({"package": [f"{text!r} does not exist{hint}"]})

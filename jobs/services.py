@@ -81,7 +81,7 @@ def submit(user: User, payload: Any) -> Job:
         raise exceptions.ValidationError(
             {"registry": [f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)"]}
         )
-    packages.resolve_package(datacenter, user.get_username(), data["package"], data["jobname"])
+    packages.resolve_package(datacenter, user, data["package"], data["jobname"])
     # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
     User.objects.select_for_update().filter(pk=user.pk).first()
     _check_quota(user, datacenter, data)

@@ -234,4 +234,5 @@ CELERY_BEAT_SCHEDULE.update({
     "reconcile": {"task": "jobs.reconcile", "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
                   "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS}},
     "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
+    "storage-cleanup-uploads": {"task": "storage.cleanup_uploads", "schedule": 3600.0, "options": {"expires": 600}},
 })

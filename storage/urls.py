@@ -1,5 +1,17 @@
-"""Storage API routes, mounted at /api/v1/files/ (filled by the storage issue)."""
+"""Storage API routes, mounted at /api/v1/files/."""
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from storage import api
+
+urlpatterns: list[URLPattern] = [
+    path("ls", api.ListView.as_view(), name="files-ls"),
+    path("stat", api.StatView.as_view(), name="files-stat"),
+    path("mkdir", api.MkdirView.as_view(), name="files-mkdir"),
+    path("rm", api.RemoveView.as_view(), name="files-rm"),
+    path("download", api.DownloadView.as_view(), name="files-download"),
+    path("uploads", api.UploadListView.as_view(), name="files-uploads"),
+    path("uploads/<str:upload_id>", api.UploadDetailView.as_view(), name="files-upload"),
+    path("uploads/<str:upload_id>/chunks/<int:index>", api.UploadChunkView.as_view(), name="files-upload-chunk"),
+    path("uploads/<str:upload_id>/complete", api.UploadCompleteView.as_view(), name="files-upload-complete"),
+]

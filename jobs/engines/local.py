@@ -16,11 +16,11 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 
 from jobs import packages
 from jobs.engines import processes
-from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
+from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError, WorkerStatus
 from jobs.logfiles import read_after
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
@@ -134,12 +134,12 @@ class LocalEngine(Engine):
 
     def _package(self, job: Job) -> Path:
         try:
-            return packages.resolve_package(
-                self.datacenter, job.owner.get_username(), job.spec.get("package", ""), job.name
-            )
+            return packages.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
         except serializers.ValidationError as exc:
             detail = exc.detail if isinstance(exc.detail, dict) else {"package": exc.detail}
             raise EngineError("; ".join(str(m) for msgs in detail.values() for m in msgs)) from None
+        except exceptions.APIException as exc:  # storage not mounted right now: try again later
+            raise TransientEngineError(str(exc.detail)) from None
 
     def start(self, job: Job) -> None:
         package = self._package(job)

@@ -1,0 +1,437 @@
+"""PFS API under /api/v1/files/: ls, stat, mkdir, rm, download (Range), chunked resumable uploads.
+
+Views stay thin: access and paths are decided in storage.paths, the work is done in storage.files and
+storage.uploads. Paths are logical (/pfs/<dc>/home/<user>/..., /pfs/<dc>/public/...).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import socket
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Count, Q
+from django.http import FileResponse, HttpResponse
+from django.http.response import HttpResponseBase
+from django.utils.http import http_date
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+try:  # the WSGI server `make run` and production use; optional for the storage API itself
+    from gunicorn.http.body import Body as _GunicornBody
+    from gunicorn.http.body import LengthReader as _LengthReader
+except ImportError:  # pragma: no cover
+    _GunicornBody = _LengthReader = None  # type: ignore[assignment,misc]
+
+from portal.api.pagination import Pagination
+from portal.api.serializers import StrictSerializer
+from storage import conf, files, paths, uploads
+from storage.models import Upload, UploadState
+
+PATH_HELP = "Logical path: /pfs/<datacenter>/home/<user>/... or /pfs/<datacenter>/public/..."
+
+
+class PathQuery(StrictSerializer):
+    path = serializers.CharField(trim_whitespace=False, help_text=PATH_HELP)
+
+
+class ListQuery(PathQuery):
+    recursive = serializers.BooleanField(default=False)
+    page = serializers.IntegerField(required=False, min_value=1)
+    page_size = serializers.IntegerField(required=False, min_value=1)
+
+
+def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:  # type: ignore[type-arg]
+    serializer = serializer_class(data={key: request.query_params.get(key) for key in request.query_params})
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+ENTRY = inline_serializer(
+    "FileEntry",
+    {
+        "path": serializers.CharField(),
+        "name": serializers.CharField(),
+        "kind": serializers.ChoiceField(["file", "dir", "symlink", "other"]),
+        "size": serializers.IntegerField(),
+        "mtime": serializers.DateTimeField(),
+    },
+)
+
+
+def _page_of(name: str, item: Any) -> Any:
+    return inline_serializer(
+        name,
+        {
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializers.ListField(child=item),
+        },
+    )
+
+
+class ListView(APIView):
+    """List a directory (or one file), sorted by name; recursive lists the whole tree, depth first."""
+
+    @extend_schema(parameters=[ListQuery], responses=_page_of("FileEntryPage", ENTRY))
+    def get(self, request: Request) -> Response:
+        query = _query(ListQuery, request)
+        listing = files.listing(request.user, query["path"], query["recursive"])
+        paginator = Pagination()
+        page: list[Any] | None = paginator.paginate_queryset(listing, request, view=self)  # type: ignore[arg-type]
+        return paginator.get_paginated_response(page)
+
+
+class StatView(APIView):
+    @extend_schema(parameters=[PathQuery], responses=ENTRY)
+    def get(self, request: Request) -> Response:
+        return Response(files.stat_path(request.user, _query(PathQuery, request)["path"]))
+
+
+class MkdirRequest(StrictSerializer):
+    path = serializers.CharField(trim_whitespace=False, help_text=PATH_HELP)
+    parents = serializers.BooleanField(default=False, help_text="Create missing parents; no error if it exists.")
+
+
+class MkdirView(APIView):
+    @extend_schema(request=MkdirRequest, responses={201: ENTRY, 200: ENTRY})
+    def post(self, request: Request) -> Response:
+        body = MkdirRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        entry, created = files.mkdir(request.user, body.validated_data["path"], body.validated_data["parents"])
+        return Response(entry, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class RemoveRequest(StrictSerializer):
+    path = serializers.CharField(trim_whitespace=False, help_text=PATH_HELP)
+    recursive = serializers.BooleanField(default=False, help_text="Required to remove a directory.")
+
+
+class RemoveView(APIView):
+    @extend_schema(
+        request=RemoveRequest,
+        responses=inline_serializer(
+            "Removed",
+            {
+                "path": serializers.CharField(),
+                "removed_bytes": serializers.IntegerField(),
+                "removed_entries": serializers.IntegerField(),
+            },
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        body = RemoveRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        removed = files.remove(request.user, body.validated_data["path"], body.validated_data["recursive"])
+        return Response({"path": removed.path, "removed_bytes": removed.bytes, "removed_entries": removed.entries})
+
+
+# --- download ---------------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
+    """One byte range as (start, end inclusive); None to send the whole file; False if unsatisfiable."""
+    match = _RANGE.match(header)
+    if match is None:
+        return None  # several ranges or another unit: RFC 9110 lets us answer with the whole file
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            return False
+        return max(size - suffix, 0), size - 1
+    start = int(first)
+    end = int(last) if last else size - 1
+    if last and end < start:
+        return None
+    if start >= size:
+        return False
+    return start, min(end, size - 1)
+
+
+class _Slice:
+    """A file limited to [start, start + length): read() stops at the end, fileno() lets gunicorn sendfile."""
+
+    def __init__(self, handle: Any, start: int, length: int) -> None:
+        self._handle = handle
+        self._left = length
+        handle.seek(start)
+
+    def read(self, size: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data: bytes = self._handle.read(size)
+        self._left -= len(data)
+        return data
+
+    def fileno(self) -> int:
+        return int(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class DownloadView(APIView):
+    """The file's bytes, streamed (never whole in memory); one `Range: bytes=a-b` gives a 206."""
+
+    @extend_schema(
+        parameters=[PathQuery, OpenApiParameter("Range", str, OpenApiParameter.HEADER, required=False)],
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            (206, "application/octet-stream"): OpenApiTypes.BINARY,
+        },
+    )
+    def get(self, request: Request) -> HttpResponseBase:
+        download = files.open_download(request.user, _query(PathQuery, request)["path"])
+        size = download.size
+        etag = f'"{size:x}-{download.mtime_ns:x}"'
+        wanted: tuple[int, int] | bool | None = None
+        header = request.headers.get("Range")
+        if header and request.headers.get("If-Range", etag) == etag:
+            wanted = parse_range(header, size)
+        if wanted is False:
+            download.handle.close()
+            response = HttpResponse(status=status.HTTP_416_REQUESTED_RANGE_NOT_SATISFIABLE)
+            response["Content-Range"] = f"bytes */{size}"
+            response["Accept-Ranges"] = "bytes"
+            return response
+        start, end = wanted if isinstance(wanted, tuple) else (0, size - 1)
+        length = end - start + 1 if size else 0
+        streamed = FileResponse(
+            _Slice(download.handle, start, length),
+            as_attachment=True,
+            filename=download.name,
+            content_type="application/octet-stream",  # never rendered as HTML from the portal's origin
+        )
+        streamed.block_size = uploads.PIECE
+        streamed["Content-Length"] = str(length)
+        streamed["Accept-Ranges"] = "bytes"
+        streamed["ETag"] = etag
+        streamed["Last-Modified"] = http_date(download.mtime_ns / 1e9)
+        if isinstance(wanted, tuple):
+            streamed.status_code = status.HTTP_206_PARTIAL_CONTENT
+            streamed["Content-Range"] = f"bytes {start}-{end}/{size}"
+        return streamed
+
+
+# --- uploads ----------------------------------------------------------------------------------
+
+
+class UploadStart(StrictSerializer):
+    path = serializers.CharField(trim_whitespace=False, help_text=PATH_HELP)
+    size = serializers.IntegerField(min_value=0, max_value=2**62, help_text="Total size in bytes.")
+    checksum = serializers.CharField(help_text="Whole file: 'xxh3_128:' and 32 hex digits (XXH3 128-bit).")
+    chunk_size = serializers.IntegerField(
+        required=False, min_value=1, help_text="Bytes per chunk, a multiple of 65536; the portal's default if left out."
+    )
+
+
+class UploadListQuery(StrictSerializer):
+    path = serializers.CharField(required=False, trim_whitespace=False)
+    state = serializers.ChoiceField(UploadState.choices, required=False)
+    page = serializers.IntegerField(required=False, min_value=1)
+    page_size = serializers.IntegerField(required=False, min_value=1)
+
+
+def upload_json(upload: Upload, report: dict[str, Any] | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": str(upload.id),
+        "path": upload.path,
+        "size": upload.size,
+        "checksum": uploads.format_checksum(upload.checksum),
+        "chunk_size": upload.chunk_size,
+        "chunks": upload.chunk_count,
+        "state": upload.state,
+        "error": upload.error,
+        "created_at": upload.created_at,
+        "updated_at": upload.updated_at,
+        "expires_at": (
+            upload.updated_at + timedelta(seconds=conf.upload_expire_seconds())
+            if upload.state in (UploadState.OPEN, UploadState.VERIFYING)
+            else None
+        ),
+    }
+    if report is not None:
+        data.update(report)
+    return data
+
+
+UPLOAD = inline_serializer(
+    "Upload",
+    {
+        "id": serializers.UUIDField(),
+        "path": serializers.CharField(),
+        "size": serializers.IntegerField(),
+        "checksum": serializers.CharField(),
+        "chunk_size": serializers.IntegerField(),
+        "chunks": serializers.IntegerField(),
+        "state": serializers.ChoiceField(UploadState.choices),
+        "error": serializers.CharField(),
+        "created_at": serializers.DateTimeField(),
+        "updated_at": serializers.DateTimeField(),
+        "expires_at": serializers.DateTimeField(allow_null=True),
+        "received": serializers.IntegerField(),
+        "present": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField())),
+        "wrong": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField())),
+        "missing": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField())),
+    },
+)
+
+
+class UploadListView(APIView):
+    """POST starts an upload; GET lists the user's uploads (filter by ?path= and ?state=)."""
+
+    @extend_schema(parameters=[UploadListQuery], responses=_page_of("UploadPage", UPLOAD))
+    def get(self, request: Request) -> Response:
+        query = _query(UploadListQuery, request)
+        found = Upload.objects.filter(owner_id=request.user.pk).annotate(
+            received=Count("chunks", filter=Q(chunks__ok=True))
+        )
+        if "path" in query:
+            found = found.filter(path="/pfs/" + "/".join(paths.parse(query["path"])))
+        if "state" in query:
+            found = found.filter(state=query["state"])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(found.order_by("-created_at"), request, view=self) or []
+        return paginator.get_paginated_response(
+            [upload_json(upload, {"received": upload.received}) for upload in page]  # type: ignore[attr-defined]
+        )
+
+    @extend_schema(request=UploadStart, responses={201: UPLOAD})
+    def post(self, request: Request) -> Response:
+        body = UploadStart(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        upload = uploads.start(request.user, data["path"], data["size"], data["checksum"], data.get("chunk_size"))
+        return Response(upload_json(upload, uploads.chunk_report(upload)), status=status.HTTP_201_CREATED)
+
+
+class UploadDetailView(APIView):
+    """GET: state and which chunks are present, wrong or missing (?verify=1 re-reads them); DELETE aborts."""
+
+    @extend_schema(parameters=[OpenApiParameter("verify", bool, required=False)], responses=UPLOAD)
+    def get(self, request: Request, upload_id: str) -> Response:
+        upload = uploads.get_upload(request.user, upload_id)
+        verify = serializers.BooleanField().to_internal_value(request.query_params.get("verify", "false"))
+        return Response(upload_json(upload, uploads.chunk_report(upload, verify=verify)))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, upload_id: str) -> Response:
+        uploads.abort(request.user, upload_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class GunicornBody:
+    """The rest of a gunicorn request body, read straight from the socket into the caller's buffer.
+
+    gunicorn's wsgi.input reads in 1 KiB steps and copies each several times, which holds an upload to a
+    few hundred MB/s on a core; recv_into a 1 MiB buffer that is then hashed and written reaches the
+    disk's speed. Bytes gunicorn already took off the socket come first; its length bookkeeping is kept,
+    so a kept-alive connection's next request starts where it should.
+    """
+
+    def __init__(self, reader: Any, sock: socket.socket) -> None:
+        self._reader = reader  # gunicorn.http.body.LengthReader: .length is what is left of the body
+        self._unreader = reader.unreader
+        self._sock = sock
+
+    def readinto(self, view: memoryview) -> int:
+        want = min(len(view), self._reader.length)
+        if want <= 0:
+            return 0
+        buffered = self._unreader.buf
+        buffered.seek(0, io.SEEK_END)
+        if buffered.tell():
+            data = self._unreader.read()  # everything buffered, which may run past this body
+            if len(data) > want:
+                self._unreader.unread(data[want:])
+                data = data[:want]
+            got = len(data)
+            view[:got] = data
+        else:
+            got = self._sock.recv_into(view[:want])
+        self._reader.length -= got
+        return got
+
+    def read(self, size: int = -1, /) -> bytes:
+        buffer = memoryview(bytearray(min(size, self._reader.length) if size >= 0 else self._reader.length))
+        got = self.readinto(buffer)
+        return bytes(buffer[:got])
+
+
+def request_body(request: Request) -> uploads.Readable:
+    """The request body as a stream that ends at Content-Length, read without parsing it."""
+    django_request = request._request
+    stream = django_request.META.get("wsgi.input")
+    sock = django_request.META.get("gunicorn.socket")
+    reader = getattr(stream, "reader", None)
+    if (
+        _LengthReader is not None
+        and isinstance(stream, _GunicornBody)
+        and isinstance(reader, _LengthReader)
+        and isinstance(sock, socket.socket)
+        and isinstance(getattr(getattr(reader, "unreader", None), "buf", None), io.BytesIO)
+        and isinstance(getattr(reader, "length", None), int)
+    ):
+        stream.buf.seek(0, io.SEEK_END)
+        if stream.buf.tell() == 0:  # nothing read through wsgi.input yet
+            return GunicornBody(reader, sock)
+    return django_request  # Django's stream, bounded by Content-Length
+
+
+class UploadChunkView(APIView):
+    """PUT the raw bytes of chunk <index> (offset index * chunk_size) with `X-Chunk-Checksum: xxh3_128:<hex>`."""
+
+    parser_classes: list[Any] = []  # the body is streamed to disk, never parsed
+
+    @extend_schema(
+        request={"application/octet-stream": OpenApiTypes.BINARY},
+        parameters=[OpenApiParameter("X-Chunk-Checksum", str, OpenApiParameter.HEADER, required=True)],
+        responses=inline_serializer(
+            "ChunkReceived",
+            {
+                "index": serializers.IntegerField(),
+                "size": serializers.IntegerField(),
+                "checksum": serializers.CharField(),
+            },
+        ),
+    )
+    def put(self, request: Request, upload_id: str, index: int) -> Response:
+        length_header = request.headers.get("Content-Length")
+        try:
+            length = int(length_header) if length_header not in (None, "") else None
+        except ValueError:
+            length = -1
+        upload = uploads.put_chunk(
+            request.user, upload_id, index, request_body(request), length, request.headers.get("X-Chunk-Checksum", "")
+        )
+        return Response(
+            {
+                "index": index,
+                "size": upload.chunk_length(index),
+                "checksum": request.headers.get("X-Chunk-Checksum"),
+            }
+        )
+
+
+class UploadCompleteView(APIView):
+    """Verify the whole-file checksum and move the file into place: 200 done, 202 verifying in the background."""
+
+    @extend_schema(request=None, responses={200: UPLOAD, 202: UPLOAD})
+    def post(self, request: Request, upload_id: str) -> Response:
+        upload = uploads.complete(request.user, upload_id)
+        code = status.HTTP_200_OK if upload.state == UploadState.COMPLETED else status.HTTP_202_ACCEPTED
+        upload.refresh_from_db()
+        return Response(upload_json(upload), status=code)

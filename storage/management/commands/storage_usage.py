@@ -1,0 +1,69 @@
+"""manage.py storage_usage: recompute storage usage from disk, report drift, and with --fix correct it.
+
+Usage is kept exact by every write through the portal; files that jobs write straight onto the
+filesystem (outputs, logs) are not seen until this runs (or storage.usage.recompute_user).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from portal.datacenters.models import Datacenter
+from storage.backends import StorageUnavailable
+from storage.usage import Drift, human, recompute
+
+
+def _describe(drift: Drift) -> str:
+    parts = []
+    if drift.recorded_bytes != drift.actual_bytes:
+        parts.append(f"bytes {human(drift.recorded_bytes)} -> {human(drift.actual_bytes)}")
+    if drift.recorded_files != drift.actual_files:
+        parts.append(f"files {drift.recorded_files} -> {drift.actual_files}")
+    if drift.recorded_reserved_bytes != drift.actual_reserved_bytes:
+        parts.append(f"reserved {human(drift.recorded_reserved_bytes)} -> {human(drift.actual_reserved_bytes)}")
+    if drift.recorded_reserved_files != drift.actual_reserved_files:
+        parts.append(f"reserved files {drift.recorded_reserved_files} -> {drift.actual_reserved_files}")
+    return ", ".join(parts) or f"ok ({human(drift.actual_bytes)}, {drift.actual_files} files)"
+
+
+class Command(BaseCommand):
+    help = "Recompute per-user storage usage from disk and report drift; --fix stores the recomputed values."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--datacenter", action="append", metavar="NAME", help="only this datacenter (repeatable)")
+        parser.add_argument("--user", action="append", metavar="NAME", help="only this user (repeatable)")
+        parser.add_argument("--fix", action="store_true", help="store the recomputed usage")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        datacenters = Datacenter.objects.all()
+        if options["datacenter"]:
+            datacenters = datacenters.filter(name__in=options["datacenter"])
+            unknown = set(options["datacenter"]) - set(datacenters.values_list("name", flat=True))
+            if unknown:
+                raise CommandError(f"unknown datacenter(s): {', '.join(sorted(unknown))}")
+        users = None
+        if options["user"]:
+            users = list(get_user_model().objects.filter(username__in=options["user"]))
+            unknown = set(options["user"]) - {u.get_username() for u in users}
+            if unknown:
+                raise CommandError(f"unknown user(s): {', '.join(sorted(unknown))}")
+        drifted = checked = 0
+        for datacenter in datacenters:
+            try:
+                report = recompute(datacenter, users, fix=options["fix"])
+            except StorageUnavailable:
+                self.stderr.write(f"{datacenter.name}: storage root {datacenter.storage_root} is not mounted; skipped")
+                continue
+            for drift in report:
+                checked += 1
+                if drift.drifted:
+                    drifted += 1
+                if drift.drifted or options["verbosity"] >= 2:
+                    self.stdout.write(f"{datacenter.name} {drift.username}: {_describe(drift)}")
+        summary = f"{checked} user(s) checked, {drifted} with drift"
+        if drifted and not options["fix"]:
+            raise CommandError(f"{summary}; run with --fix to store the recomputed usage")
+        self.stdout.write(summary + ("; fixed" if drifted else ""))

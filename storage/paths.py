@@ -1,0 +1,189 @@
+"""Logical PFS paths (/pfs/<dc>/home/<user>/..., /pfs/<dc>/public/...) checked and mapped onto storage.
+
+The one place that decides who may touch which path. Every refusal names the rule it applies: a bad
+path is a 400 on the field `path`, a path the user may not touch is a 403. Symlinks are resolved only
+while they stay inside the area they start in (the user's home, or public); one that leads out is
+refused, and at use time the backend opens every component with O_NOFOLLOW.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rest_framework import exceptions
+
+from portal.datacenters.models import Datacenter
+from storage import backends
+from storage import errors as storage_errors
+from storage.backends import TEMP_PREFIX, PfsStorage, storage_for
+
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+HOME = "home"
+PUBLIC = "public"
+
+# After the one decoding HTTP does, a '%2F' left in a name means the client encoded twice or is
+# hiding a separator (or '.', '\\', NUL) from a check: refuse rather than guess.
+_ENCODED = re.compile(r"%(2f|5c|2e|00)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ResolvedPath:
+    """A logical path the user may use, and where it is in the datacenter's storage."""
+
+    datacenter: Datacenter
+    logical: str  # normalized: /pfs/<dc>/<area>[/<owner>]/<parts...>
+    area: str  # HOME or PUBLIC
+    owner: Any  # the user whose home it is; None in public
+    parts: tuple[str, ...]  # components below the area root
+    name: str  # storage name relative to the storage root, symlinks inside the area resolved
+    storage: PfsStorage
+
+    @property
+    def real(self) -> Path:
+        """The absolute path on the portal's mount (the filesystem backend)."""
+        return Path(self.storage.root_real(), self.name)
+
+    @property
+    def is_area_root(self) -> bool:
+        return not self.parts
+
+    @property
+    def area_label(self) -> str:
+        return "your home" if self.area == HOME else "public"
+
+    def child(self, relative: str) -> str:
+        return f"{self.logical}/{relative}" if relative else self.logical
+
+
+def parse(path: Any, field: str = "path") -> list[str]:
+    """Check a logical path's text and return its components after /pfs (400 naming the rule broken)."""
+
+    def bad(message: str) -> exceptions.ValidationError:
+        return storage_errors.path_invalid(message, field)
+
+    if not isinstance(path, str) or not path:
+        raise bad("a path such as /pfs/<datacenter>/home/<user>/file is required")
+    if "\x00" in path:
+        raise bad("must not contain NUL bytes")
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise bad("is not valid Unicode (lone surrogate)") from None
+    if size > MAX_PATH_BYTES:
+        raise bad(f"is {size} bytes long; the limit is {MAX_PATH_BYTES}")
+    controls = sorted({c for c in path if unicodedata.category(c) == "Cc"})
+    if controls:
+        raise bad(f"must not contain control characters (found {', '.join(repr(c) for c in controls)})")
+    if "\\" in path:
+        raise bad("must not contain backslashes; separate names with '/'")
+    if not path.startswith("/"):
+        raise bad(f"must be absolute, starting with /pfs/<datacenter>/ (got {path[:80]!r})")
+    parts = [part for part in path.split("/") if part]
+    if not parts or parts[0] != "pfs":
+        raise bad(f"must start with /pfs/<datacenter>/ (got {path[:80]!r})")
+    for part in parts[1:]:
+        if part in (".", ".."):
+            raise bad(f"'{part}' segments are not allowed; give the path from /pfs/ down")
+        if _ENCODED.search(part):
+            raise bad(f"name {part[:80]!r} contains a percent-encoded '/', '\\', '.' or NUL; send the path decoded")
+        length = len(part.encode("utf-8"))
+        if length > MAX_NAME_BYTES:
+            raise bad(f"name {part[:40]!r}... is {length} bytes long; the limit is {MAX_NAME_BYTES}")
+        if not unicodedata.is_normalized("NFC", part):
+            fixed = unicodedata.normalize("NFC", part)
+            raise bad(f"name {part!r} is not in Unicode NFC form; use {fixed!r} (the same text, composed)")
+        if part.startswith(TEMP_PREFIX):
+            raise bad(f"names starting with {TEMP_PREFIX!r} are reserved for uploads in progress")
+    return parts[1:]
+
+
+def home_logical(user: Any, datacenter: Datacenter) -> str:
+    return f"/pfs/{datacenter.name}/{HOME}/{user.get_username()}"
+
+
+def _home_name(user: Any) -> str:
+    name = user.get_username()
+    if name in (".", "..") or "/" in name or not unicodedata.is_normalized("NFC", name) or len(name.encode()) > 255:
+        raise exceptions.PermissionDenied(f"the user name {name!r} cannot be a home directory; tell the operators")
+    return f"{HOME}/{name}"
+
+
+def _public_name(datacenter: Datacenter) -> str:
+    return "/".join(backends.split(datacenter.public_path)) or PUBLIC
+
+
+def home_dir(user: Any, datacenter: Datacenter) -> Path:
+    """The user's home on the portal's mount of the datacenter's storage, created on first use."""
+    storage = storage_for(datacenter)
+    name = _home_name(user)
+    try:
+        storage.ensure_area(name)
+        return Path(storage.root_real(), name)
+    except backends.StorageUnavailable:
+        raise storage_errors.StorageUnavailable() from None
+    except OSError as exc:
+        raise storage_errors.from_os_error(exc, home_logical(user, datacenter)) from None
+
+
+def resolve(
+    user: Any, path: Any, *, write: bool = False, follow_last: bool = True, field: str = "path"
+) -> ResolvedPath:
+    """Check that `user` may read (or write) the logical `path` and find it in storage.
+
+    follow_last=False keeps a final symlink as is (removing or replacing the link, not its target).
+    Refuses: malformed paths (400), datacenters the user may not use, other users' homes, writing
+    public unless an operator, anything else under /pfs (403); symlinks leading out of the area (403).
+    """
+    parts = parse(path, field)
+    dc_name = parts[0]
+    datacenter = Datacenter.objects.usable_by(user).filter(name=dc_name).first()
+    if datacenter is None:
+        names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
+        raise exceptions.PermissionDenied(f"you may not use datacenter {dc_name!r}; you may use: {names}")
+    home = home_logical(user, datacenter)
+    public = f"/pfs/{datacenter.name}/{PUBLIC}"
+    area = parts[1] if len(parts) > 1 else ""
+    if area == HOME and len(parts) > 2 and parts[2] == user.get_username():
+        owner, below, area_name = user, parts[3:], _home_name(user)
+        logical_root = home
+    elif area == PUBLIC:
+        if write and not user.is_staff:
+            raise exceptions.PermissionDenied(f"{public} is read-only; only operators write it")
+        owner, below, area_name = None, parts[2:], _public_name(datacenter)
+        logical_root = public
+    elif area == HOME and len(parts) > 2:
+        raise exceptions.PermissionDenied(
+            f"/pfs/{dc_name}/{HOME}/{parts[2]} is another user's home; you may use only {home}"
+        )
+    else:
+        raise exceptions.PermissionDenied(f"paths must be under {home} or {public}")
+
+    storage = storage_for(datacenter)
+    logical = "/".join([logical_root, *below])
+    try:
+        if owner is not None:
+            storage.ensure_area(area_name)
+        name = storage.resolve(area_name, below, follow_last=follow_last)
+    except backends.StorageUnavailable:
+        raise storage_errors.StorageUnavailable() from None
+    except backends.SymlinkEscape as escape:
+        where = "/".join([logical_root, *below[: escape.index + 1]])
+        label = "your home" if owner is not None else "public"
+        message = f"{where} is a symlink that leads outside {label}; it is not followed"
+        raise exceptions.PermissionDenied(message) from None
+    except OSError as exc:
+        raise storage_errors.from_os_error(exc, logical_root) from None
+    return ResolvedPath(
+        datacenter=datacenter,
+        logical=logical,
+        area=HOME if owner is not None else PUBLIC,
+        owner=owner,
+        parts=tuple(below),
+        name=name,
+        storage=storage,
+    )

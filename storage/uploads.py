@@ -1,0 +1,575 @@
+"""Chunked, resumable uploads: start, put chunks in any order, ask what is missing, complete, abort.
+
+Life of an upload (`Upload.state`):
+  start     -> open: the declared size is reserved against the quota, an empty temp file is created
+               next to the target (`.paddlecloud-upload-<id>`, same directory so the rename is atomic).
+  chunk i   -> written at i * chunk_size straight from the request stream in 1 MiB pieces (never a whole
+               chunk in memory) under a shared flock on the temp file; recorded ok or wrong by checksum.
+  complete  -> verifying: takes the exclusive flock (waits for chunk writes in flight), checks every
+               chunk is ok and the size, hashes the temp file by streaming it, then in one transaction
+               with the usage row locked: re-checks the quota, renames the temp file onto the target,
+               charges the real size (minus the file it replaced) and releases the reservation.
+               Missing or wrong chunks send it back to open (resumable); anything else fails it.
+  abort / expiry / failure -> the temp file is removed and the reservation released, exactly once:
+               whoever moves the row out of a live state with a conditional UPDATE does it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import stat
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import xxhash
+from django.db import connection, transaction
+from django.utils import timezone
+from rest_framework import exceptions
+
+from storage import conf, paths, usage
+from storage.backends import TEMP_PREFIX, PfsStorage, storage_for
+from storage.errors import LengthRequired, Refused, conflict, from_os_error, path_invalid
+from storage.models import LIVE_STATES, Upload, UploadChunk, UploadState
+
+log = logging.getLogger(__name__)
+
+PIECE = 1024 * 1024  # bytes read from the request and written per pwrite
+ACTIVITY_PRECISION = timedelta(minutes=1)  # an upload's updated_at is refreshed by chunks at most this often
+VERIFY_BEAT = timedelta(seconds=10)  # a verifier refreshes updated_at this often while it hashes
+VERIFY_STALE = timedelta(minutes=5)  # a verifying upload silent this long is taken over by the next complete
+HASH_PIECE = 4 * 1024 * 1024  # bytes per read when hashing the whole file
+CHECKSUM_ALGORITHM = "xxh3_128"
+_CHECKSUM = re.compile(r"^(?:xxh3_128:)?([0-9a-fA-F]{32})$")
+
+
+class Readable(Protocol):
+    """A request body: read(n) gives at most n bytes, b"" at its end; it may also offer readinto()."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
+def new_hasher() -> Any:
+    return xxhash.xxh3_128()
+
+
+def parse_checksum(value: Any, field: str) -> str:
+    """'xxh3_128:<32 hex digits>' (the prefix may be left out) -> lowercase hex."""
+    match = _CHECKSUM.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise path_invalid(
+            f"must be an XXH3-128 checksum: 'xxh3_128:' followed by 32 hex digits (got {str(value)[:80]!r})", field
+        )
+    return match.group(1).lower()
+
+
+def format_checksum(digest: str) -> str:
+    return f"{CHECKSUM_ALGORITHM}:{digest}"
+
+
+def ranges(indexes: Iterable[int]) -> list[list[int]]:
+    """Sorted chunk indexes as half-open [start, stop) ranges: [0, 1, 2, 7] -> [[0, 3], [7, 8]]."""
+    out: list[list[int]] = []
+    for index in sorted(indexes):
+        if out and out[-1][1] == index:
+            out[-1][1] = index + 1
+        else:
+            out.append([index, index + 1])
+    return out
+
+
+def describe(spans: list[list[int]], limit: int = 8) -> str:
+    text = ", ".join(str(a) if b == a + 1 else f"{a}-{b - 1}" for a, b in spans[:limit])
+    return text + (", ..." if len(spans) > limit else "")
+
+
+# --- start ------------------------------------------------------------------------------------
+
+
+def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None = None) -> Upload:
+    """Open an upload to `path`: check access and quota, reserve `size`, create the temp file."""
+    digest = parse_checksum(checksum, "checksum")
+    chunk = chunk_size or conf.default_chunk_size()
+    maximum = conf.max_chunk_size()
+    if chunk % conf.CHUNK_ALIGN or not conf.CHUNK_ALIGN <= chunk <= maximum:
+        raise path_invalid(
+            f"must be a multiple of {conf.CHUNK_ALIGN} (64 KiB) between {conf.CHUNK_ALIGN} and {maximum}", "chunk_size"
+        )
+    if size < 0:
+        raise path_invalid("must not be negative", "size")
+    target = paths.resolve(user, path, write=True, follow_last=False)
+    if target.is_area_root:
+        raise conflict(f"{target.logical} is a directory", "is_a_directory")
+    storage = target.storage
+    parent = os.path.dirname(target.name)
+    try:
+        try:
+            existing = storage.lstat(target.name)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and _is_dir(existing):
+            raise conflict(f"{target.logical} is a directory", "is_a_directory")
+        missing = storage.missing_dirs(parent)
+        _refuse_normalization_clash(storage, target.logical, target.name, missing, existing is None)
+    except OSError as exc:
+        raise from_os_error(exc, target.logical) from None
+
+    upload = Upload(
+        id=uuid.uuid4(),
+        owner=user,
+        datacenter=target.datacenter,
+        path=target.logical,
+        target_name=target.name,
+        size=size,
+        checksum=digest,
+        chunk_size=chunk,
+        counts_quota=target.area == paths.HOME,
+    )
+    upload.temp_name = f"{parent}/{TEMP_PREFIX}{upload.id}" if parent else f"{TEMP_PREFIX}{upload.id}"
+    created_temp = False
+    try:
+        with usage.ledger(user, target.datacenter, counts=upload.counts_quota) as book:
+            # Checked before any byte lands: the declared size, the new file, the directories to create.
+            book.check(add_bytes=size, add_files=1 + len(missing))
+            created_dirs = storage.makedirs(parent)
+            os.close(storage.open_fd(upload.temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            created_temp = True
+            book.apply(used_files=created_dirs, reserved_bytes=size, reserved_files=1)
+            upload.save(force_insert=True)
+    except OSError as exc:
+        if created_temp:
+            _remove_temp(storage, upload)
+        raise from_os_error(exc, target.logical) from None
+    except BaseException:
+        if created_temp:
+            _remove_temp(storage, upload)
+        raise
+    return upload
+
+
+def _is_dir(st: os.stat_result) -> bool:
+    return stat.S_ISDIR(st.st_mode)
+
+
+def _refuse_normalization_clash(
+    storage: PfsStorage, logical: str, name: str, missing_dirs: list[str], target_is_new: bool
+) -> None:
+    """Refuse creating a name that differs from an existing sibling only by Unicode normalization."""
+    parent = os.path.dirname(name)
+    candidates: list[str] = []
+    if missing_dirs:
+        # Only the first missing directory has an existing parent to clash in.
+        existing_part = parent.split("/")[: len(parent.split("/")) - len(missing_dirs)]
+        candidates.append("/".join([*existing_part, missing_dirs[0]]))
+    elif target_is_new:
+        candidates.append(name)
+    for candidate in candidates:
+        clash = storage.normalization_clash(candidate)
+        if clash is not None:
+            wanted = candidate.rsplit("/", 1)[-1]
+            raise conflict(
+                f"{logical}: {wanted!r} differs only by Unicode normalization from the existing {clash!r}; "
+                "rename one of them",
+                "normalization_clash",
+            )
+
+
+# --- access -----------------------------------------------------------------------------------
+
+
+def get_upload(user: Any, upload_id: str) -> Upload:
+    """The user's upload with this id; anyone else's is 404, as if it did not exist."""
+    try:
+        key = uuid.UUID(str(upload_id))
+    except ValueError:
+        raise exceptions.NotFound(f"upload {str(upload_id)[:60]!r} not found") from None
+    upload = Upload.objects.select_related("datacenter", "owner").filter(pk=key, owner=user).first()
+    if upload is None:
+        raise exceptions.NotFound(f"upload {key} not found")
+    return upload
+
+
+def _refuse_unless_open(upload: Upload) -> None:
+    if upload.state == UploadState.OPEN:
+        return
+    if upload.state == UploadState.VERIFYING:
+        raise conflict(f"upload {upload.id} is being verified; wait for it to finish", "upload_verifying")
+    reason = f": {upload.error}" if upload.error else ""
+    raise conflict(f"upload {upload.id} is {upload.state}{reason}", f"upload_{upload.state}")
+
+
+# --- chunks -----------------------------------------------------------------------------------
+
+
+def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int | None, checksum: Any) -> Upload:
+    """Write chunk `index` from `body` (exactly `length` bytes) at its offset; 400 if its checksum differs."""
+    upload = get_upload(user, upload_id)
+    _refuse_unless_open(upload)
+    count = upload.chunk_count
+    if not 0 <= index < count:
+        raise path_invalid(f"chunk index must be between 0 and {count - 1} (got {index})", "index")
+    expected = upload.chunk_length(index)
+    if length is None:
+        raise LengthRequired()
+    if length != expected:
+        raise path_invalid(
+            f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length"
+        )
+    want = parse_checksum(checksum, "X-Chunk-Checksum")
+    storage = storage_for(upload.datacenter)
+    try:
+        fd = storage.open_fd(upload.temp_name, os.O_WRONLY)
+    except FileNotFoundError:
+        raise _temp_gone(upload) from None
+    except OSError as exc:
+        raise from_os_error(exc, upload.path) from None
+    try:
+        # Shared: chunks write in parallel; `complete` takes it exclusively before it verifies.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        upload.refresh_from_db(fields=["state", "error"])
+        _refuse_unless_open(upload)
+        # A chunk sent again is missing until fully written and checked, whatever it was before.
+        resent = UploadChunk.objects.filter(upload=upload, index=index)
+        if resent.exists():  # a read first: most chunks arrive once, and a write costs a commit
+            resent.delete()
+        try:
+            digest, written = _write_at(fd, index * upload.chunk_size, body, expected)
+        except OSError as exc:
+            raise from_os_error(exc, upload.path) from None
+        if written != expected:
+            raise path_invalid(f"chunk {index} ended after {written} of {expected} bytes; send it again", "body")
+        ok = digest == want
+        now = timezone.now()
+        with transaction.atomic():
+            # One statement (INSERT ... ON CONFLICT UPDATE): per-chunk commits are what a busy disk makes slow.
+            UploadChunk.objects.bulk_create(
+                [UploadChunk(upload=upload, index=index, checksum=digest, ok=ok, received_at=now)],
+                update_conflicts=True,
+                unique_fields=["upload", "index"],
+                update_fields=["checksum", "ok", "received_at"],
+            )
+            if now - upload.updated_at > ACTIVITY_PRECISION:  # keeps it from expiring; a minute is precise enough
+                Upload.objects.filter(pk=upload.pk).update(updated_at=now)
+    finally:
+        os.close(fd)
+    if not ok:
+        raise Refused(
+            "X-Chunk-Checksum",
+            f"chunk {index} arrived as {format_checksum(digest)}, not {format_checksum(want)}; send it again",
+            "checksum_mismatch",
+        )
+    return upload
+
+
+def _temp_gone(upload: Upload) -> Exception:
+    fail(upload, "its temporary file was removed (was the directory deleted?); start the upload again")
+    return conflict(f"upload {upload.id} failed: its temporary file was removed; start again", "upload_failed")
+
+
+def _write_at(fd: int, offset: int, body: Readable, length: int) -> tuple[str, int]:
+    """Stream `length` bytes of body to fd at offset in 1 MiB pieces; returns (xxh3_128 hex, bytes written)."""
+    hasher = new_hasher()
+    readinto = getattr(body, "readinto", None)
+    buffer = memoryview(bytearray(PIECE)) if readinto is not None else None
+    done = 0
+    while done < length:
+        want = min(PIECE, length - done)
+        try:
+            if readinto is not None and buffer is not None:
+                got = readinto(buffer[:want])
+                piece: memoryview | bytes = buffer[:got]
+            else:
+                piece = body.read(want)
+                got = len(piece)
+        except OSError:  # the client's connection broke or timed out: the chunk is short
+            break
+        if not got:
+            break
+        hasher.update(piece)
+        view = memoryview(piece)
+        while view:
+            wrote = os.pwrite(fd, view, offset + done)
+            view = view[wrote:]
+            done += wrote
+    return hasher.hexdigest(), done
+
+
+def _beat(upload: Upload) -> None:
+    Upload.objects.filter(pk=upload.pk, state=UploadState.VERIFYING).update(updated_at=timezone.now())
+
+
+def _hash_fd(fd: int, size: int, beat: Callable[[], None] | None = None) -> str:
+    """XXH3-128 of the first `size` bytes of fd, read in 4 MiB pieces into one buffer; beat() every 10 s."""
+    hasher = new_hasher()
+    last_beat = time.monotonic()
+    buffer = bytearray(HASH_PIECE)
+    view = memoryview(buffer)
+    offset = 0
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    except OSError:
+        pass
+    while offset < size:
+        got = os.preadv(fd, [view[: min(HASH_PIECE, size - offset)]], offset)
+        if got <= 0:
+            break
+        hasher.update(view[:got])
+        offset += got
+        if beat is not None and time.monotonic() - last_beat > VERIFY_BEAT.total_seconds():
+            beat()
+            last_beat = time.monotonic()
+    return str(hasher.hexdigest())
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def chunk_report(upload: Upload, verify: bool = False) -> dict[str, Any]:
+    """Which chunks are present (ok), wrong (checksum differed) and missing, as [start, stop) ranges.
+
+    verify: re-read every ok chunk from the temp file and mark the ones whose bytes changed as wrong.
+    """
+    rows = list(upload.chunks.values_list("index", "ok", "checksum"))
+    if verify and upload.state == UploadState.OPEN and rows:
+        rows = _verify_chunks(upload, rows)
+    present = [index for index, ok, _ in rows if ok]
+    wrong = [index for index, ok, _ in rows if not ok]
+    seen = set(present) | set(wrong)
+    missing_spans: list[list[int]] = []
+    previous = 0
+    for index in [*sorted(seen), upload.chunk_count]:
+        if index > previous:
+            missing_spans.append([previous, index])
+        previous = index + 1
+    return {"received": len(present), "present": ranges(present), "wrong": ranges(wrong), "missing": missing_spans}
+
+
+def _verify_chunks(upload: Upload, rows: list[tuple[int, bool, str]]) -> list[tuple[int, bool, str]]:
+    storage = storage_for(upload.datacenter)
+    try:
+        fd = storage.open_fd(upload.temp_name, os.O_RDONLY)
+    except OSError:
+        return rows
+    checked: list[tuple[int, bool, str]] = []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        for index, ok, digest in rows:
+            if ok:
+                hasher = new_hasher()
+                offset, remaining = index * upload.chunk_size, upload.chunk_length(index)
+                while remaining > 0:
+                    piece = os.pread(fd, min(HASH_PIECE, remaining), offset)
+                    if not piece:
+                        break
+                    hasher.update(piece)
+                    offset += len(piece)
+                    remaining -= len(piece)
+                if remaining or hasher.hexdigest() != digest:
+                    ok = False
+                    UploadChunk.objects.filter(upload=upload, index=index).update(ok=False)
+            checked.append((index, ok, digest))
+    finally:
+        os.close(fd)
+    return checked
+
+
+# --- completion -------------------------------------------------------------------------------
+
+
+def complete(user: Any, upload_id: str) -> Upload:
+    """Verify and put the file in place; returns the upload (completed, or verifying in the background).
+
+    Idempotent: completing a completed upload returns it again (a client whose connection dropped
+    retries safely). Missing or wrong chunks: 409 and the upload stays open to be resumed.
+    """
+    upload = get_upload(user, upload_id)
+    now = timezone.now()
+    if upload.state == UploadState.COMPLETED:
+        return upload
+    if upload.state == UploadState.VERIFYING:
+        # A verifier beats every VERIFY_BEAT; one silent for VERIFY_STALE died with its process: take over.
+        stale = Upload.objects.filter(pk=upload.pk, state=UploadState.VERIFYING, updated_at__lt=now - VERIFY_STALE)
+        claimed = stale.update(updated_at=now)
+        if not claimed:
+            return upload
+    else:
+        _refuse_unless_open(upload)
+        claimed = Upload.objects.filter(pk=upload.pk, state=UploadState.OPEN).update(
+            state=UploadState.VERIFYING, error="", updated_at=now
+        )
+    if not claimed:
+        return complete(user, upload_id)  # someone else moved it: answer from its new state
+    upload.state = UploadState.VERIFYING
+    if upload.size > conf.verify_inline_bytes():
+        # Hashing a very large file can outlast proxies' timeouts (the old system's 504s): do it after
+        # answering 202; the client polls GET /uploads/<id> until the state is completed or failed.
+        transaction.on_commit(lambda: _start_background(upload.pk))
+        return upload
+    finish(upload)
+    return upload
+
+
+def _start_background(upload_id: uuid.UUID) -> None:
+    threading.Thread(target=_finish_in_background, args=(upload_id,), name=f"upload-{upload_id}").start()
+
+
+def _finish_in_background(upload_id: uuid.UUID) -> None:
+    try:
+        upload = Upload.objects.select_related("datacenter", "owner").get(pk=upload_id)
+        finish(upload)
+    except exceptions.APIException:
+        pass  # recorded on the upload (failed, or back to open with the reason)
+    except Exception:
+        log.exception("verifying upload %s failed", upload_id)
+        upload = Upload.objects.get(pk=upload_id)
+        fail(upload, "internal error while verifying; the operators have the details in the portal log")
+    finally:
+        connection.close()  # this thread's own connection
+
+
+def finish(upload: Upload) -> None:
+    """The verifying step of `complete`; the upload must be in state verifying."""
+    storage = storage_for(upload.datacenter)
+    try:
+        fd = storage.open_fd(upload.temp_name, os.O_RDONLY)
+    except OSError:
+        raise _temp_gone(upload) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits for chunk writes in flight; later ones see the state
+        report = chunk_report(upload)
+        if report["missing"] or report["wrong"]:
+            parts = []
+            if report["missing"]:
+                parts.append(f"missing chunks {describe(report['missing'])}")
+            if report["wrong"]:
+                parts.append(f"wrong chunks {describe(report['wrong'])}")
+            message = f"upload {upload.id} is incomplete: {'; '.join(parts)}; send them and complete again"
+            Upload.objects.filter(pk=upload.pk, state=UploadState.VERIFYING).update(
+                state=UploadState.OPEN, error=message, updated_at=timezone.now()
+            )
+            upload.state = UploadState.OPEN
+            raise conflict(message, "incomplete")
+        actual = os.fstat(fd).st_size
+        if actual != upload.size:
+            message = f"the file is {actual} bytes, not the {upload.size} declared"
+            fail(upload, message)
+            raise Refused("size", f"upload {upload.id} failed: {message}", "size_mismatch")
+        digest = _hash_fd(fd, actual, beat=lambda: _beat(upload))
+        if digest != upload.checksum:
+            message = (
+                f"the file's checksum is {format_checksum(digest)}, not the declared {format_checksum(upload.checksum)}"
+            )
+            fail(upload, message)
+            raise Refused("checksum", f"upload {upload.id} failed: {message}", "checksum_mismatch")
+        os.fsync(fd)
+        _commit(storage, upload)
+    finally:
+        os.close(fd)
+
+
+def _commit(storage: PfsStorage, upload: Upload) -> None:
+    """Rename onto the target and settle usage in one transaction with the usage row locked."""
+    error: exceptions.APIException | None = None
+    with usage.ledger(upload.owner, upload.datacenter, counts=upload.counts_quota) as book:
+        if not Upload.objects.filter(pk=upload.pk, state=UploadState.VERIFYING).exists():
+            upload.refresh_from_db(fields=["state", "error"])
+            _refuse_unless_open(upload)  # aborted or expired meanwhile: says so
+        try:
+            old = storage.lstat(upload.target_name)
+        except FileNotFoundError:
+            old = None
+        except OSError as exc:
+            old = None
+            error = from_os_error(exc, upload.path)
+        old_bytes = old.st_size if old is not None and not _is_dir(old) else 0
+        if error is None and old is not None and _is_dir(old):
+            error = conflict(f"{upload.path} is a directory now; the upload was not kept", "is_a_directory")
+        if error is None:
+            try:
+                book.check(
+                    add_bytes=upload.size - old_bytes,
+                    add_files=0 if old is not None else 1,
+                    release_bytes=upload.size,
+                    release_files=1,
+                )
+            except exceptions.APIException as exc:
+                error = exc
+        if error is None:
+            try:
+                storage.replace(upload.temp_name, upload.target_name)
+            except OSError as exc:
+                error = from_os_error(exc, upload.path)
+        if error is None:
+            book.apply(
+                used_bytes=upload.size - old_bytes,
+                used_files=0 if old is not None else 1,
+                reserved_bytes=-upload.size,
+                reserved_files=-1,
+            )
+            now = timezone.now()
+            Upload.objects.filter(pk=upload.pk).update(state=UploadState.COMPLETED, finished_at=now, updated_at=now)
+            upload.state = UploadState.COMPLETED
+    if error is not None:
+        fail(upload, str(error.detail) if not isinstance(error.detail, (dict, list)) else "refused")
+        raise error
+
+
+# --- endings ----------------------------------------------------------------------------------
+
+
+def fail(upload: Upload, message: str, state: str = UploadState.FAILED, idle_before: datetime | None = None) -> bool:
+    """End a live upload: state, reservation released and temp file removed, exactly once.
+
+    idle_before: only if untouched since then (expiry must not end an upload a chunk just touched).
+    """
+    with usage.ledger(upload.owner, upload.datacenter, counts=upload.counts_quota) as book:
+        now = timezone.now()
+        live = Upload.objects.filter(pk=upload.pk, state__in=LIVE_STATES)
+        if idle_before is not None:
+            live = live.filter(updated_at__lt=idle_before)
+        claimed = live.update(state=state, error=message, finished_at=now, updated_at=now)
+        if claimed:
+            book.apply(reserved_bytes=-upload.size, reserved_files=-1)
+    if claimed:
+        upload.state, upload.error = state, message
+        _remove_temp(storage_for(upload.datacenter), upload)
+    return bool(claimed)
+
+
+def abort(user: Any, upload_id: str) -> None:
+    upload = get_upload(user, upload_id)
+    if upload.state in (UploadState.ABORTED, UploadState.EXPIRED, UploadState.FAILED):
+        return
+    _refuse_unless_open(upload)
+    if not fail(upload, "aborted by its owner", UploadState.ABORTED):
+        upload.refresh_from_db()
+        if upload.state != UploadState.ABORTED:
+            _refuse_unless_open(upload)
+
+
+def _remove_temp(storage: PfsStorage, upload: Upload) -> None:
+    try:
+        storage.remove(upload.temp_name)
+    except OSError:
+        pass  # gone already (its directory was removed), or the storage is away: nothing of ours to keep
+
+
+def cleanup(now: datetime | None = None) -> int:
+    """Expire uploads untouched for the configured time and forget finished ones as old; returns expired."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=conf.upload_expire_seconds())
+    expired = 0
+    for upload in Upload.objects.select_related("datacenter", "owner").filter(
+        state__in=LIVE_STATES, updated_at__lt=cutoff
+    ):
+        # fail()'s conditional update makes this safe against a chunk or a completion racing it.
+        if fail(upload, "abandoned: no activity for too long", UploadState.EXPIRED, idle_before=cutoff):
+            expired += 1
+    Upload.objects.exclude(state__in=LIVE_STATES).filter(updated_at__lt=cutoff).delete()
+    return expired

@@ -1,0 +1,416 @@
+"""Chunked uploads through the API: resume, checksums, quota at start and at completion, abort, expiry."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+from pytest_django.fixtures import Settings
+from rest_framework.test import APIClient
+
+from portal.datacenters.models import Datacenter, Quota
+from storage import uploads
+from storage.models import Upload
+from storage.tasks import cleanup_uploads
+from tests.storage.conftest import CHUNK, HOME, checksum, put_chunk, recorded, start, temp_files, upload_file
+
+
+def test_an_upload_lands_byte_identical_and_is_charged_exactly(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(3 * CHUNK + 123)
+    response = upload_file(alice_api, f"{HOME}/data/train.bin", data)
+    assert response.status_code == 200, response.json()
+    assert response.json()["state"] == "completed"
+    assert (home / "data" / "train.bin").read_bytes() == data
+    # The new directory counts as one entry, the file as another; reservations are released.
+    assert recorded(alice, local_dc) == (len(data), 2, 0, 0)
+    assert temp_files(home) == []
+    usage = alice_api.get("/api/v1/quota").json()["results"][0]["usage"]
+    assert (usage["storage"], usage["storage_files"]) == (len(data), 2)
+
+
+def test_start_reports_the_chunk_plan(alice_api: APIClient, home: Path) -> None:
+    data = b"x" * (2 * CHUNK + 1)
+    body = start(alice_api, f"{HOME}/a.bin", data).json()
+    assert body["chunks"] == 3 and body["chunk_size"] == CHUNK and body["state"] == "open"
+    assert body["missing"] == [[0, 3]] and body["present"] == [] and body["received"] == 0
+    assert body["checksum"] == checksum(data)
+    assert body["expires_at"]
+
+
+def test_the_default_chunk_size_is_used_when_none_is_given(alice_api: APIClient, home: Path) -> None:
+    response = alice_api.post(
+        "/api/v1/files/uploads", {"path": f"{HOME}/a", "size": 10, "checksum": checksum(b"0123456789")}, format="json"
+    )
+    assert response.json()["chunk_size"] == 8 * 1024 * 1024 and response.json()["chunks"] == 1
+
+
+def test_an_upload_cut_at_half_resumes_with_only_the_missing_chunks(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(8 * CHUNK)
+    upload = start(alice_api, f"{HOME}/big.bin", data).json()
+    for index in range(4):
+        assert put_chunk(alice_api, upload, index, data).status_code == 200
+    # The client's connection dropped: it asks what is missing and sends only that.
+    status = alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()
+    assert status["present"] == [[0, 4]] and status["missing"] == [[4, 8]] and status["received"] == 4
+    for index in [i for a, b in status["missing"] for i in range(a, b)]:
+        assert put_chunk(alice_api, upload, index, data).status_code == 200
+    assert alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 200
+    assert checksum((home / "big.bin").read_bytes()) == checksum(data)
+    assert recorded(alice, local_dc) == (len(data), 1, 0, 0)
+
+
+def test_chunks_may_arrive_in_any_order(alice_api: APIClient, home: Path) -> None:
+    data = os.urandom(5 * CHUNK - 7)
+    upload = start(alice_api, f"{HOME}/shuffled", data).json()
+    for index in [4, 1, 3, 0, 2]:
+        assert put_chunk(alice_api, upload, index, data).status_code == 200
+    assert alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 200
+    assert (home / "shuffled").read_bytes() == data
+
+
+def test_a_chunk_with_a_wrong_checksum_is_reported_wrong_and_can_be_resent(alice_api: APIClient, home: Path) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    bad = put_chunk(alice_api, upload, 1, data, digest=checksum(b"something else"))
+    assert bad.status_code == 400
+    assert bad.json()["code"] == "checksum_mismatch" and bad.json()["errors"][0]["field"] == "X-Chunk-Checksum"
+    put_chunk(alice_api, upload, 0, data)
+    status = alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()
+    assert status["wrong"] == [[1, 2]] and status["missing"] == [] and status["present"] == [[0, 1]]
+    refused = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert refused.status_code == 409 and refused.json()["code"] == "incomplete"
+    assert "wrong chunks 1" in refused.json()["detail"]
+    assert put_chunk(alice_api, upload, 1, data).status_code == 200
+    assert alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 200
+    assert (home / "f").read_bytes() == data
+
+
+def test_completing_with_missing_chunks_keeps_the_upload_open(alice_api: APIClient, home: Path) -> None:
+    data = os.urandom(3 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    put_chunk(alice_api, upload, 1, data)
+    refused = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert refused.status_code == 409 and "missing chunks 0, 2" in refused.json()["detail"]
+    assert alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()["state"] == "open"
+    assert not (home / "f").exists()
+
+
+def test_verify_rereads_chunks_and_reports_those_whose_bytes_changed(alice_api: APIClient, home: Path) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    put_chunk(alice_api, upload, 0, data)
+    put_chunk(alice_api, upload, 1, data)
+    temp = temp_files(home)[0]
+    with open(temp, "r+b") as handle:  # bit rot on the temp file
+        handle.seek(CHUNK + 5)
+        handle.write(b"\xff\x00")
+    status = alice_api.get(f"/api/v1/files/uploads/{upload['id']}?verify=1").json()
+    assert status["wrong"] == [[1, 2]] and status["present"] == [[0, 1]]
+
+
+def test_a_whole_file_checksum_mismatch_fails_and_leaves_nothing(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    Upload.objects.filter(pk=upload["id"]).update(checksum="0" * 32)  # the client declared the wrong one
+    for index in range(2):
+        put_chunk(alice_api, upload, index, data)
+    failed = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert failed.status_code == 400 and failed.json()["code"] == "checksum_mismatch"
+    assert not (home / "f").exists() and temp_files(home) == []
+    assert recorded(alice, local_dc) == (0, 0, 0, 0)
+    after = alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()
+    assert after["state"] == "failed" and "checksum" in after["error"]
+    again = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert again.status_code == 409 and again.json()["code"] == "upload_failed"
+
+
+def test_a_final_size_other_than_declared_is_refused_at_completion(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    for index in range(2):
+        put_chunk(alice_api, upload, index, data)
+    with open(temp_files(home)[0], "ab") as handle:  # grown behind the portal's back
+        handle.write(b"extra")
+    failed = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert failed.status_code == 400 and failed.json()["code"] == "size_mismatch"
+    assert not (home / "f").exists() and temp_files(home) == []
+    assert recorded(alice, local_dc) == (0, 0, 0, 0)
+
+
+def test_a_chunk_of_the_wrong_length_or_index_is_refused_before_writing(alice_api: APIClient, home: Path) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    url = f"/api/v1/files/uploads/{upload['id']}/chunks"
+    short = alice_api.put(
+        f"{url}/0", data[:100], content_type="application/octet-stream", HTTP_X_CHUNK_CHECKSUM=checksum(data[:100])
+    )
+    assert short.status_code == 400 and f"exactly {CHUNK} bytes" in short.json()["detail"]
+    beyond = alice_api.put(
+        f"{url}/2", data[:CHUNK], content_type="application/octet-stream", HTTP_X_CHUNK_CHECKSUM=checksum(data[:CHUNK])
+    )
+    assert beyond.status_code == 400 and "between 0 and 1" in beyond.json()["detail"]
+    no_sum = alice_api.put(f"{url}/0", data[:CHUNK], content_type="application/octet-stream")
+    assert no_sum.status_code == 400 and no_sum.json()["errors"][0]["field"] == "X-Chunk-Checksum"
+    assert os.path.getsize(temp_files(home)[0]) == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("chunk_size", 1000, "multiple of 65536"),
+        ("chunk_size", 128 * 1024 * 1024, "multiple of 65536"),
+        ("checksum", "md5:abc", "XXH3-128"),
+        ("size", -1, "greater than or equal to 0"),
+        ("colour", "red", "unknown field"),
+    ],
+)
+def test_a_bad_start_names_its_field(alice_api: APIClient, home: Path, field: str, value: object, message: str) -> None:
+    body = {"path": f"{HOME}/f", "size": 10, "checksum": checksum(b"0123456789"), field: value}
+    response = alice_api.post("/api/v1/files/uploads", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field and message in response.json()["detail"]
+
+
+def test_the_max_chunk_size_is_configurable(alice_api: APIClient, home: Path, settings: Settings) -> None:
+    settings.PADDLECLOUD_UPLOAD_MAX_CHUNK = 128 * 1024
+    assert start(alice_api, f"{HOME}/f", b"x", chunk_size=256 * 1024).status_code == 400
+    assert start(alice_api, f"{HOME}/f", b"x", chunk_size=128 * 1024).status_code == 201
+
+
+def test_an_empty_file_uploads_with_no_chunks(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    response = upload_file(alice_api, f"{HOME}/empty", b"")
+    assert response.status_code == 200
+    assert (home / "empty").read_bytes() == b""
+    assert recorded(alice, local_dc) == (0, 1, 0, 0)
+
+
+def test_completing_twice_returns_the_completed_upload(alice_api: APIClient, home: Path) -> None:
+    data = os.urandom(CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    put_chunk(alice_api, upload, 0, data)
+    first = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    second = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert first.status_code == second.status_code == 200 and second.json()["state"] == "completed"
+    late = put_chunk(alice_api, upload, 0, data)
+    assert late.status_code == 409 and late.json()["code"] == "upload_completed"
+
+
+def test_overwriting_a_file_charges_only_the_difference(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    upload_file(alice_api, f"{HOME}/f", os.urandom(3 * CHUNK))
+    assert recorded(alice, local_dc) == (3 * CHUNK, 1, 0, 0)
+    upload_file(alice_api, f"{HOME}/f", os.urandom(CHUNK))
+    assert recorded(alice, local_dc) == (CHUNK, 1, 0, 0)
+    assert (home / "f").stat().st_size == CHUNK
+
+
+def test_uploading_onto_a_directory_is_refused(alice_api: APIClient, home: Path) -> None:
+    (home / "d").mkdir()
+    response = start(alice_api, f"{HOME}/d", b"x")
+    assert response.status_code == 409 and response.json()["code"] == "is_a_directory"
+    assert start(alice_api, HOME, b"x").status_code == 409
+
+
+def test_a_parent_that_is_a_file_is_refused(alice_api: APIClient, home: Path) -> None:
+    (home / "f").write_bytes(b"x")
+    response = start(alice_api, f"{HOME}/f/g", b"x")
+    assert response.status_code == 409 and response.json()["code"] == "not_a_directory"
+
+
+# --- quota -------------------------------------------------------------------------------------
+
+
+def _set_quota(alice: User, local_dc: Datacenter, storage: str = "", files: int | None = None) -> None:
+    Quota.objects.update_or_create(
+        user=alice, datacenter=local_dc, defaults={"storage": storage, "storage_files": files}
+    )
+
+
+def test_a_start_over_the_quota_is_refused_before_any_byte_lands(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    _set_quota(alice, local_dc, storage="256Ki")
+    upload_file(alice_api, f"{HOME}/kept", os.urandom(3 * CHUNK))
+    before = recorded(alice, local_dc)
+    refused = start(alice_api, f"{HOME}/new/too-big", os.urandom(2 * CHUNK))
+    assert refused.status_code == 413 and refused.json()["code"] == "quota_exceeded"
+    assert "storage quota exceeded" in refused.json()["detail"] and "64.0 KiB" in refused.json()["detail"]
+    assert not (home / "new").exists() and temp_files(home) == []
+    assert recorded(alice, local_dc) == before
+    assert Upload.objects.filter(path=f"{HOME}/new/too-big").count() == 0
+
+
+def test_open_uploads_reserve_their_size_so_two_cannot_both_fit(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    _set_quota(alice, local_dc, storage="256Ki")
+    data = os.urandom(3 * CHUNK)
+    assert start(alice_api, f"{HOME}/one", data).status_code == 201
+    assert recorded(alice, local_dc) == (0, 0, 3 * CHUNK, 1)
+    usage = alice_api.get("/api/v1/quota").json()["results"][0]["usage"]
+    assert usage["storage"] == 3 * CHUNK  # reservations count as used
+    assert start(alice_api, f"{HOME}/two", data).status_code == 413
+
+
+def test_the_file_count_quota_counts_new_directories(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    _set_quota(alice, local_dc, files=2)
+    refused = start(alice_api, f"{HOME}/a/b/c", b"x")
+    assert refused.status_code == 413 and "file count quota" in refused.json()["detail"]
+    assert not (home / "a").exists()
+    assert upload_file(alice_api, f"{HOME}/a/c", b"x").status_code == 200
+    assert recorded(alice, local_dc) == (1, 2, 0, 0)
+
+
+def test_a_quota_lowered_during_an_upload_refuses_it_at_completion(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    upload_file(alice_api, f"{HOME}/kept", os.urandom(CHUNK))
+    before = recorded(alice, local_dc)
+    data = os.urandom(3 * CHUNK)
+    upload = start(alice_api, f"{HOME}/late", data).json()
+    for index in range(3):
+        put_chunk(alice_api, upload, index, data)
+    _set_quota(alice, local_dc, storage="128Ki")  # an operator lowers it meanwhile
+    refused = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert refused.status_code == 413 and refused.json()["code"] == "quota_exceeded"
+    assert not (home / "late").exists() and temp_files(home) == []
+    assert recorded(alice, local_dc) == before
+    assert alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()["state"] == "failed"
+
+
+def test_replacing_a_file_with_a_smaller_one_is_allowed_over_quota(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    upload_file(alice_api, f"{HOME}/f", os.urandom(3 * CHUNK))
+    _set_quota(alice, local_dc, storage="64Ki")
+    # At start the reservation must fit; over quota already, even a smaller file is refused there...
+    assert start(alice_api, f"{HOME}/f", os.urandom(CHUNK)).status_code == 413
+    _set_quota(alice, local_dc, storage="256Ki")
+    data = os.urandom(CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    put_chunk(alice_api, upload, 0, data)
+    _set_quota(alice, local_dc, storage="64Ki")
+    # ...but completing one that shrinks usage is never refused.
+    assert alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 200
+    assert recorded(alice, local_dc) == (CHUNK, 1, 0, 0)
+
+
+# --- abort and expiry --------------------------------------------------------------------------
+
+
+def test_abort_removes_the_temp_file_and_releases_the_reservation(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    put_chunk(alice_api, upload, 0, data)
+    assert alice_api.delete(f"/api/v1/files/uploads/{upload['id']}").status_code == 204
+    assert temp_files(home) == [] and recorded(alice, local_dc) == (0, 0, 0, 0)
+    assert alice_api.delete(f"/api/v1/files/uploads/{upload['id']}").status_code == 204  # idempotent
+    late = put_chunk(alice_api, upload, 1, data)
+    assert late.status_code == 409 and late.json()["code"] == "upload_aborted"
+
+
+def test_abandoned_uploads_are_cleaned_after_the_configured_time(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path, settings: Settings
+) -> None:
+    settings.PADDLECLOUD_UPLOAD_EXPIRE_SECONDS = 3600
+    data = os.urandom(2 * CHUNK)
+    old = start(alice_api, f"{HOME}/old", data).json()
+    put_chunk(alice_api, old, 0, data)
+    fresh = start(alice_api, f"{HOME}/fresh", data).json()
+    Upload.objects.filter(pk=old["id"]).update(updated_at=timezone.now() - timedelta(seconds=3601))
+    assert cleanup_uploads() == 1
+    assert alice_api.get(f"/api/v1/files/uploads/{old['id']}").json()["state"] == "expired"
+    assert alice_api.get(f"/api/v1/files/uploads/{fresh['id']}").json()["state"] == "open"
+    assert len(temp_files(home)) == 1
+    assert recorded(alice, local_dc) == (0, 0, 2 * CHUNK, 1)  # only the fresh one's reservation
+    assert cleanup_uploads() == 0  # idempotent
+    # Finished uploads are forgotten once as old as the expiry.
+    Upload.objects.filter(pk=old["id"]).update(updated_at=timezone.now() - timedelta(seconds=3601))
+    uploads.cleanup()
+    assert not Upload.objects.filter(pk=old["id"]).exists()
+
+
+def test_removing_the_directory_of_an_upload_ends_it_and_its_reservation(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/dir/f", data).json()
+    assert recorded(alice, local_dc) == (0, 1, 2 * CHUNK, 1)
+    removed = alice_api.post("/api/v1/files/rm", {"path": f"{HOME}/dir", "recursive": True}, format="json")
+    assert removed.status_code == 200 and removed.json()["removed_entries"] == 1  # the temp file is not counted
+    # The reservation goes with the directory, not a day later when the upload would expire.
+    assert recorded(alice, local_dc) == (0, 0, 0, 0)
+    assert alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()["state"] == "failed"
+    gone = put_chunk(alice_api, upload, 0, data)
+    assert gone.status_code == 409 and gone.json()["code"] == "upload_failed"
+
+
+def test_a_temp_file_deleted_behind_the_portals_back_fails_the_upload_cleanly(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(2 * CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    temp_files(home)[0].unlink()  # e.g. by a job cleaning up
+    gone = put_chunk(alice_api, upload, 0, data)
+    assert gone.status_code == 409 and gone.json()["code"] == "upload_failed"
+    assert recorded(alice, local_dc) == (0, 0, 0, 0)
+
+
+def test_uploads_are_listed_for_their_owner_only(
+    alice_api: APIClient, bob_api: APIClient, bob: User, home: Path
+) -> None:
+    data = os.urandom(CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    put_chunk(alice_api, upload, 0, data)
+    mine = alice_api.get(f"/api/v1/files/uploads?path={HOME}//f/&state=open").json()
+    assert mine["count"] == 1 and mine["results"][0]["id"] == upload["id"] and mine["results"][0]["received"] == 1
+    assert bob_api.get("/api/v1/files/uploads").json()["count"] == 0
+    assert bob_api.get(f"/api/v1/files/uploads/{upload['id']}").status_code == 404
+    assert put_chunk(bob_api, upload, 0, data).status_code == 404
+    assert bob_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 404
+    assert bob_api.delete(f"/api/v1/files/uploads/{upload['id']}").status_code == 404
+    assert alice_api.get("/api/v1/files/uploads/not-a-uuid").status_code == 404
+
+
+def test_operators_upload_to_public_without_quota(
+    carol_api: APIClient, carol: User, local_dc: Datacenter, root: Path
+) -> None:
+    data = os.urandom(CHUNK)
+    assert upload_file(carol_api, "/pfs/local/public/datasets/mnist.bin", data).status_code == 200
+    assert (root / "public" / "datasets" / "mnist.bin").read_bytes() == data
+    assert recorded(carol, local_dc) == (0, 0, 0, 0)
+
+
+def test_a_verification_whose_process_died_is_taken_over_by_the_next_complete(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    data = os.urandom(CHUNK)
+    upload = start(alice_api, f"{HOME}/f", data).json()
+    put_chunk(alice_api, upload, 0, data)
+    # A worker claimed it and died mid-hash (the row says verifying, nobody beats).
+    Upload.objects.filter(pk=upload["id"]).update(state="verifying")
+    busy = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert busy.status_code == 202 and busy.json()["state"] == "verifying"
+    Upload.objects.filter(pk=upload["id"]).update(updated_at=timezone.now() - uploads.VERIFY_STALE)
+    done = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
+    assert done.status_code == 200 and done.json()["state"] == "completed"
+    assert (home / "f").read_bytes() == data and recorded(alice, local_dc) == (CHUNK, 1, 0, 0)
