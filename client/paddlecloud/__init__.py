@@ -6,9 +6,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy so `import paddlecloud` stays instant inside jobs; only the dataset helpers are re-exported.
+    # Lazy so `import paddlecloud` stays instant inside jobs: nothing loads until a name is used.
     if name in ("trainer_id", "trainers"):
         from paddlecloud import dataset
 
         return getattr(dataset, name)
+    # The SDK (paddlecloud/job.py), loaded on first use only.
+    if name in ("PaddleJob", "CephFSVolume", "dist_train"):
+        from paddlecloud import job
+
+        return getattr(job, name)
     raise AttributeError(f"module 'paddlecloud' has no attribute {name!r}")

@@ -1,5 +1,14 @@
-"""paddlectl command line (placeholder until the CLI issue lands)."""
+"""paddlectl, the PaddleCloud command line: `paddlectl = paddlecloud.cli:main` (commands in paddlecloud.ctl)."""
+
+from __future__ import annotations
 
 
-def main() -> None:
-    raise SystemExit("paddlectl: not implemented yet")
+def main(argv: list[str] | None = None) -> None:
+    """Run paddlectl with `argv` (default: sys.argv[1:]) and exit with its code."""
+    from paddlecloud.ctl.commands import cli
+
+    cli.main(args=argv, prog_name="paddlectl")
+
+
+if __name__ == "__main__":
+    main()

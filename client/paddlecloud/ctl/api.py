@@ -1,0 +1,354 @@
+"""The one HTTP seam of paddlectl and the SDK: the portal's API with token auth, retries and errors.
+
+Every request goes through `Session.request`: it adds the cached token (logging in when there is
+none), logs in again once when the portal answers 401 to a cached token (a changed password or a
+revoked token heals itself), retries idempotent requests when the network or a restarting portal
+fails them, and turns every failure into one `PaddleCloudError` line.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from paddlecloud import __version__
+from paddlecloud.ctl import config as configfile
+from paddlecloud.ctl.errors import APIError, ConfigError, NetworkError
+
+if TYPE_CHECKING:
+    import requests
+
+API = "/api/v1"
+RETRY_STATUSES = (502, 503, 504)
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return max(0, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return max(0.0, float(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def network_problem(exc: Exception) -> str:
+    """A short reason for a requests exception: 'connection refused', 'host not found', ..."""
+    import requests
+
+    text = str(exc)
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "TLS error (check the endpoint's certificate or use the right scheme)"
+    if isinstance(exc, requests.exceptions.Timeout):
+        return "no answer in time"
+    lowered = text.lower()
+    for needle, reason in (
+        ("connection refused", "connection refused"),
+        ("name or service not known", "host not found"),
+        ("nodename nor servname", "host not found"),
+        ("temporary failure in name resolution", "host not found"),
+        ("failed to resolve", "host not found"),
+        ("no route to host", "no route to host"),
+        ("network is unreachable", "network unreachable"),
+        ("connection reset", "connection reset"),
+        ("connection aborted", "connection lost"),
+        ("remotedisconnected", "connection lost"),
+        ("broken pipe", "connection lost"),
+    ):
+        if needle in lowered:
+            return reason
+    return "connection failed"
+
+
+def error_from_response(response: requests.Response) -> APIError:
+    """The portal's one error shape -> APIError; anything else (a proxy's HTML page) -> its status."""
+    status = response.status_code
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):
+        errors = body.get("errors") if isinstance(body.get("errors"), list) else []
+        return APIError(status, body["detail"], str(body.get("code") or ""), errors)
+    reason = response.reason or "error"
+    hint = " (is the endpoint a PaddleCloud portal?)" if status == 404 else ""
+    return APIError(status, f"HTTP {status} {reason} from {response.url}{hint}")
+
+
+class Session:
+    """One user on one portal: `request` is the only way paddlectl and the SDK talk to it."""
+
+    def __init__(
+        self,
+        datacenter: configfile.Datacenter,
+        *,
+        config_path: Path | None = None,
+        password_prompt: Callable[[str], str] | None = None,
+        token_cache: configfile.TokenCache | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.datacenter = datacenter
+        self.config_path = config_path
+        self.password_prompt = password_prompt
+        self.cache = token_cache or configfile.TokenCache(datacenter.endpoint, datacenter.username)
+        self.timeout = timeout
+        self.retries = _env_int("PADDLECTL_RETRIES", 3)
+        self.retry_wait = _env_float("PADDLECTL_RETRY_WAIT", 1.0)
+        self._http: requests.Session | None = None
+        self._token: str | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        path: Path | None = None,
+        datacenter: str | None = None,
+        password_prompt: Callable[[str], str] | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> Session:
+        """The session of the config's current datacenter (or the one named)."""
+        config = configfile.load(path)
+        for warning in config.warnings:
+            if warn is not None:
+                warn(warning)
+        entry = config.get(datacenter) if datacenter else config.current()
+        return cls(entry, config_path=config.path, password_prompt=password_prompt)
+
+    # --- facts ----------------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        return self.datacenter.endpoint
+
+    @property
+    def username(self) -> str:
+        return self.datacenter.username
+
+    @property
+    def portal_datacenter(self) -> str:
+        return self.datacenter.portal_name
+
+    @property
+    def home(self) -> str:
+        return self.datacenter.home
+
+    def url(self, path: str) -> str:
+        return f"{self.endpoint}{API}{path}"
+
+    @property
+    def http(self) -> requests.Session:
+        if self._http is None:
+            import requests
+
+            self._http = requests.Session()
+            self._http.headers["User-Agent"] = f"paddlectl/{__version__}"
+            self._http.headers["Accept"] = "application/json"
+        return self._http
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    # --- login ----------------------------------------------------------------------------
+
+    def _password(self) -> str:
+        if self.datacenter.password is not None:
+            return self.datacenter.password
+        where = configfile.shown(self.config_path) if self.config_path else "the config file"
+        if self.password_prompt is None:
+            raise ConfigError(
+                f"no password for {self.username} in {where} and no terminal to ask on; run `paddlectl login` "
+                "once, or add `password:` to the file"
+            )
+        return self.password_prompt(f"Password for {self.username} at {self.endpoint}")
+
+    def login(self, password: str | None = None) -> dict[str, Any]:
+        """POST /auth/token; the token is cached for the next commands. Returns the portal's answer."""
+        secret = password if password is not None else self._password()
+        response = self._send(
+            "POST", "/auth/token", json={"username": self.username, "password": secret}, token=None, retry=True
+        )
+        if response.status_code == 401:
+            source = " (the password in the config file)" if password is None and self.datacenter.password else ""
+            raise APIError(
+                401, f"login as {self.username} at {self.endpoint} failed: username or password is incorrect{source}",
+                "authentication_failed",
+            )
+        if response.status_code == 429:
+            wait = response.headers.get("Retry-After")
+            later = f"; try again in {wait} s" if wait else "; try again later"
+            raise APIError(429, f"too many login attempts for {self.username}{later}", "throttled")
+        if response.status_code >= 400:
+            error = error_from_response(response)
+            error.args = (f"login as {self.username} at {self.endpoint} failed: {error.detail}",)
+            raise error
+        data: dict[str, Any] = self.json(response)
+        self._token = str(data["token"])
+        self.cache.write(self._token, data.get("expires_at"))
+        return data
+
+    def logout(self) -> bool:
+        """Revoke the cached token on the portal and forget it; False if there was none."""
+        token = self._token or self.cache.read()
+        self.cache.clear()
+        self._token = None
+        if not token:
+            return False
+        response = self._send("DELETE", "/auth/token", token=token, retry=False)
+        return response.status_code in (204, 401)
+
+    def _current_token(self) -> tuple[str, bool]:
+        """(token, fresh): fresh when it was just issued (a 401 then is not a stale cache)."""
+        if self._token:
+            return self._token, False
+        cached = self.cache.read()
+        if cached:
+            self._token = cached
+            return cached, False
+        self.login()
+        assert self._token is not None
+        return self._token, True
+
+    # --- requests -------------------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None,
+        retry: bool,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        data: Any = None,
+        headers: dict[str, str] | None = None,
+        stream: bool = False,
+        timeout: float | None = None,
+    ) -> requests.Response:
+        import requests
+
+        all_headers = dict(headers or {})
+        if token:
+            all_headers["Authorization"] = f"Token {token}"
+        attempts = 1 + (self.retries if retry else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = self.http.request(
+                    method,
+                    self.url(path),
+                    params=params,
+                    json=json,
+                    data=data,
+                    headers=all_headers,
+                    stream=stream,
+                    timeout=timeout or self.timeout,
+                    allow_redirects=False,
+                )
+            except requests.exceptions.RequestException as exc:
+                if last or isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema)):
+                    raise NetworkError(f"cannot reach the portal at {self.endpoint}: {network_problem(exc)}") from None
+            else:
+                if response.status_code not in RETRY_STATUSES or last:
+                    return response
+                response.close()
+            time.sleep(self.retry_wait * (2**attempt))
+        raise AssertionError("unreachable")
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        data: Any = None,
+        headers: dict[str, str] | None = None,
+        stream: bool = False,
+        auth: bool = True,
+        retry: bool | None = None,
+        timeout: float | None = None,
+        allow: tuple[int, ...] = (),
+    ) -> requests.Response:
+        """Send one request; an error status (unless in `allow`) raises APIError with the portal's message."""
+        idempotent = method in ("GET", "HEAD", "PUT", "DELETE", "OPTIONS")
+        retry = idempotent if retry is None else retry
+        token, fresh = self._current_token() if auth else (None, False)
+        kwargs: dict[str, Any] = {
+            "params": params, "json": json, "data": data, "headers": headers, "stream": stream, "timeout": timeout,
+        }
+        response = self._send(method, path, token=token, retry=retry, **kwargs)
+        if response.status_code == 401 and auth and not fresh:
+            # The cached token expired or was revoked (or the password changed): log in once more.
+            response.close()
+            self.cache.clear()
+            self._token = None
+            try:
+                self.login()
+            except ConfigError:
+                raise APIError(
+                    401,
+                    f"the portal refused the saved token of {self.username} (expired or revoked) and there is no "
+                    "password to log in again; run `paddlectl login`",
+                    "not_authenticated",
+                ) from None
+            response = self._send(method, path, token=self._token, retry=retry, **kwargs)
+        if response.status_code >= 400 and response.status_code not in allow:
+            error = error_from_response(response)
+            response.close()
+            raise error
+        return response
+
+    def json(self, response: requests.Response) -> Any:
+        """The body as JSON; a body cut short (the connection dropped mid-answer) is a NetworkError."""
+        try:
+            return response.json()
+        except ValueError:
+            raise NetworkError(
+                f"incomplete answer from the portal at {self.endpoint} (HTTP {response.status_code}); "
+                "the connection dropped"
+            ) from None
+
+    def get(self, path: str, params: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        # A GET whose answer was cut short is simply asked again.
+        for attempt in range(self.retries + 1):
+            response = self.request("GET", path, params=params, **kwargs)
+            try:
+                return self.json(response)
+            except NetworkError:
+                if attempt == self.retries:
+                    raise
+                time.sleep(self.retry_wait * (2**attempt))
+        raise AssertionError("unreachable")
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> Any:
+        response = self.request("POST", path, json=body, **kwargs)
+        return self.json(response) if response.content else None
+
+    def delete(self, path: str, params: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        response = self.request("DELETE", path, params=params, **kwargs)
+        return self.json(response) if response.content else None
+
+    def paginate(self, path: str, params: dict[str, Any] | None = None, page_size: int = 500) -> Iterator[Any]:
+        """Every result of a paginated list, page by page (?page=N&page_size=M)."""
+        page = 1
+        while True:
+            answer = self.get(path, {**(params or {}), "page": page, "page_size": page_size})
+            if isinstance(answer, list):  # an unpaginated list
+                yield from answer
+                return
+            yield from answer.get("results", [])
+            if not answer.get("next"):
+                return
+            page += 1
+
+    def version(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.get("/version", auth=False)
+        return data

@@ -1,0 +1,61 @@
+"""The errors paddlectl and the SDK raise: each one is a one-line message and an exit code.
+
+Exit codes: 0 success; 1 the operation failed (the portal refused it, the network is down, the job
+failed); 2 usage error (bad flag or value, bad config file), caught before anything is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class PaddleCloudError(Exception):
+    """Something failed; `str(error)` is the one line to show the user."""
+
+    exit_code = EXIT_FAILED
+
+
+class UsageProblem(PaddleCloudError, ValueError):
+    """A bad flag, value or config file: nothing was sent to the portal."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(UsageProblem):
+    """The config file (~/.paddle/config) is missing, unreadable or invalid."""
+
+
+class NetworkError(PaddleCloudError):
+    """The portal could not be reached (connection refused, DNS, timeout, TLS)."""
+
+
+class APIError(PaddleCloudError):
+    """The portal answered with an error: its status, code, message and the fields at fault."""
+
+    def __init__(self, status: int, detail: str, code: str = "", errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.code = code
+        self.errors = errors or []
+
+    def fields(self) -> list[str]:
+        return [str(e.get("field")) for e in self.errors if e.get("field")]
+
+
+class JobFailed(PaddleCloudError):
+    """A job ended in failed or killed state (raised by wait helpers that were asked to check)."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        super().__init__(describe_end(job))
+
+
+def describe_end(job: dict[str, Any]) -> str:
+    """'job fit failed: TrainerFailed: trainer 1 exited with code 1' (or succeeded/killed)."""
+    state = job.get("state", "?")
+    why = ": ".join(part for part in (job.get("reason") or "", job.get("message") or "") if part)
+    return f"job {job.get('name')} {state}" + (f": {why}" if why and state != "succeeded" else "")

@@ -1,0 +1,237 @@
+"""Jobs through the API, shared by paddlectl and the SDK: submit (uploading the package), wait, logs.
+
+Log following reads each worker's log by cursor (`?cursor=` from the previous answer), so no line is
+missed or repeated, and it pins the job by its uid, so a job submitted again under the same name
+is never mixed in. When the portal is briefly unreachable (a restart), following waits and carries
+on from the same cursors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from paddlecloud.ctl import spec as specs
+from paddlecloud.ctl.api import Session
+from paddlecloud.ctl.errors import APIError, NetworkError, PaddleCloudError, UsageProblem
+from paddlecloud.ctl.files import Files, Progress, Summary, check_remote, is_remote
+
+ACTIVE_STATES = ("queued", "submitting", "pending", "running")
+TERMINAL_STATES = ("succeeded", "failed", "killed")
+OUTAGE_LIMIT = 600.0  # seconds a follower waits for an unreachable portal before it gives up
+FINAL_GRACE = 60.0  # seconds to wait for the last log bytes of an ended job that is never released
+
+
+def job_path(name: str) -> str:
+    return f"/jobs/{quote(name, safe='')}"
+
+
+def package_dir(session: Session, datacenter: str, jobname: str) -> str:
+    """Where `submit ./dir` uploads the package: the job's folder in the user's home."""
+    return f"/pfs/{datacenter}/home/{session.username}/jobs/{jobname}"
+
+
+def get(session: Session, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = session.get(job_path(name))
+    return data
+
+
+def submit(
+    session: Session,
+    spec: dict[str, Any],
+    package: str | Path | None,
+    progress: Progress | None = None,
+    chunk_size: int | None = None,
+    flags: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], Summary | None]:
+    """Check the spec, upload a local package directory to the job's folder, and create the job."""
+    body = {k: v for k, v in spec.items() if v is not None}
+    body.setdefault("datacenter", session.portal_datacenter)
+    specs.check(body, flags)
+    names = {**specs.FLAGS, **(flags or {})}
+    summary: Summary | None = None
+    if package is not None and str(package) != "":
+        text = str(package)
+        if is_remote(text):
+            body["package"] = check_remote(text, session).rstrip("/")
+        else:
+            local = Path(text).expanduser()
+            if not local.exists():
+                raise UsageProblem(f"{names['package']}: {text} does not exist (a local directory or a /pfs/ path)")
+            if not local.is_dir():
+                raise UsageProblem(f"{names['package']}: {text} is not a directory")
+            _refuse_active_name(session, body["jobname"])
+            target = package_dir(session, body["datacenter"], body["jobname"])
+            summary = Files(session).copy([str(local) + "/"], target + "/", progress, chunk_size, package=True)
+            body["package"] = target
+    try:
+        job: dict[str, Any] = session.post("/jobs", body)
+    except APIError as exc:
+        if exc.status in (400, 409) and exc.errors:
+            raise APIError(exc.status, specs.flag_message(exc.errors, exc.detail, flags), exc.code,
+                           exc.errors) from None
+        raise
+    return job, summary
+
+
+def _refuse_active_name(session: Session, name: str) -> None:
+    """Before uploading over its package: a running job of that name would see its files change."""
+    response = session.request("GET", job_path(name), allow=(404,))
+    if response.status_code == 404:
+        return
+    job = session.json(response)
+    if job.get("state") in ACTIVE_STATES and job.get("name") == name:
+        raise APIError(
+            409,
+            f"you already have an active job named {name!r} ({job['state']}); kill it or choose another -jobname",
+            "conflict",
+        )
+
+
+def worker_names(job: dict[str, Any]) -> list[str]:
+    trainers = int((job.get("trainers") or {}).get("total") or job.get("spec", {}).get("parallelism") or 0)
+    pservers = int((job.get("pservers") or {}).get("total") or job.get("spec", {}).get("pservers") or 0)
+    return [f"trainer-{i}" for i in range(trainers)] + [f"pserver-{i}" for i in range(pservers)]
+
+
+class _Outage:
+    """Waits out a portal that is down for a while (a restart), up to `limit` seconds in all."""
+
+    def __init__(self, limit: float, notify: Callable[[str], None] | None) -> None:
+        self.limit = limit
+        self.notify = notify
+        self.since: float | None = None
+        self.delay = 1.0
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        while True:
+            try:
+                result = fn()
+            except (NetworkError, APIError) as exc:
+                if self.limit <= 0 or (isinstance(exc, APIError) and exc.status not in (502, 503, 504)):
+                    raise
+                now = time.monotonic()
+                if self.since is None:
+                    self.since = now
+                    if self.notify:
+                        self.notify(f"{exc}; waiting for the portal to come back")
+                if now - self.since > self.limit:
+                    raise
+                time.sleep(self.delay)
+                self.delay = min(self.delay * 2, 5.0)
+                continue
+            if self.since is not None and self.notify:
+                self.notify("the portal is back; carrying on")
+            self.since, self.delay = None, 1.0
+            return result
+
+
+class LogStream:
+    """Iterate (worker, text) pieces of a job's logs; `job` holds the job as last seen.
+
+    follow: keep reading until every log is complete (the job ended and its processes are gone).
+    tail: start from the last N lines of each log.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        name: str,
+        worker: str | None = None,
+        tail: int | None = None,
+        follow: bool = False,
+        poll: float = 1.0,
+        notify: Callable[[str], None] | None = None,
+        outage_limit: float = OUTAGE_LIMIT,
+    ) -> None:
+        self.session = session
+        self.name = name
+        self.worker = worker
+        self.tail = tail
+        self.follow = follow
+        self.poll = poll
+        self.outage = _Outage(outage_limit if follow else 0.0, notify)
+        self.job: dict[str, Any] = {}
+        self.workers: list[str] = []
+
+    def _read(self, uid: str, worker: str, cursor: str, first: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {"worker": worker, "cursor": cursor}
+        if first and self.tail is not None:
+            params["tail"] = self.tail
+        answer: dict[str, Any] = self.outage.call(lambda: self.session.get(f"{job_path(uid)}/logs", params))
+        return answer
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        self.job = self.outage.call(lambda: get(self.session, self.name))
+        uid = self.job["uid"]
+        self.workers = [self.worker] if self.worker else worker_names(self.job)
+        cursors = dict.fromkeys(self.workers, "")
+        complete = dict.fromkeys(self.workers, False)
+        first = dict.fromkeys(self.workers, True)
+        ended_at: float | None = None
+        state = self.job.get("state", "")
+        while True:
+            for worker in self.workers:
+                if complete[worker]:
+                    continue
+                while True:  # drain: an answer holds at most 256 KiB
+                    answer = self._read(uid, worker, cursors[worker], first[worker])
+                    first[worker] = False
+                    state = answer.get("state", state)
+                    text = answer.get("text", "")
+                    moved = answer.get("cursor", cursors[worker]) != cursors[worker]
+                    cursors[worker] = answer.get("cursor", cursors[worker])
+                    complete[worker] = bool(answer.get("complete"))
+                    if text:
+                        yield worker, text
+                    if not text or not moved or complete[worker]:
+                        break
+            if not self.follow or all(complete.values()):
+                break
+            if state in TERMINAL_STATES:
+                # Ended: the logs become complete once its processes are gone; do not wait forever.
+                ended_at = ended_at or time.monotonic()
+                if time.monotonic() - ended_at > FINAL_GRACE:
+                    break
+            time.sleep(self.poll)
+        if self.follow:
+            self.job = self.outage.call(lambda: get(self.session, uid))
+
+
+def lines(pieces: Iterator[tuple[str, str]], prefix: bool) -> Iterator[str]:
+    """Whole lines (with their newline) from LogStream pieces; `[worker] ` in front when asked."""
+    for worker, text in pieces:
+        for line in text.splitlines(keepends=True):
+            if not line.endswith("\n"):
+                line += "\n"  # the last line of a finished log may lack its newline
+            yield f"[{worker}] {line}" if prefix else line
+
+
+def wait(
+    session: Session,
+    name: str,
+    timeout: float | None = None,
+    poll: float = 2.0,
+    notify: Callable[[str], None] | None = None,
+    on_state: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Poll until the job ends (succeeded, failed, killed); return it. TimeoutError after `timeout` s."""
+    outage = _Outage(OUTAGE_LIMIT, notify)
+    job: dict[str, Any] = outage.call(lambda: get(session, name))
+    uid = job["uid"]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    last_state = None
+    while True:
+        if job.get("state") != last_state:
+            last_state = job.get("state")
+            if on_state:
+                on_state(job)
+        if job.get("state") in TERMINAL_STATES:
+            return job
+        if deadline is not None and time.monotonic() >= deadline:
+            raise PaddleCloudError(f"job {name} is still {job.get('state')} after {timeout:g} s")
+        time.sleep(poll)
+        job = outage.call(lambda: get(session, uid))

@@ -1,0 +1,168 @@
+"""How paddlectl prints: kubectl-style tables, JSON/YAML for scripts, ages, sizes and progress bars.
+
+Tables are plain aligned text (no borders, no wrapping), so they read well, pipe into awk, and are
+the same on every terminal; only the header is bold, and only on a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+FORMATS = ("table", "json", "yaml")
+MAX_CELL = 80
+
+
+def now() -> datetime:
+    """The current time (a seam: golden-output tests pin it)."""
+    return datetime.now(UTC)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def human_duration(seconds: float) -> str:
+    """kubectl's ages: 45s, 5m30s, 3h, 2d4h, 40d, 2y30d."""
+    s = max(int(seconds), 0)
+    minutes, hours, days = s // 60, s // 3600, s // 86400
+    if s < 120:
+        return f"{s}s"
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y{days % 365}d"
+
+
+def age(stamp: str | None) -> str:
+    when = parse_time(stamp)
+    return human_duration((now() - when).total_seconds()) if when else "-"
+
+
+def human_bytes(count: float) -> str:
+    """Binary units as Kubernetes writes them: 0, 512, 1.5Ki, 16Gi."""
+    value = float(count)
+    for unit in ("", "Ki", "Mi", "Gi", "Ti", "Pi"):
+        if abs(value) < 1024 or unit == "Pi":
+            shown = round(value, 1)
+            return f"{int(shown)}{unit}" if shown == int(shown) else f"{shown:.1f}{unit}"
+        value /= 1024
+    return str(count)
+
+
+def number(value: float) -> str:
+    return str(int(value)) if float(value) == int(value) else f"{value:g}"
+
+
+def cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-" if value is None else ""
+    text = " ".join(str(value).split())  # one line per row, whatever the message holds
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str | None = None) -> str:
+    """Aligned columns separated by three spaces; the last column is not padded."""
+    if not rows and empty is not None:
+        return empty
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        padded = [v.ljust(widths[i]) if i < len(values) - 1 else v for i, v in enumerate(values)]
+        return "   ".join(padded).rstrip()
+
+    header = line(list(headers))
+    if sys.stdout.isatty():
+        header = click.style(header, bold=True)
+    return "\n".join([header] + [line(r) for r in cells])
+
+
+def dump(data: Any, fmt: str) -> str:
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def emit(data: Any, fmt: str, render: Callable[[], str]) -> None:
+    """Print `data` as JSON/YAML, or the table `render()` builds."""
+    click.echo(dump(data, fmt) if fmt in ("json", "yaml") else render())
+
+
+class BarProgress:
+    """A rich progress bar on stderr (a terminal only); notes are printed either way."""
+
+    def __init__(self, enabled: bool | None = None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def start(self, total_bytes: int, files: int, verb: str) -> None:
+        if not self.enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[current]}", style="dim"),
+            console=Console(file=sys.stderr),
+            transient=False,
+        )
+        self._progress.start()
+        label = f"{verb} {files} file{'s' if files != 1 else ''}"
+        self._task = self._progress.add_task(label, total=total_bytes or None, current="")
+
+    def file(self, name: str) -> None:
+        if self._progress is not None:
+            shown = name if len(name) <= 40 else "…" + name[-39:]
+            self._progress.update(self._task, current=shown)
+
+    def advance(self, count: int) -> None:
+        if self._progress is not None and count:
+            self._progress.advance(self._task, count)
+
+    def note(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text, markup=False, highlight=False)
+        else:
+            click.echo(text, err=True)
+
+    def finish(self) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, current="")
+            self._progress.stop()
+            self._progress = None

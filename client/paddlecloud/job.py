@@ -1,0 +1,321 @@
+"""The Python SDK: `PaddleJob`, `CephFSVolume` and `dist_train`, with the original documents' names.
+
+```python
+from paddlecloud import PaddleJob, dist_train
+
+job = PaddleJob(job_name="fit", entry_point="python train.py", trainer_package_path="./fit_a_line",
+                cpu_nums=1, memory="1Gi", trainers=2, pservers=2)
+job.submit()                     # uploads ./fit_a_line to /pfs/<dc>/home/<user>/jobs/fit/, then submits
+for line in job.logs(follow=True):
+    print(line, end="")
+print(job.wait()["state"])       # succeeded | failed | killed
+```
+
+Both spellings of the original documents are accepted: `cpu_num`/`cpu_nums`, `gpu_num`/`gpu_nums`,
+`base_image`/`runtime_image`, `trainer_package`/`trainer_package_path`. Parameters of the retired
+v1/v2 runtime (input, output, port, ports_num, ...) are accepted and ignored with a warning. The SDK
+talks to the portal of ~/.paddle/config (or $PADDLE_CONFIG), as paddlectl does, and shares its
+token cache.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from paddlecloud.ctl import spec as specs
+from paddlecloud.ctl.errors import JobFailed, UsageProblem
+
+# Spec field -> the PaddleJob parameter that sets it, for messages.
+PARAMETERS = {
+    "jobname": "job_name",
+    "entry": "entry_point",
+    "parallelism": "trainers",
+    "pservers": "pservers",
+    "cpu": "cpu_nums",
+    "memory": "memory",
+    "gpu": "gpu_nums",
+    "pscpu": "pscpu",
+    "psmemory": "psmemory",
+    "passes": "passes",
+    "image": "runtime_image",
+    "registry": "registry",
+    "env": "env",
+    "package": "trainer_package_path",
+    "datacenter": "datacenter",
+    "max_retries": "max_retries",
+    "pending_timeout": "pending_timeout",
+}
+_RETIRED = ("input", "output", "num_gradient_servers", "port", "ports_num", "ports_num_for_sparse",
+            "glusterfs_volume", "volume", "topology")
+
+
+class CephFSVolume:
+    """A CephFS volume as the original SDK described it (values also from CEPHFS_* variables).
+
+    PaddleCloud mounts each datacenter's shared storage itself (your home at /pfs/<dc>/home/<user>),
+    so a job needs no volume of its own; this class is kept so existing code runs unchanged.
+    """
+
+    def __init__(
+        self,
+        monitors_addr: str | list[str] | None = None,
+        user: str | None = None,
+        secret_name: str | None = None,
+        mount_path: str | None = None,
+        path: str | None = None,
+        cephfs_path: str | None = None,
+    ) -> None:
+        monitors = monitors_addr if monitors_addr is not None else os.environ.get("CEPHFS_MONITOR_ADDRS", "")
+        self.monitors_addr = [m.strip() for m in monitors.split(",") if m.strip()] if isinstance(monitors, str) \
+            else list(monitors)
+        self.user = user or os.environ.get("CEPHFS_USER", "admin")
+        self.secret_name = secret_name or os.environ.get("CEPHFS_SECRET", "cephfs-secret")
+        self.mount_path = mount_path or os.environ.get("CEPHFS_MOUNT_PATH", "/mnt/cephfs")
+        if path is not None and cephfs_path is not None and path != cephfs_path:
+            raise UsageProblem("CephFSVolume: give path or cephfs_path, not both")
+        self.path = path or cephfs_path or os.environ.get("CEPHFS_PATH", "/")
+        for name in ("mount_path", "path"):
+            if not str(getattr(self, name)).startswith("/"):
+                raise UsageProblem(f"CephFSVolume: {name} {getattr(self, name)!r} must be an absolute path")
+
+    @property
+    def volume(self) -> dict[str, Any]:
+        return {"name": "cephfs", "cephfs": {"monitors": self.monitors_addr, "path": self.path, "user": self.user,
+                                             "secretRef": {"name": self.secret_name}}}
+
+    @property
+    def volume_mount(self) -> dict[str, Any]:
+        return {"name": "cephfs", "mountPath": self.mount_path}
+
+    def __repr__(self) -> str:
+        return f"CephFSVolume(monitors_addr={self.monitors_addr!r}, mount_path={self.mount_path!r}, path={self.path!r})"
+
+
+def _one_of(label_a: str, a: Any, label_b: str, b: Any) -> Any:
+    if a is not None and b is not None and a != b:
+        raise UsageProblem(f"PaddleJob: give {label_a} or {label_b}, not both")
+    return a if a is not None else b
+
+
+def _quantity(value: Any) -> str:
+    if isinstance(value, bool):
+        raise UsageProblem(f"PaddleJob: {value!r} is not a quantity")
+    return str(value)
+
+
+def _default_prompt() -> Callable[[str], str] | None:
+    if not sys.stdin or not sys.stdin.isatty():
+        return None
+    import getpass
+
+    return lambda text: getpass.getpass(f"{text}: ")
+
+
+class PaddleJob:
+    """A distributed training job: build it, `submit()`, then `status()`, `wait()`, `logs()`, `kill()`."""
+
+    def __init__(
+        self,
+        job_name: str | None = None,
+        entry_point: str | None = None,
+        memory: str = "1G",
+        cpu_nums: int | float | str | None = None,
+        runtime_image: str | None = None,
+        pservers: int | None = None,
+        trainers: int | None = None,
+        gpu_nums: int | None = None,
+        trainer_package_path: str | os.PathLike[str] | None = None,
+        cephfs_volume: CephFSVolume | None = None,
+        namespace: str = "default",
+        *,
+        datacenter: str | None = None,
+        passes: int = 1,
+        pscpu: int | float | str = "1",
+        psmemory: str = "1Gi",
+        env: dict[str, str] | None = None,
+        registry: str = "",
+        max_retries: int = 0,
+        pending_timeout: int | None = None,
+        session: Any = None,
+        config: str | os.PathLike[str] | None = None,
+        cpu_num: int | float | str | None = None,
+        gpu_num: int | None = None,
+        base_image: str | None = None,
+        trainer_package: str | os.PathLike[str] | None = None,
+        use_gpu: bool | None = None,
+        **retired: Any,
+    ) -> None:
+        unknown = sorted(set(retired) - set(_RETIRED))
+        if unknown:
+            raise TypeError(f"PaddleJob() got unexpected keyword argument(s): {', '.join(unknown)}")
+        if retired:
+            warnings.warn(
+                f"PaddleJob: {', '.join(sorted(retired))} belonged to the retired v1/v2 runtime and are ignored",
+                stacklevel=2,
+            )
+        if cephfs_volume is not None:
+            if not isinstance(cephfs_volume, CephFSVolume):
+                raise UsageProblem("PaddleJob: cephfs_volume must be a CephFSVolume")
+            warnings.warn(
+                "PaddleJob: cephfs_volume is not needed: every job sees the datacenter's storage at "
+                "/pfs/<datacenter>/home/<user>",
+                stacklevel=2,
+            )
+        if job_name is None:
+            raise UsageProblem("PaddleJob: job_name is required")
+        if entry_point is None:
+            raise UsageProblem("PaddleJob: entry_point is required, e.g. \"python train.py\"")
+        cpu = _one_of("cpu_nums", cpu_nums, "cpu_num", cpu_num)
+        gpu = _one_of("gpu_nums", gpu_nums, "gpu_num", gpu_num)
+        if gpu is None:
+            gpu = 1 if use_gpu else 0
+        elif use_gpu is False and gpu:
+            raise UsageProblem("PaddleJob: use_gpu=False but gpu_nums > 0")
+        self.job_name = job_name
+        self.entry_point = entry_point
+        self.memory = _quantity(memory)
+        self.cpu_nums = _quantity(cpu if cpu is not None else 1)
+        self.gpu_nums = gpu
+        self.runtime_image = _one_of("runtime_image", runtime_image, "base_image", base_image) or ""
+        self.trainers = 1 if trainers in (None, -1) else trainers
+        self.pservers = 0 if pservers in (None, -1) else pservers
+        package = _one_of("trainer_package_path", trainer_package_path, "trainer_package", trainer_package)
+        self.trainer_package_path = os.fspath(package) if package is not None else None
+        self.cephfs_volume = cephfs_volume
+        self.namespace = namespace  # kept for the original's API; the portal picks the user's namespace
+        self.datacenter = datacenter
+        self.passes = passes
+        self.pscpu = _quantity(pscpu)
+        self.psmemory = _quantity(psmemory)
+        self.env = dict(env or {})
+        self.registry = registry
+        self.max_retries = max_retries
+        self.pending_timeout = pending_timeout
+        self._session = session
+        self._config = Path(config) if config is not None else None
+        self.job: dict[str, Any] | None = None
+        specs.check(self.to_spec(), PARAMETERS)
+
+    def __repr__(self) -> str:
+        state = f", state={self.job['state']!r}" if self.job else ""
+        return f"PaddleJob(job_name={self.job_name!r}, trainers={self.trainers}, pservers={self.pservers}{state})"
+
+    # --- spec -----------------------------------------------------------------------------
+
+    def to_spec(self) -> dict[str, Any]:
+        """The job spec the portal receives (without the package, which `submit` settles)."""
+        spec: dict[str, Any] = {
+            "jobname": self.job_name,
+            "entry": self.entry_point,
+            "parallelism": self.trainers,
+            "pservers": self.pservers,
+            "cpu": self.cpu_nums,
+            "memory": self.memory,
+            "gpu": self.gpu_nums,
+            "pscpu": self.pscpu,
+            "psmemory": self.psmemory,
+            "passes": self.passes,
+            "image": self.runtime_image,
+            "registry": self.registry,
+            "env": self.env,
+            "max_retries": self.max_retries,
+        }
+        if self.pending_timeout is not None:
+            spec["pending_timeout"] = self.pending_timeout
+        if self.datacenter:
+            spec["datacenter"] = self.datacenter
+        return spec
+
+    # --- the portal -----------------------------------------------------------------------
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            from paddlecloud.ctl.api import Session
+
+            self._session = Session.from_config(
+                self._config, password_prompt=_default_prompt(), warn=lambda m: warnings.warn(m, stacklevel=3)
+            )
+        return self._session
+
+    def _ref(self) -> str:
+        # The uid pins this very run, even after another job reuses the name.
+        return self.job["uid"] if self.job else self.job_name
+
+    @property
+    def state(self) -> str | None:
+        return self.job["state"] if self.job else None
+
+    def submit(self, progress: Any = None, chunk_size: int | None = None) -> dict[str, Any]:
+        """Upload the package (a local directory) to the job's folder, then submit; returns the job."""
+        from paddlecloud.ctl import jobs
+
+        package = self.trainer_package_path
+        if package is None:
+            raise UsageProblem(
+                "PaddleJob: trainer_package_path is required to submit: a local directory (uploaded) or a /pfs/ path"
+            )
+        self.job, _ = jobs.submit(self.session, self.to_spec(), package, progress, chunk_size, PARAMETERS)
+        return self.job
+
+    def status(self) -> dict[str, Any]:
+        """The job as the portal sees it now: state, reason, message, trainers, pservers, ..."""
+        from paddlecloud.ctl import jobs
+
+        self.job = jobs.get(self.session, self._ref())
+        return self.job
+
+    def wait(self, timeout: float | None = None, poll: float = 2.0, check: bool = False) -> dict[str, Any]:
+        """Block until the job ends; returns it. check=True raises JobFailed unless it succeeded."""
+        from paddlecloud.ctl import jobs
+
+        self.job = jobs.wait(self.session, self._ref(), timeout=timeout, poll=poll)
+        if check and self.job.get("state") != "succeeded":
+            raise JobFailed(self.job)
+        return self.job
+
+    def logs(self, worker: str | None = None, follow: bool = False, tail: int | None = None,
+             poll: float = 1.0) -> Iterator[str]:
+        """The log lines (with their newline) of one worker, or of all (each line starts with [worker])."""
+        from paddlecloud.ctl.jobs import LogStream, lines
+
+        stream = LogStream(self.session, self._ref(), worker=worker, tail=tail, follow=follow, poll=poll)
+        yield from lines(iter(stream), prefix=worker is None)
+        if follow and stream.job:
+            self.job = stream.job
+
+    def kill(self, rm: bool = False) -> dict[str, Any] | None:
+        """Stop every worker; rm=True also removes the job from the history."""
+        from paddlecloud.ctl.jobs import job_path
+
+        if rm:
+            self.session.delete(job_path(self._ref()), {"rm": "1"})
+            return None
+        self.job = self.session.delete(job_path(self._ref()))
+        return self.job
+
+
+def dist_train(train_fn: Any, *args: Any, paddle_job: PaddleJob | None = None, **kwargs: Any) -> Any:
+    """Train in the cloud from a notebook, or here.
+
+    With PADDLE_NOTEBOOK=YES (set it in the notebook), upload the package and submit `paddle_job`;
+    returns the submitted PaddleJob. Otherwise (inside the job, or a plain run) call
+    `train_fn(*args, **kwargs)` and return what it returns. A v2-style trainer object (one with a
+    `.train` method) is called as `trainer.train(*args, **kwargs)`.
+    """
+    if os.environ.get("PADDLE_NOTEBOOK", "NO").strip().upper() == "YES":
+        if paddle_job is None:
+            raise UsageProblem("dist_train: paddle_job is required when PADDLE_NOTEBOOK=YES")
+        paddle_job.submit()
+        return paddle_job
+    if callable(train_fn):
+        return train_fn(*args, **kwargs)
+    train = getattr(train_fn, "train", None)
+    if callable(train):
+        return train(*args, **kwargs)
+    raise TypeError("dist_train: train_fn must be a function (or an object with a .train method)")
