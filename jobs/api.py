@@ -87,12 +87,13 @@ def jobs_visible_to(request: Request) -> QuerySet[Job]:
 
 
 def get_job(request: Request, name: str) -> Job:
-    """A job by name (its active run if any, else the newest) or by uid."""
+    """A job by uid, or by name (its active run if any, else the newest)."""
     jobs = jobs_visible_to(request)
+    # A uid pins one run; a name means its active run, else the newest.
     job = (
-        jobs.filter(name=name, state__in=ACTIVE_STATES).first()
+        jobs.filter(uid=name).first()
+        or jobs.filter(name=name, state__in=ACTIVE_STATES).first()
         or jobs.filter(name=name).first()
-        or jobs.filter(uid=name).first()
     )
     if job is None:
         raise exceptions.NotFound(f"job {name!r} not found")
