@@ -45,8 +45,12 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
+    from jobs.models import Job  # the dashboard shows jobs; accounts has no other tie to them
+
     datacenters = list(Datacenter.objects.usable_by(request.user))
-    return render(request, "home.html", {"quotas": [quota.report(request.user, dc) for dc in datacenters]})
+    recent = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")[:8]
+    return render(request, "home.html", {"quotas": [quota.report(request.user, dc) for dc in datacenters],
+                                         "recent_jobs": recent})
 
 
 def _user(request: HttpRequest) -> User:
