@@ -22,6 +22,7 @@ def test_alice_sees_her_job_and_kills_it_from_the_page(
     client.force_login(alice)
     listing = client.get("/jobs/").content.decode()
     assert uid in listing and "queued" in listing
+    assert f"/jobs/{uid}/" in client.get("/").content.decode()  # the dashboard's recent jobs
     detail = client.get(f"/jobs/{uid}/").content.decode()
     assert "trainer-1" in detail and "pserver-0" in detail and "Kill" in detail
     response = client.post(f"/jobs/{uid}/kill", follow=True)
