@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -14,28 +16,34 @@ from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Worker, WorkerState
 from jobs.states import transition
 from portal.datacenters.models import Datacenter
+from storage.tasks import recompute_usage
 
 log = logging.getLogger(__name__)
 
 STUCK_AFTER = timedelta(seconds=30)  # a queued/submitting job not touched for this long is submitted again
 
 
-def _record_workers(job: Job, observation: Observation) -> None:
+_WORKER_FIELDS = ("state", "host", "pid", "started_at", "restarts", "exit_code", "message")
+
+
+def _record_workers(job: Job, observation: Observation, known: dict[tuple[str, int], Worker] | None = None) -> None:
+    """Write the observed worker statuses, touching only rows that changed (most do not, most cycles)."""
+    if known is None:
+        known = {(w.role, w.index): w for w in Worker.objects.filter(job=job)}
+    changed = []
+    now = timezone.now()
     for status in observation.workers:
-        Worker.objects.update_or_create(
-            job=job,
-            role=status.role,
-            index=status.index,
-            defaults={
-                "state": status.state,
-                "host": status.host,
-                "pid": status.pid,
-                "started_at": status.started_at,
-                "restarts": status.restarts,
-                "exit_code": status.exit_code,
-                "message": status.message,
-            },
-        )
+        values = {name: getattr(status, name) for name in _WORKER_FIELDS}
+        worker = known.get((str(status.role), status.index))
+        if worker is None:
+            Worker.objects.update_or_create(job=job, role=status.role, index=status.index, defaults=values)
+        elif any(getattr(worker, name) != value for name, value in values.items()):
+            for name, value in values.items():
+                setattr(worker, name, value)
+            worker.updated_at = now
+            changed.append(worker)
+    if changed:
+        Worker.objects.bulk_update(changed, [*_WORKER_FIELDS, "updated_at"])
 
 
 def _counts(observation: Observation) -> dict[str, Any]:
@@ -57,10 +65,23 @@ def _counts(observation: Observation) -> dict[str, Any]:
     return counts
 
 
-def apply(job: Job, observation: Observation, engine: Engine) -> None:
-    _record_workers(job, observation)
+def _finish(job: Job, engine: Engine) -> bool:
+    """Let the engine keep the logs and stop the workers before the final state is written."""
+    try:
+        return engine.finish(job)
+    except TransientEngineError as exc:
+        log.warning("cannot finish %s yet: %s", job.uid, exc)
+        return False
+
+
+def apply(
+    job: Job, observation: Observation, engine: Engine, workers: dict[tuple[str, int], Worker] | None = None
+) -> None:
+    _record_workers(job, observation, workers)
     counts = _counts(observation)
     if observation.state in (JobState.SUCCEEDED, JobState.FAILED):
+        if not _finish(job, engine):
+            return  # the next cycle tries again; the job keeps its state meanwhile
         moved = transition(
             job.pk,
             observation.state,
@@ -77,18 +98,23 @@ def apply(job: Job, observation: Observation, engine: Engine) -> None:
     if observation.state == JobState.RUNNING and job.state == JobState.PENDING:
         transition(job.pk, JobState.RUNNING, reason="", message="", **counts)
     else:
-        Job.objects.filter(pk=job.pk, state=job.state).update(
-            reason=observation.reason or "", message=observation.message, **counts
-        )
+        values = {"reason": observation.reason or "", "message": observation.message, **counts}
+        if any(getattr(job, name) != value for name, value in values.items()):
+            Job.objects.filter(pk=job.pk, state=job.state).update(**values)
     timeout = int(job.spec.get("pending_timeout") or job.datacenter.pending_timeout)
     if (
         job.state == JobState.PENDING
+        and observation.state == JobState.PENDING  # not a job that started running in this very cycle
         and job.submitted_at
         and timezone.now() - job.submitted_at > timedelta(seconds=timeout)
     ):
         why = f" ({observation.message})" if observation.message else ""
-        if transition(
-            job.pk, JobState.FAILED, reason=Reason.PENDING_TIMEOUT, message=f"still pending after {timeout}s{why}"
+        if _finish(job, engine) and transition(
+            job.pk,
+            JobState.FAILED,
+            from_states=[JobState.PENDING],
+            reason=Reason.PENDING_TIMEOUT,
+            message=f"still pending after {timeout}s{why}",
         ):
             job.refresh_from_db()
             release(job, engine)
@@ -104,9 +130,13 @@ def release(job: Job, engine: Engine) -> bool:
             state=WorkerState.SUCCEEDED, message="stopped after every trainer succeeded"
         )
     job.workers.filter(state__in=[WorkerState.RUNNING, WorkerState.PENDING]).update(state=WorkerState.KILLED)
-    Job.objects.filter(pk=job.pk).update(
+    released = Job.objects.filter(pk=job.pk, released=False).update(
         released=True, pservers_running=0, trainers_running=0, pservers_pending=0, trainers_pending=0
     )
+    if released:
+        # The job wrote its output and logs straight onto the user's storage: count them in the quota.
+        owner, datacenter = job.owner_id, job.datacenter_id
+        transaction.on_commit(lambda: recompute_usage.delay(owner, datacenter))
     if job.engine_data.get("remove"):
         Job.objects.filter(pk=job.pk).delete()
     return True
@@ -123,9 +153,13 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
         except TransientEngineError as exc:
             log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
             return
+        workers: dict[int, dict[tuple[str, int], Worker]] = defaultdict(dict)
+        ids = Job.objects.filter(datacenter=datacenter, state__in=STARTED_STATES).values("pk")
+        for worker in Worker.objects.filter(job__in=ids):
+            workers[worker.job_id][(worker.role, worker.index)] = worker
         for job in started:
             if job.pk in observations:
-                apply(job, observations[job.pk], engine)
+                apply(job, observations[job.pk], engine, workers[job.pk])
     for job in Job.objects.filter(datacenter=datacenter, state__in=TERMINAL_STATES, released=False).select_related(
         "owner", "datacenter"
     ):

@@ -98,3 +98,13 @@ def cleanup() -> None:
                     Job.objects.filter(pk=job.pk).update(cleaned=True)
             except (EngineError, TransientEngineError) as exc:
                 log.warning("cleanup of %s failed: %s", job.uid, exc)
+        # The reaper: engine objects whose job row is gone (or finished past its TTL) are deleted too.
+        for datacenter in Datacenter.objects.all():
+            try:
+                reaped = engine_for(datacenter).reap()
+            except Exception:
+                # One unreachable or misconfigured datacenter must not stop the others from being reaped.
+                log.exception("reaping datacenter %s failed", datacenter.name)
+                continue
+            if reaped:
+                log.info("reaped %d orphaned object(s) in datacenter %s", reaped, datacenter.name)

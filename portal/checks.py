@@ -15,7 +15,7 @@ def production_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     missing = list(settings.GENERATED_SETTINGS)
     if not settings.DATABASE_URL:
         missing.append("DATABASE_URL")
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+    if settings.CELERY_BROKER_URL.startswith(("pcfs://", "filesystem://")):
         missing.append("CELERY_BROKER_URL")
     if not settings.ALLOWED_HOSTS:
         missing.append("ALLOWED_HOSTS")

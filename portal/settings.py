@@ -182,10 +182,10 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery -----------------------------------------------------------------------------------
 _broker_url = env_secret("CELERY_BROKER_URL")
-CELERY_BROKER_URL = _broker_url or "filesystem://"
+CELERY_BROKER_URL = _broker_url or "pcfs://"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if not _broker_url:
-    # kombu's filesystem transport: a broker with no server, for the embedded defaults.
+    # kombu's filesystem transport made safe (portal/broker.py): a broker with no server.
     _broker_dir = VAR_DIR / "celery" / "broker"
     _processed = VAR_DIR / "celery" / "processed"
     _control = VAR_DIR / "celery" / "control"  # kombu's default is ./control in the cwd

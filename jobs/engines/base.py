@@ -73,6 +73,19 @@ class Engine(ABC):
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         """The log text of one worker ("trainer-0", "pserver-1") after `cursor`."""
 
+    def finish(self, job: Job) -> bool:
+        """Keep the logs and stop the workers of a job that is about to get its final state; True once done.
+
+        The reconciler calls it before it writes succeeded/failed, so a job is never shown finished
+        before its logs are safe (the kubernetes engine archives pod logs to the PFS here, then stops
+        the pservers). Engines whose workers write their logs to the PFS themselves need nothing.
+        """
+        return True
+
     def cleanup(self, job: Job) -> bool:
         """Delete what is left of a finished job after the datacenter's TTL; True when done."""
         return self.stop(job)
+
+    def reap(self) -> int:
+        """Delete engine objects whose job row is gone or finished past its TTL; how many were deleted."""
+        return 0

@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from jobs.models import Job
+from portal.datacenters import quota
+from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import alive
 from tests.workers import WorkerProcess, start_worker, wait_for
 
@@ -35,7 +38,7 @@ def finished(name: str, worker: WorkerProcess, timeout: float = 90) -> Job:
 
 
 def test_a_ps_job_succeeds_and_every_process_is_gone(
-    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+    alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path, worker: WorkerProcess
 ) -> None:
     created = alice_api.post("/api/v1/jobs", SPEC, format="json")
     assert created.status_code == 201, created.json()
@@ -53,6 +56,9 @@ def test_a_ps_job_succeeds_and_every_process_is_gone(
     log = alice_api.get("/api/v1/jobs/fake/logs?worker=trainer-1").json()
     assert log["complete"] and "trainer 1 step 4 loss 2.0000" in log["text"] and "trainer 1 done" in log["text"]
     assert "SECRET" not in log["text"] and "DATABASE_URL" not in log["text"]
+    # Its logs were written straight to alice's home; the quota counts them once the job is released.
+    output = sum(f.stat().st_size for f in Path(local_dc.storage_root, "home", "alice").rglob("*") if f.is_file())
+    wait_for(lambda: quota.usage(alice, local_dc).storage == output, 30, "storage usage recomputed", worker)
 
 
 def test_a_trainer_exiting_3_fails_the_job_with_its_code(

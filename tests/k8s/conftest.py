@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +76,49 @@ def k8s_namespace(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient) -> Iterator[
     except ApiException as exc:  # a test may have deleted it already
         if exc.status != 404:
             raise
+
+
+# ----- the kubernetes engine against the test cluster -----
+
+
+@pytest.fixture
+def k8s_dc(db: None, k8s_cluster: TestCluster, tmp_path: Path) -> Iterator[Any]:
+    """A `kubernetes` datacenter on the test cluster: hostPath storage under tmp_path, a name and a
+    namespace prefix of its own (so tests never see each other's objects), generous default quotas.
+
+    Afterwards every namespace the engine made for it is deleted (with everything in it).
+    """
+    from portal.datacenters.models import Datacenter, Engine, StorageKind
+
+    tag = uuid.uuid4().hex[:6]
+    root = tmp_path / "pfs"
+    (root / "home").mkdir(parents=True)
+    (root / "public").mkdir()
+    dc = Datacenter.objects.create(
+        name=f"k8s-{tag}",
+        engine=Engine.KUBERNETES,
+        kubeconfig=k8s_cluster.kubeconfig_path.read_text(),
+        kube_context=k8s_cluster.context,
+        namespace_prefix=f"t{tag}-",
+        storage_kind=StorageKind.HOSTPATH,
+        host_path=str(root),
+        storage_root=str(root),
+        cpu_image="registry.example/paddle:3.0.0",
+        gpu_image="registry.example/paddle:3.0.0-gpu",
+        default_cpu="64",
+        default_memory="256Gi",
+        default_gpu=16,
+        default_jobs=50,
+    )
+    yield dc
+    with k8s_cluster.api_client() as api:
+        core = k8s.CoreV1Api(api)
+        custom = k8s.CustomObjectsApi(api)
+        selector = f"paddlecloud.org/datacenter={dc.name}"
+        for ns in core.list_namespace(label_selector=selector).items:
+            with contextlib.suppress(ApiException):
+                core.delete_namespace(ns.metadata.name)
+            with contextlib.suppress(ApiException):  # set_namespace_log_lines' ClusterLogs
+                custom.delete_cluster_custom_object(
+                    "kwok.x-k8s.io", "v1alpha1", "clusterlogs", f"paddlecloud-test-{ns.metadata.name}"
+                )

@@ -194,6 +194,7 @@ class TestCluster:
         self.server = ""
         self.ports: dict[str, int] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._args: dict[str, tuple[str, ...]] = {}  # each component's arguments, for start_component
 
     # ----- lifecycle -----
 
@@ -371,6 +372,7 @@ class TestCluster:
             )
 
     def _spawn(self, name: str, *args: str) -> None:
+        self._args[name] = args
         log = (self.log_dir / f"{name}.log").open("ab")
         try:
             self.procs[name] = subprocess.Popen(
@@ -496,6 +498,29 @@ class TestCluster:
         return True
 
     # ----- helpers for tests -----
+
+    def stop_component(self, name: str) -> None:
+        """Stop one running component (e.g. "kube-apiserver": an unreachable cluster) and wait until it is gone."""
+        proc = self.procs.pop(name)
+        kill_group(proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=1)
+
+    def start_component(self, name: str, timeout: float = 60.0) -> None:
+        """Start a component stopped by stop_component again (same arguments, same port) and wait until it serves."""
+        if name in self.procs:
+            return
+        self._spawn(name, *self._args[name])
+        deadline = time.monotonic() + timeout
+        urls = {
+            "kube-apiserver": (f"{self.server}/readyz", b"ok"),
+            "kube-controller-manager": (f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", b"ok"),
+            "kube-scheduler": (f"https://127.0.0.1:{self.ports['scheduler']}/healthz", b"ok"),
+            "kwok": (f"http://127.0.0.1:{self.ports['kwok']}/healthz", b"ok"),
+        }
+        if name in urls:
+            url, want = urls[name]
+            self._wait(name, deadline, lambda: self._http_get(url) == want)
 
     def wait_for_default_service_account(self, namespace: str, timeout: float = 30.0) -> None:
         """Block until the controller-manager made the namespace's `default` SA (needed to create bare pods)."""

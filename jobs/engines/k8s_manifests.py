@@ -1,0 +1,488 @@
+"""The Kubernetes objects of one job, built as plain dicts by pure functions (no cluster calls).
+
+For a job `<uid>` (its name + a 5-character suffix) of user U in datacenter D:
+
+- Namespace `<prefix><dns-safe U>` (shared by U's jobs; created on first use) with the ResourceQuota
+  `paddlecloud-quota` from U's compute quota and U's registry secret `pcr-<registry name>`.
+- Service `<uid>`: headless, publishNotReadyAddresses, selects the job's pods. It is the job's
+  **owner object**: the StatefulSet and the Job carry an ownerReference to it, so deleting the Service
+  (background propagation) lets the garbage collector delete everything else of the job.
+- StatefulSet `<uid>-ps` (serviceName `<uid>`, only when pservers > 0) -> pods `<uid>-ps-<i>`,
+  DNS `<uid>-ps-<i>.<uid>`. Not `<uid>-pserver`: the StatefulSet controller labels each pod with
+  `controller-revision-hash=<set name>-<10-char hash>`, which must fit a 63-character label value,
+  so a set name longer than 52 characters makes every pod creation fail (a 46-character uid would).
+- Indexed Job `<uid>-trainer` (completion index = trainer id, backoffLimitPerIndex = max_retries,
+  maxFailedIndexes 0, restartPolicy Never, subdomain `<uid>`) -> DNS `<uid>-trainer-<i>.<uid>`.
+
+Every object carries `app.kubernetes.io/managed-by=paddlecloud`, `paddlecloud.org/datacenter`,
+`paddlecloud.org/user`, `paddlecloud.org/job` and (pods, sets, Jobs) `paddlecloud.org/role`: the
+reconciler lists a whole datacenter with one selector per kind.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+
+from jobs import packages
+from jobs.models import Job
+from portal.datacenters.models import Datacenter, StorageKind
+from portal.datacenters.quota import Amounts
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "paddlecloud"
+DATACENTER_LABEL = "paddlecloud.org/datacenter"
+USER_LABEL = "paddlecloud.org/user"
+JOB_LABEL = "paddlecloud.org/job"
+ROLE_LABEL = "paddlecloud.org/role"
+# Set by the controllers on every pod they make.
+TRAINER_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation and label of Indexed Job pods
+PSERVER_INDEX = "apps.kubernetes.io/pod-index"  # label of StatefulSet pods
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"  # annotation: failures of the index so far
+
+QUOTA_NAME = "paddlecloud-quota"
+LAUNCHER = "paddlecloud-launch"
+# Every pod has its own IP, so fixed ports never collide.
+PSERVER_PORT = 7164
+TRAINER_PORT = 7165
+GLOO_PORT = 7166  # the gloo HTTP store on pserver 0 (PS mode)
+MASTER_PORT = 7167  # PADDLE_MASTER on trainer 0 (collective mode)
+GPU_RESOURCE = "nvidia.com/gpu"
+_RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+
+
+def dns_safe(username: str, max_length: int = 63) -> str:
+    """A DNS label for a user name: lowercased, other characters -> '-', trimmed, at most max_length.
+
+    If that changed the name at all, a hash of the original is appended, so two names that sanitize
+    alike ("Alice" and "alice", "a.b" and "a_b") still get different labels.
+    """
+    safe = re.sub(r"[^a-z0-9-]+", "-", username.lower())
+    safe = re.sub(r"-{2,}", "-", safe).strip("-")
+    if safe == username and len(safe) <= max_length:
+        return safe
+    digest = hashlib.sha256(username.encode()).hexdigest()[:6]
+    head = safe[: max_length - len(digest) - 1].rstrip("-") or "user"
+    return f"{head}-{digest}"
+
+
+def namespace_name(prefix: str, username: str) -> str:
+    """`<prefix><dns-safe user name>`, at most 63 characters, never a system namespace."""
+    room = 63 - len(prefix)
+    name = prefix + dns_safe(username, room)
+    if name in _RESERVED_NAMESPACES or name.startswith("kube-"):
+        digest = hashlib.sha256(username.encode()).hexdigest()[:6]
+        name = f"{name[: 63 - 7]}-{digest}"
+    return name
+
+
+def trainer_job_name(uid: str) -> str:
+    return f"{uid}-trainer"
+
+
+def pserver_set_name(uid: str) -> str:
+    return f"{uid}-ps"
+
+
+def pserver_host(uid: str, index: int) -> str:
+    return f"{pserver_set_name(uid)}-{index}.{uid}"
+
+
+def trainer_host(uid: str, index: int) -> str:
+    # Indexed Job pods get the host name <job name>-<index>; with subdomain <uid> that is a DNS name.
+    return f"{trainer_job_name(uid)}-{index}.{uid}"
+
+
+def registry_secret_name(registry: str) -> str:
+    return f"pcr-{registry}"
+
+
+def datacenter_selector(datacenter: str) -> str:
+    """The label selector of every object the engine made in one datacenter."""
+    return f"{MANAGED_BY}={MANAGER},{DATACENTER_LABEL}={datacenter}"
+
+
+def job_selector(uid: str, role: str | None = None) -> str:
+    selector = f"{MANAGED_BY}={MANAGER},{JOB_LABEL}={uid}"
+    return f"{selector},{ROLE_LABEL}={role}" if role else selector
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How pods mount the datacenter's shared filesystem (the same one the portal sees at storage_root)."""
+
+    kind: str
+    public_path: str = "public"
+    host_path: str = ""
+    nfs_server: str = ""
+    nfs_path: str = ""
+    cephfs_monitors: tuple[str, ...] = ()
+    cephfs_user: str = ""
+    cephfs_secret_name: str = ""
+    cephfs_path: str = "/"
+    pvc_name: str = ""
+
+    @classmethod
+    def of(cls, dc: Datacenter) -> Storage:
+        return cls(
+            kind=dc.storage_kind,
+            public_path=dc.public_path.strip("/") or "public",
+            host_path=dc.host_path,
+            nfs_server=dc.nfs_server,
+            nfs_path=dc.nfs_path,
+            cephfs_monitors=tuple(m.strip() for m in dc.cephfs_monitors.split(",") if m.strip()),
+            cephfs_user=dc.cephfs_user,
+            cephfs_secret_name=dc.cephfs_secret_name,
+            cephfs_path=dc.cephfs_path or "/",
+            pvc_name=dc.pvc_name,
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the manifests of one job depend on."""
+
+    uid: str
+    name: str
+    username: str
+    datacenter: str
+    namespace: str
+    trainers: int
+    pservers: int
+    image: str
+    cpu: str
+    memory: str
+    gpu: int
+    pscpu: str
+    psmemory: str
+    max_retries: int
+    entry: str
+    passes: int
+    package_dir: str  # logical /pfs/... paths: what users see, and where pods mount the storage
+    output_dir: str
+    storage: Storage
+    env: dict[str, str] = field(default_factory=dict)
+    registry_secret: str = ""
+    trainer_annotations: dict[str, str] = field(default_factory=dict)
+    pserver_annotations: dict[str, str] = field(default_factory=dict)
+    grace_seconds: int = 10
+
+    @property
+    def user_label(self) -> str:
+        return dns_safe(self.username)
+
+    @property
+    def home_mount(self) -> str:
+        return f"/pfs/{self.datacenter}/home/{self.username}"
+
+    @property
+    def public_mount(self) -> str:
+        return f"/pfs/{self.datacenter}/{self.storage.public_path}"
+
+
+def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> Plan:
+    """The job's plan. `engine_data["pod_annotations"]` / `["pserver_annotations"]` (engine-private)
+    are copied onto the trainer / pserver pods: the tests' way to choose what kwok does with a pod."""
+    spec = job.spec
+    username = job.owner.get_username()
+    gpu = int(spec.get("gpu") or 0)
+    image = spec.get("image") or (datacenter.gpu_image if gpu > 0 else datacenter.cpu_image)
+    package = spec.get("package") or f"/pfs/{datacenter.name}/home/{username}/jobs/{job.name}"
+    output = packages.logical(datacenter, packages.output_dir(datacenter, username, job.name, job.uid))
+    data = job.engine_data or {}
+    return Plan(
+        uid=job.uid,
+        name=job.name,
+        username=username,
+        datacenter=datacenter.name,
+        namespace=namespace or namespace_name(datacenter.namespace_prefix, username),
+        trainers=int(spec["parallelism"]),
+        pservers=int(spec["pservers"]),
+        image=image,
+        cpu=str(spec.get("cpu") or "1"),
+        memory=str(spec.get("memory") or "1Gi"),
+        gpu=gpu,
+        pscpu=str(spec.get("pscpu") or "1"),
+        psmemory=str(spec.get("psmemory") or "1Gi"),
+        max_retries=int(spec.get("max_retries") or 0),
+        entry=spec["entry"],
+        passes=int(spec.get("passes") or 1),
+        package_dir=package,
+        output_dir=output,
+        storage=Storage.of(datacenter),
+        env=dict(spec.get("env") or {}),
+        registry_secret=registry_secret_name(spec["registry"]) if spec.get("registry") else "",
+        trainer_annotations=dict(data.get("pod_annotations") or {}),
+        pserver_annotations=dict(data.get("pserver_annotations") or {}),
+        grace_seconds=int(getattr(settings, "PADDLECLOUD_KILL_GRACE_SECONDS", 10)),
+    )
+
+
+# ----- labels -----
+
+
+def user_labels(datacenter: str, username: str) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, DATACENTER_LABEL: datacenter, USER_LABEL: dns_safe(username)}
+
+
+def labels(plan: Plan, role: str | None = None) -> dict[str, str]:
+    result = {**user_labels(plan.datacenter, plan.username), JOB_LABEL: plan.uid}
+    if role:
+        result[ROLE_LABEL] = role
+    return result
+
+
+def _meta(plan: Plan, name: str, role: str | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": plan.namespace, "labels": labels(plan, role)}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return meta
+
+
+# ----- per-user objects -----
+
+
+def namespace(name: str, datacenter: str, username: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": user_labels(datacenter, username)},
+    }
+
+
+def _cores(value: Decimal) -> str:
+    return f"{value.normalize():f}"
+
+
+def _bytes(value: int) -> str:
+    """A byte count as a quantity people read back in `kubectl describe quota` (256Gi, not 274877906944)."""
+    for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value and value % size == 0:
+            return f"{value // size}{suffix}"
+    return str(value)
+
+
+def resource_quota(ns: str, datacenter: str, username: str, limits: Amounts) -> dict[str, Any]:
+    """The user's compute quota, enforced by the API server on every pod of theirs in the namespace."""
+    hard = {
+        "requests.cpu": _cores(limits.cpu),
+        "limits.cpu": _cores(limits.cpu),
+        "requests.memory": _bytes(limits.memory),
+        "limits.memory": _bytes(limits.memory),
+        f"requests.{GPU_RESOURCE}": str(limits.gpu),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": QUOTA_NAME, "namespace": ns, "labels": user_labels(datacenter, username)},
+        "spec": {"hard": hard},
+    }
+
+
+def docker_config(server: str, username: str, password: str) -> str:
+    """The `.dockerconfigjson` of one registry login (what `kubectl create secret docker-registry` writes)."""
+    auth = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return json.dumps({"auths": {server: {"username": username, "password": password, "auth": auth}}})
+
+
+def registry_secret(
+    ns: str, registry: str, datacenter: str, username: str, server: str, login: str, password: str
+) -> dict[str, Any]:
+    payload = base64.b64encode(docker_config(server, login, password).encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {
+            "name": registry_secret_name(registry),
+            "namespace": ns,
+            "labels": user_labels(datacenter, username),
+        },
+        "data": {".dockerconfigjson": payload},
+    }
+
+
+# ----- per-job objects -----
+
+
+def service(plan: Plan) -> dict[str, Any]:
+    ports = [("pserver", PSERVER_PORT), ("trainer", TRAINER_PORT), ("gloo", GLOO_PORT), ("master", MASTER_PORT)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(plan, plan.uid),
+        "spec": {
+            "clusterIP": "None",
+            # Peers must resolve each other before they are Ready (pservers wait for trainers and back).
+            "publishNotReadyAddresses": True,
+            "selector": {JOB_LABEL: plan.uid},
+            "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in ports],
+        },
+    }
+
+
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    """A reference to the job's Service: dependents are deleted by the garbage collector with it.
+
+    Not blockOwnerDeletion: that would need `update services/finalizers` where the
+    OwnerReferencesPermissionEnforcement admission plugin runs, and deletion is background anyway.
+    """
+    return {
+        "apiVersion": owner.get("apiVersion", "v1"),
+        "kind": owner.get("kind", "Service"),
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }
+
+
+def _volumes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts): the user's home read-write, the public area read-only, at their /pfs paths."""
+    s = plan.storage
+    home_rel = f"home/{plan.username}"
+    mounts: list[dict[str, Any]] = [
+        {"name": "pfs-home", "mountPath": plan.home_mount},
+        {"name": "pfs-public", "mountPath": plan.public_mount, "readOnly": True},
+    ]
+
+    def under(root: str, rel: str) -> str:
+        return f"{root.rstrip('/')}/{rel}"
+
+    if s.kind == StorageKind.PVC:
+        # One claim (it must exist in the user's namespace); subPath keeps the pod inside home/<user>.
+        mounts[0]["subPath"] = home_rel
+        mounts[1]["subPath"] = s.public_path
+        for m in mounts:
+            m["name"] = "pfs"
+        return [{"name": "pfs", "persistentVolumeClaim": {"claimName": s.pvc_name}}], mounts
+    if s.kind == StorageKind.NFS:
+        home: dict[str, Any] = {"nfs": {"server": s.nfs_server, "path": under(s.nfs_path, home_rel)}}
+        public: dict[str, Any] = {
+            "nfs": {"server": s.nfs_server, "path": under(s.nfs_path, s.public_path), "readOnly": True}
+        }
+    elif s.kind == StorageKind.CEPHFS:
+        ceph = {"monitors": list(s.cephfs_monitors), "user": s.cephfs_user, "secretRef": {"name": s.cephfs_secret_name}}
+        home = {"cephfs": {**ceph, "path": under(s.cephfs_path, home_rel)}}
+        public = {"cephfs": {**ceph, "path": under(s.cephfs_path, s.public_path), "readOnly": True}}
+    else:  # hostPath (a directory every node mounts the shared filesystem at)
+        home = {"hostPath": {"path": under(s.host_path, home_rel), "type": "DirectoryOrCreate"}}
+        public = {"hostPath": {"path": under(s.host_path, s.public_path), "type": "DirectoryOrCreate"}}
+    return [{"name": "pfs-home", **home}, {"name": "pfs-public", **public}], mounts
+
+
+def env(plan: Plan, role: str) -> list[dict[str, Any]]:
+    """The launcher's env contract (client/paddlecloud/launcher.py), with the user's own variables first."""
+    facts = {
+        "PADDLECLOUD_ROLE": role,
+        "PADDLECLOUD_TRAINERS": str(plan.trainers),
+        "PADDLECLOUD_PSERVERS": str(plan.pservers),
+        "PADDLECLOUD_PSERVER_HOSTS": ",".join(pserver_host(plan.uid, i) for i in range(plan.pservers)),
+        "PADDLECLOUD_PSERVER_PORTS": str(PSERVER_PORT),
+        "PADDLECLOUD_TRAINER_HOSTS": ",".join(trainer_host(plan.uid, i) for i in range(plan.trainers)),
+        "PADDLECLOUD_TRAINER_PORTS": str(TRAINER_PORT),
+        "PADDLECLOUD_GLOO_PORT": str(GLOO_PORT),
+        "PADDLECLOUD_MASTER_PORT": str(MASTER_PORT),
+        "PADDLECLOUD_JOB_NAME": plan.name,
+        "PADDLECLOUD_DATACENTER": plan.datacenter,
+        "PADDLECLOUD_USERNAME": plan.username,
+        "PADDLECLOUD_PACKAGE_DIR": plan.package_dir,
+        "PADDLECLOUD_ENTRY": plan.entry,
+        "PADDLECLOUD_OUTPUT_DIR": plan.output_dir,
+        "PADDLECLOUD_PASSES": str(plan.passes),
+    }
+    result: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
+    result += [{"name": k, "value": v} for k, v in facts.items()]
+    # The index comes from what the controller set on the pod (the launcher also falls back to
+    # JOB_COMPLETION_INDEX and to the StatefulSet host name's ordinal).
+    index_field = (
+        f"metadata.annotations['{TRAINER_INDEX}']" if role == "trainer" else f"metadata.labels['{PSERVER_INDEX}']"
+    )
+    result.append({"name": "PADDLECLOUD_INDEX", "valueFrom": {"fieldRef": {"fieldPath": index_field}}})
+    result.append({"name": "PADDLECLOUD_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    return result
+
+
+def resources(cpu: str, memory: str, gpu: int = 0) -> dict[str, Any]:
+    amounts: dict[str, str] = {"cpu": cpu, "memory": memory}
+    if gpu:
+        amounts[GPU_RESOURCE] = str(gpu)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def pod_template(plan: Plan, role: str) -> dict[str, Any]:
+    volumes, mounts = _volumes(plan)
+    if role == "trainer":
+        res = resources(plan.cpu, plan.memory, plan.gpu)
+        ports = [("trainer", TRAINER_PORT), ("master", MASTER_PORT)]
+        annotations = plan.trainer_annotations
+    else:
+        res = resources(plan.pscpu, plan.psmemory)
+        ports = [("pserver", PSERVER_PORT), ("gloo", GLOO_PORT)]
+        annotations = plan.pserver_annotations
+    container = {
+        "name": role,
+        "image": plan.image,
+        "command": [LAUNCHER],
+        "env": env(plan, role),
+        "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in ports],
+        "resources": res,
+        "volumeMounts": mounts,
+    }
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never" if role == "trainer" else "Always",
+        # User code gets no API credentials and no env of other Services.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": plan.grace_seconds,
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if role == "trainer":
+        spec["subdomain"] = plan.uid  # pserver pods get theirs from the StatefulSet's serviceName
+    if plan.registry_secret:
+        spec["imagePullSecrets"] = [{"name": plan.registry_secret}]
+    metadata: dict[str, Any] = {"labels": labels(plan, role)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"metadata": metadata, "spec": spec}
+
+
+def pserver_set(plan: Plan, owner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(plan, pserver_set_name(plan.uid), "pserver", owner_reference(owner)),
+        "spec": {
+            "serviceName": plan.uid,
+            "replicas": plan.pservers,
+            "podManagementPolicy": "Parallel",  # all at once: nothing waits for pserver 0 to be Ready
+            "selector": {"matchLabels": {JOB_LABEL: plan.uid, ROLE_LABEL: "pserver"}},
+            "template": pod_template(plan, "pserver"),
+        },
+    }
+
+
+def trainer_job(plan: Plan, owner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(plan, trainer_job_name(plan.uid), "trainer", owner_reference(owner)),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": plan.trainers,
+            "parallelism": plan.trainers,
+            "backoffLimitPerIndex": plan.max_retries,
+            "maxFailedIndexes": 0,  # one trainer out of retries fails the job at once
+            # A replacement starts only once the failed pod is gone: never two trainers with one id.
+            "podReplacementPolicy": "Failed",
+            "template": pod_template(plan, "trainer"),
+        },
+    }

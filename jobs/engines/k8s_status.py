@@ -1,0 +1,384 @@
+"""Listed Kubernetes objects (plain dicts) -> one Observation per job: pure functions, no cluster calls.
+
+Rules, in order of precedence:
+1. A pserver pod failed, restarted, was replaced or vanished -> failed, `PserverLost` (trainers would
+   exit 0 with nothing learned; paddle-notes trap 8).
+2. The trainers' Job has `FailureTarget` or `Failed` -> failed: `OOMKilled` if the failing trainer's
+   last container was, else `BackoffLimit` (max_retries > 0) or `TrainerFailed`, with its exit code.
+3. The trainers' Job has `SuccessCriteriaMet` or `Complete` -> succeeded.
+4. A pod refused by the ResourceQuota (a `FailedCreate` event saying "exceeded quota") -> pending,
+   `QuotaExceeded` with the API server's message; failed with `QuotaExceeded` once the job has been
+   pending that way for `quota_grace` seconds (a rejection can be momentary, e.g. while the pods of a
+   killed job are still terminating, and the Job controller keeps retrying).
+5. A pod the scheduler cannot place -> pending, `Unschedulable` with the scheduler's message; a pod
+   whose image cannot be pulled -> pending, `ImagePullBackOff`. The reconciler's pending timeout ends both.
+6. Every worker running (or already done) -> running; otherwise pending.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from jobs.engines import k8s_manifests as m
+from jobs.engines.base import Observation, WorkerStatus
+from jobs.models import JobState, Reason, Role, WorkerState
+
+IMAGE_PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+LIVE_PHASES = {"Pending", "Running"}
+VANISHED_AFTER = 30.0  # seconds: a job's Job/StatefulSet missing for longer than this was deleted behind our back
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class JobObjects:
+    """What one datacenter-wide listing holds of one job."""
+
+    trainer_job: Obj | None = None
+    pserver_set: Obj | None = None
+    pods: list[Obj] = field(default_factory=list)
+    create_failures: list[Obj] = field(default_factory=list)  # FailedCreate events of its Job/StatefulSet
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the status rules need to know of the job row."""
+
+    uid: str
+    trainers: int
+    pservers: int
+    max_retries: int
+    age: float  # seconds since it was submitted
+    pserver_pods: dict[int, str] = field(default_factory=dict)  # index -> uid of the pod first seen running
+    running: bool = False  # the job was already running
+    quota_grace: float = 30.0
+
+
+def labels(obj: Obj) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def group(pods: Iterable[Obj], jobs: Iterable[Obj], sets: Iterable[Obj]) -> dict[str, JobObjects]:
+    """Objects by the job uid in their `paddlecloud.org/job` label."""
+    result: dict[str, JobObjects] = defaultdict(JobObjects)
+    for pod in pods:
+        uid = labels(pod).get(m.JOB_LABEL)
+        if uid:
+            result[uid].pods.append(pod)
+    for job in jobs:
+        uid = labels(job).get(m.JOB_LABEL)
+        if uid and job["metadata"]["name"] == m.trainer_job_name(uid):
+            result[uid].trainer_job = job
+    for sts in sets:
+        uid = labels(sts).get(m.JOB_LABEL)
+        if uid and sts["metadata"]["name"] == m.pserver_set_name(uid):
+            result[uid].pserver_set = sts
+    return dict(result)
+
+
+def attach_events(objects: dict[str, JobObjects], namespaces: dict[str, str], events: Iterable[Obj]) -> None:
+    """Give each job the FailedCreate events of its Job and StatefulSet (namespaces: uid -> namespace)."""
+    owners: dict[tuple[str, str], str] = {}
+    for uid, ns in namespaces.items():
+        owners[(ns, m.trainer_job_name(uid))] = uid
+        owners[(ns, m.pserver_set_name(uid))] = uid
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        owner = owners.get((involved.get("namespace", ""), involved.get("name", "")))
+        if owner is not None:
+            objects.setdefault(owner, JobObjects()).create_failures.append(event)
+
+
+def index_set(text: str | None) -> set[int]:
+    """'0,2-4' (the Job status format of completedIndexes / failedIndexes) -> {0, 2, 3, 4}."""
+    result: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        result.update(range(int(low), int(high or low) + 1))
+    return result
+
+
+def conditions(obj: Obj | None) -> dict[str, Obj]:
+    found = ((obj or {}).get("status") or {}).get("conditions") or []
+    return {c["type"]: c for c in found if c.get("status") == "True"}
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def pod_index(pod: Obj, role: str) -> int | None:
+    meta = pod.get("metadata") or {}
+    raw = (meta.get("labels") or {}).get(m.PSERVER_INDEX if role == "pserver" else m.TRAINER_INDEX)
+    if raw is None and role == "trainer":
+        raw = (meta.get("annotations") or {}).get(m.TRAINER_INDEX)
+    if raw is None and role == "pserver":
+        tail = meta.get("name", "").rsplit("-", 1)[-1]
+        raw = tail if tail.isdigit() else None
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def failure_count(pod: Obj) -> int:
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(m.FAILURE_COUNT, "0")
+    return int(raw) if str(raw).isdigit() else 0
+
+
+def _sort_key(pod: Obj) -> tuple[str, int, str]:
+    meta = pod.get("metadata") or {}
+    return (meta.get("creationTimestamp") or "", failure_count(pod), meta.get("name", ""))
+
+
+def by_worker(pods: Iterable[Obj]) -> dict[tuple[str, int], list[Obj]]:
+    """(role, index) -> that worker's pods, oldest attempt first."""
+    result: dict[tuple[str, int], list[Obj]] = defaultdict(list)
+    for pod in pods:
+        role = labels(pod).get(m.ROLE_LABEL, "")
+        if role not in ("trainer", "pserver"):
+            continue
+        index = pod_index(pod, role)
+        if index is not None:
+            result[(role, index)].append(pod)
+    for attempts in result.values():
+        attempts.sort(key=_sort_key)
+    return dict(result)
+
+
+def phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def container_status(pod: Obj) -> Obj:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return statuses[0] if statuses else {}
+
+
+def terminated(pod: Obj) -> Obj | None:
+    state = container_status(pod).get("state") or {}
+    return state.get("terminated")
+
+
+def describe(term: Obj | None, fallback: str = "ended without an exit status") -> str:
+    if not term:
+        return fallback
+    code, reason = term.get("exitCode"), term.get("reason") or ""
+    if reason == "OOMKilled":
+        return f"was OOMKilled (exit code {code})"
+    detail = f" ({reason})" if reason and reason not in ("Error", "Completed") else ""
+    return f"exited with code {code}{detail}"
+
+
+def _pending_detail(pod: Obj) -> tuple[str, str]:
+    """(reason, message) of a pod that does not run yet."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return Reason.UNSCHEDULABLE, cond.get("message") or "no node can take it"
+    waiting = (container_status(pod).get("state") or {}).get("waiting") or {}
+    why = waiting.get("reason") or ""
+    if why in IMAGE_PULL_REASONS:
+        return Reason.IMAGE_PULL, f"{why}: {waiting.get('message') or 'cannot pull the image'}"
+    if why and why not in ("ContainerCreating", "PodInitializing"):
+        return "", f"{why}: {waiting.get('message') or ''}".rstrip(": ")
+    return "", ""
+
+
+def _started(pod: Obj) -> datetime | None:
+    state = container_status(pod).get("state") or {}
+    running = state.get("running") or state.get("terminated") or {}
+    return parse_time(running.get("startedAt")) or parse_time((pod.get("status") or {}).get("startTime"))
+
+
+def _status(role: Role, index: int, state: WorkerState, pod: Obj | None, **kw: Any) -> WorkerStatus:
+    host = ((pod or {}).get("spec") or {}).get("nodeName") or ""
+    return WorkerStatus(role=role, index=index, state=state, host=host, started_at=_started(pod) if pod else None, **kw)
+
+
+@dataclass
+class _Problem:
+    reason: str
+    message: str
+    exit_code: int | None = None
+
+
+def _pserver(f: Facts, index: int, pods: list[Obj]) -> tuple[WorkerStatus, _Problem | None]:
+    name = f"pserver {index}"
+    if not pods:
+        if index in f.pserver_pods:
+            lost = _Problem(
+                Reason.PSERVER_LOST, f"{name} vanished (its pod was deleted); the job cannot go on without it"
+            )
+            return _status(Role.PSERVER, index, WorkerState.FAILED, None, message="its pod was deleted"), lost
+        return _status(Role.PSERVER, index, WorkerState.PENDING, None, message="waiting for its pod"), None
+    pod = pods[-1]
+    status = container_status(pod)
+    restarts = int(status.get("restartCount") or 0)
+    last = (status.get("lastState") or {}).get("terminated")
+    term = terminated(pod)
+    seen = f.pserver_pods.get(index)
+    what = ""
+    code = None
+    if phase(pod) in ("Failed", "Succeeded") or term:
+        what, code = describe(term, "stopped"), (term or {}).get("exitCode")
+        reason = (pod.get("status") or {}).get("reason")
+        if reason and not term:
+            what = f"was {reason}: {(pod.get('status') or {}).get('message') or ''}".rstrip(": ")
+    elif restarts or last:
+        what, code = f"restarted after it {describe(last, 'stopped')}", (last or {}).get("exitCode")
+    elif seen and pod["metadata"].get("uid") != seen:
+        what = "was replaced by a new pod (the first one was deleted or evicted)"
+    elif pod["metadata"].get("deletionTimestamp"):
+        what = "is being deleted"
+    if what:
+        problem = _Problem(Reason.PSERVER_LOST, f"{name} {what}; the job cannot go on without it", code)
+        return _status(
+            Role.PSERVER, index, WorkerState.FAILED, pod, restarts=restarts, exit_code=code, message=what
+        ), problem
+    if phase(pod) == "Running":
+        return _status(Role.PSERVER, index, WorkerState.RUNNING, pod), None
+    reason, message = _pending_detail(pod)
+    pending = _Problem(reason, f"{name}: {message}") if message else None
+    return _status(Role.PSERVER, index, WorkerState.PENDING, pod, message=message), pending
+
+
+def _trainer(
+    f: Facts, index: int, pods: list[Obj], completed: set[int], failed: set[int], job_failed: bool
+) -> tuple[WorkerStatus, _Problem | None]:
+    name = f"trainer {index}"
+    pod = pods[-1] if pods else None
+    restarts = failure_count(pod) if pod else 0
+    if index in completed:
+        return _status(Role.TRAINER, index, WorkerState.SUCCEEDED, pod, restarts=restarts, exit_code=0), None
+    if pod is None:
+        state = WorkerState.FAILED if index in failed else WorkerState.PENDING
+        return _status(Role.TRAINER, index, state, None, message="waiting for its pod"), None
+    term = terminated(pod)
+    code = (term or {}).get("exitCode")
+    current = phase(pod)
+    if current == "Succeeded":
+        return _status(Role.TRAINER, index, WorkerState.SUCCEEDED, pod, restarts=restarts, exit_code=0), None
+    if current == "Failed":
+        what = describe(term, f"failed: {(pod.get('status') or {}).get('reason') or 'no exit status'}")
+        if index in failed:
+            retries = f" after {restarts} restart(s)" if f.max_retries else ""
+            reason: str = (
+                Reason.OOM_KILLED
+                if (term or {}).get("reason") == "OOMKilled"
+                else (Reason.BACKOFF_LIMIT if f.max_retries else Reason.TRAINER_FAILED)
+            )
+            problem = _Problem(reason, f"{name} {what}{retries}", code)
+            return _status(
+                Role.TRAINER, index, WorkerState.FAILED, pod, restarts=restarts, exit_code=code, message=what
+            ), problem
+        if job_failed:
+            return _status(
+                Role.TRAINER, index, WorkerState.KILLED, pod, restarts=restarts, exit_code=code, message=what
+            ), None
+        message = f"restarting after it {what} (attempt {restarts + 2} of {f.max_retries + 1})"
+        return _status(
+            Role.TRAINER, index, WorkerState.PENDING, pod, restarts=restarts + 1, exit_code=code, message=message
+        ), None
+    if current == "Running":
+        return _status(Role.TRAINER, index, WorkerState.RUNNING, pod, restarts=restarts), None
+    reason, message = _pending_detail(pod)
+    pending = _Problem(reason, f"{name}: {message}") if message else None
+    return _status(Role.TRAINER, index, WorkerState.PENDING, pod, restarts=restarts, message=message), pending
+
+
+def _quota_rejection(objs: JobObjects) -> str | None:
+    messages = [e.get("message", "") for e in objs.create_failures if "exceeded quota" in e.get("message", "")]
+    return messages[-1] if messages else None
+
+
+def missing_pods(f: Facts, objs: JobObjects) -> bool:
+    """True if some worker that should have a live pod has none (then FailedCreate events are worth a look)."""
+    if objs.trainer_job is None or (f.pservers and objs.pserver_set is None):
+        return False
+    conds = conditions(objs.trainer_job)
+    if {"Complete", "SuccessCriteriaMet", "Failed", "FailureTarget", "Suspended"} & set(conds):
+        return False
+    status = objs.trainer_job.get("status") or {}
+    done = index_set(status.get("completedIndexes"))
+    live = {(r, i) for (r, i), pods in by_worker(objs.pods).items() if any(phase(p) in LIVE_PHASES for p in pods)}
+    wanted = {("trainer", i) for i in range(f.trainers) if i not in done} | {("pserver", i) for i in range(f.pservers)}
+    return bool(wanted - live)
+
+
+def observe(f: Facts, objs: JobObjects) -> Observation:
+    """The job's state, reason, per-worker status from what was listed of it."""
+    workers = by_worker(objs.pods)
+    job_conds = conditions(objs.trainer_job)
+    job_status = (objs.trainer_job or {}).get("status") or {}
+    completed = index_set(job_status.get("completedIndexes"))
+    failed = index_set(job_status.get("failedIndexes"))
+    job_failed = "Failed" in job_conds or "FailureTarget" in job_conds
+    job_done = "Complete" in job_conds or "SuccessCriteriaMet" in job_conds
+
+    statuses: list[WorkerStatus] = []
+    problems: list[_Problem] = []
+    for i in range(f.pservers):
+        status, problem = _pserver(f, i, workers.get(("pserver", i), []))
+        statuses.append(status)
+        problems += [problem] if problem else []
+    for i in range(f.trainers):
+        status, problem = _trainer(f, i, workers.get(("trainer", i), []), completed, failed, job_failed)
+        statuses.append(status)
+        problems += [problem] if problem else []
+
+    def first(*reasons: str) -> _Problem | None:
+        return next((p for p in problems if p.reason in reasons), None)
+
+    lost = first(Reason.PSERVER_LOST)
+    if lost:
+        return Observation(JobState.FAILED, lost.reason, lost.message, lost.exit_code, statuses)
+    if job_failed:
+        failure = first(Reason.OOM_KILLED, Reason.BACKOFF_LIMIT, Reason.TRAINER_FAILED)
+        if failure:
+            return Observation(JobState.FAILED, failure.reason, failure.message, failure.exit_code, statuses)
+        cond = job_conds.get("Failed") or job_conds.get("FailureTarget") or {}
+        why: str = Reason.BACKOFF_LIMIT if f.max_retries else Reason.TRAINER_FAILED
+        message = f"the trainers failed: {cond.get('message') or cond.get('reason') or 'no message'}"
+        return Observation(JobState.FAILED, why, message, None, statuses)
+    if job_done:
+        return Observation(JobState.SUCCEEDED, exit_code=0, workers=statuses)
+    gone = []
+    if objs.trainer_job is None:
+        gone.append(f"Job {m.trainer_job_name(f.uid)}")
+    if f.pservers and objs.pserver_set is None:
+        gone.append(f"StatefulSet {m.pserver_set_name(f.uid)}")
+    if gone and f.age > VANISHED_AFTER:
+        message = f"the {' and '.join(gone)} of the job disappeared (deleted outside PaddleCloud?)"
+        return Observation(JobState.FAILED, Reason.LAUNCH_FAILED, message, None, statuses)
+
+    current = JobState.RUNNING if f.running else JobState.PENDING
+    rejected = _quota_rejection(objs) if missing_pods(f, objs) else None
+    if rejected:
+        if f.age > f.quota_grace:
+            return Observation(JobState.FAILED, Reason.QUOTA_EXCEEDED, rejected, None, statuses)
+        return Observation(current, Reason.QUOTA_EXCEEDED, rejected, None, statuses)
+    if all(s.state in (WorkerState.RUNNING, WorkerState.SUCCEEDED) for s in statuses):
+        return Observation(JobState.RUNNING, workers=statuses)
+    blocking = first(Reason.UNSCHEDULABLE, Reason.IMAGE_PULL) or first("")
+    if blocking:
+        return Observation(current, blocking.reason, blocking.message, None, statuses)
+    other = [e.get("message", "") for e in objs.create_failures]
+    if other and missing_pods(f, objs):
+        return Observation(current, "", f"cannot create a pod: {other[-1]}", None, statuses)
+    return Observation(current, workers=statuses)

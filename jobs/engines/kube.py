@@ -1,0 +1,271 @@
+"""The one module that imports the `kubernetes` client: a thin REST wrapper the engine talks through.
+
+Objects go in and come out as plain dicts (the API's own JSON, camelCase): the engine builds
+manifests as dicts (`k8s_manifests`) and reads status from dicts (`k8s_status`), and skipping the
+client's model classes keeps a list of thousands of pods fast to decode.
+
+Errors are sorted once, here: the cluster not answering (connection refused, timeouts, 5xx, 429,
+401) -> `TransientEngineError` (the caller retries later); 404 -> `NotFound`; 409 -> `Conflict`;
+any other 4xx -> `KubeError` carrying the API server's own message. Every request is counted
+(`CALLS`), so the benchmark can show how many calls a reconcile cycle makes.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from jobs.engines.base import EngineError, TransientEngineError
+from portal.datacenters.models import Datacenter
+
+TIMEOUT = (5, 30)  # (connect, read) seconds for every call but logs
+LOG_TIMEOUT = (5, 60)
+
+
+@dataclass(frozen=True)
+class Resource:
+    prefix: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    namespaced: bool = True
+
+
+KINDS: dict[str, Resource] = {
+    "Namespace": Resource("/api/v1", "namespaces", namespaced=False),
+    "ResourceQuota": Resource("/api/v1", "resourcequotas"),
+    "Secret": Resource("/api/v1", "secrets"),
+    "Service": Resource("/api/v1", "services"),
+    "Pod": Resource("/api/v1", "pods"),
+    "Event": Resource("/api/v1", "events"),
+    "StatefulSet": Resource("/apis/apps/v1", "statefulsets"),
+    "Job": Resource("/apis/batch/v1", "jobs"),
+}
+
+_calls_lock = threading.Lock()
+CALLS: Counter[str] = Counter()  # "GET Pod" -> count, since the process started (or reset_calls())
+
+
+def reset_calls() -> None:
+    with _calls_lock:
+        CALLS.clear()
+
+
+def total_calls() -> int:
+    with _calls_lock:
+        return sum(CALLS.values())
+
+
+def _count(verb: str, kind: str) -> None:
+    with _calls_lock:
+        CALLS[f"{verb} {kind}"] += 1
+
+
+class KubeError(Exception):
+    """The API server refused a request (4xx); `message` is its own explanation."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+def _path(kind: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
+    res = KINDS[kind]
+    path = res.prefix
+    if res.namespaced and namespace:
+        path += f"/namespaces/{quote(namespace, safe='')}"
+    path += f"/{res.plural}"
+    if name:
+        path += f"/{quote(name, safe='')}"
+    if sub:
+        path += f"/{sub}"
+    return path
+
+
+class Kube:
+    """Create, read, list, patch and delete objects as dicts; read pod logs."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+
+    def _request(
+        self,
+        verb: str,
+        kind: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+        timeout: tuple[int, int] = TIMEOUT,
+    ) -> bytes:
+        _count(verb, kind)
+        headers = {"Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = content_type  # a JSON type: the client serializes the dict itself
+        try:
+            method, url, headers, _, _ = self.api.param_serialize(
+                method=verb,
+                resource_path=path,
+                query_params=query or [],
+                header_params=headers,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+            data = bytes(response.read() or b"")
+        except k8s.ApiException as exc:  # status 0: TLS and request-building failures
+            raise TransientEngineError(f"{verb} {kind}: {exc.reason or exc}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientEngineError(f"cannot reach the Kubernetes API server: {_short(exc)}") from None
+        status = int(response.status)
+        if 200 <= status < 300:
+            return data
+        message, reason = _status_message(data, status)
+        if status in (401, 429) or status >= 500:
+            raise TransientEngineError(f"Kubernetes API server answered {status} to {verb} {kind}: {message}")
+        error = NotFound if status == 404 else Conflict if status == 409 else KubeError
+        raise error(status, reason, message)
+
+    def _json(self, verb: str, kind: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        data = self._request(verb, kind, path, **kwargs)
+        if not data:
+            return {}
+        # A datacenter-wide list is megabytes of small dicts: without this the cyclic garbage
+        # collector runs over and over while they are built (parsed JSON holds no cycles).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            result: dict[str, Any] = json.loads(data)
+        finally:
+            if enabled:
+                gc.enable()
+        return result
+
+    # ----- objects -----
+
+    def create(self, kind: str, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", kind, _path(kind, namespace), body=body)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        return self._json("GET", kind, _path(kind, namespace, name))
+
+    def replace(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json("PUT", kind, _path(kind, namespace, name), body=body)
+
+    def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json(
+            "PATCH", kind, _path(kind, namespace, name), body=body, content_type="application/merge-patch+json"
+        )
+
+    def delete(self, kind: str, namespace: str | None, name: str, propagation: str = "Background") -> bool:
+        """Delete (dependents by the garbage collector); False if it was not there."""
+        try:
+            self._request(
+                "DELETE",
+                kind,
+                _path(kind, namespace, name),
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
+            )
+        except NotFound:
+            return False
+        return True
+
+    def list(
+        self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        """Every object of `kind` matching the selectors, in one call (all namespaces without `namespace`)."""
+        query = []
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        items: list[dict[str, Any]] = self._json("GET", kind, _path(kind, namespace), query=query).get("items") or []
+        return items
+
+    def log(self, namespace: str, pod: str, container: str, previous: bool = False) -> str:
+        query = [("container", container)]
+        if previous:
+            query.append(("previous", "true"))
+        data = self._request(
+            "GET", "Pod/log", _path("Pod", namespace, pod, "log"), query=query, accept="*/*", timeout=LOG_TIMEOUT
+        )
+        return data.decode("utf-8", errors="replace")
+
+
+def _status_message(data: bytes, status: int) -> tuple[str, str]:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return (data.decode("utf-8", errors="replace").strip() or f"HTTP {status}")[:2000], ""
+    if not isinstance(body, dict):
+        return f"HTTP {status}", ""
+    return str(body.get("message") or f"HTTP {status}"), str(body.get("reason") or "")
+
+
+def _short(exc: BaseException) -> str:
+    # urllib3's MaxRetryError wraps the real cause ("Connection refused") in a long repr.
+    reason = getattr(exc, "reason", None)
+    return str(reason or exc)[:300]
+
+
+# ----- clients per datacenter -----
+
+_clients: dict[tuple[Any, ...], Kube] = {}
+_clients_lock = threading.Lock()
+
+
+def for_datacenter(datacenter: Datacenter) -> Kube:
+    """A client for the datacenter's cluster (its service account in-cluster, else its kubeconfig + context).
+
+    Clients are cached per process and rebuilt when the credentials change.
+    """
+    secret = hashlib.sha256((datacenter.kubeconfig or "").encode()).hexdigest()
+    key = (datacenter.pk, datacenter.name, datacenter.in_cluster, datacenter.kube_context, secret)
+    with _clients_lock:
+        cached = _clients.get(key)
+        if cached is not None:
+            return cached
+    conf = k8s.Configuration()
+    try:
+        if datacenter.in_cluster:
+            k8s_config.load_incluster_config(client_configuration=conf)
+        else:
+            if not datacenter.kubeconfig:
+                raise EngineError(f"datacenter {datacenter.name} has no kubeconfig and is not set to 'in cluster'")
+            config_dict = yaml.safe_load(datacenter.kubeconfig)
+            if not isinstance(config_dict, dict):
+                raise EngineError(f"datacenter {datacenter.name}: the kubeconfig is not a YAML mapping")
+            k8s_config.load_kube_config_from_dict(
+                config_dict, context=datacenter.kube_context or None, client_configuration=conf, persist_config=False
+            )
+    except (ConfigException, yaml.YAMLError) as exc:
+        # The message names what is wrong (a missing context, a bad field), never the credentials.
+        raise EngineError(f"datacenter {datacenter.name}: cannot use its cluster credentials: {exc}") from None
+    conf.retries = 1  # connection refused must fail fast: the caller retries later
+    kube = Kube(k8s.ApiClient(conf))
+    with _clients_lock:
+        for old in [k for k in _clients if k[0] == datacenter.pk]:
+            del _clients[old]
+        _clients[key] = kube
+    return kube

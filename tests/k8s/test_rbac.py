@@ -1,0 +1,120 @@
+"""deploy/rbac.yaml grants what the engine needs: a whole job lifecycle runs as that service account."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from django.contrib.auth.models import User
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from jobs.engines import engine_for, kube
+from jobs.engines.kubernetes import KubernetesEngine
+from jobs.models import Job
+from portal.datacenters.models import Datacenter
+from portal.registry.models import RegistrySecret
+from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, submit, wait_for
+from tools.k8s.testcluster import TestCluster
+
+pytestmark = pytest.mark.django_db
+
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+
+
+@pytest.fixture(scope="module")
+def service_account_kubeconfig(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient) -> Iterator[str]:
+    """deploy/rbac.yaml applied, and a kubeconfig with a token of its service account (removed afterwards)."""
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    core, rbac = k8s.CoreV1Api(k8s_api), k8s.RbacAuthorizationV1Api(k8s_api)
+    create = {
+        "Namespace": lambda d: core.create_namespace(d),
+        "ServiceAccount": lambda d: core.create_namespaced_service_account(d["metadata"]["namespace"], d),
+        "ClusterRole": lambda d: rbac.create_cluster_role(d),
+        "ClusterRoleBinding": lambda d: rbac.create_cluster_role_binding(d),
+    }
+    for doc in docs:
+        create[doc["kind"]](doc)
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]
+    token = core.create_namespaced_service_account_token(
+        sa["name"], sa["namespace"], {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "test",
+                "cluster": {"server": k8s_cluster.server, "certificate-authority": str(k8s_cluster.ca_file)},
+            }
+        ],
+        "users": [{"name": "portal", "user": {"token": token}}],
+        "contexts": [{"name": "portal", "context": {"cluster": "test", "user": "portal"}}],
+        "current-context": "portal",
+    }
+    yield yaml.safe_dump(config)
+    delete = {
+        "Namespace": core.delete_namespace,
+        "ClusterRole": rbac.delete_cluster_role,
+        "ClusterRoleBinding": rbac.delete_cluster_role_binding,
+    }
+    for doc in reversed(docs):
+        if doc["kind"] in delete:  # the ServiceAccount goes with its namespace
+            try:
+                delete[doc["kind"]](doc["metadata"]["name"])
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
+    k8s_dc: Datacenter,
+    alice: User,
+    k8s_api: k8s.ApiClient,
+    service_account_kubeconfig: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    k8s_dc.kubeconfig, k8s_dc.kube_context = service_account_kubeconfig, "portal"
+    k8s_dc.save()
+    RegistrySecret.objects.create(owner=alice, name="hub", server="reg.example", username="a", password="p")
+    spec = {"jobname": "fit", "parallelism": 2, "pservers": 1, "registry": "hub"}
+    job = submit(k8s_dc, alice, spec, trainer_annotations={FATE: "succeed", DELAY: "3s"})
+    again = submit(k8s_dc, alice, {**spec, "jobname": "again"})  # the namespace, quota and secret exist now
+    hang = submit(k8s_dc, alice, {"jobname": "hang"}, trainer_annotations={FATE: "hang"})
+    drive(k8s_dc, lambda: job_in(job, "running"), "running")
+    engine = engine_for(k8s_dc)
+    assert engine.read_log(job, "trainer-0", "").cursor == "0"  # pods/log answered (kwok has no lines)
+    job = drive(k8s_dc, lambda: finished(job), "success")
+    assert job.state == "succeeded"
+    kill(hang)
+    wait_for(lambda: nothing_left(k8s_api, hang.uid), "the killed job to be gone")
+    Job.objects.filter(pk=again.pk).delete()
+    monkeypatch.setattr("jobs.engines.kubernetes.REAP_GRACE_SECONDS", 0)
+    assert engine.reap() == 1
+    assert engine.cleanup(job)
+    assert isinstance(engine, KubernetesEngine)
+    engine.k8s.list("Event", field_selector="reason=FailedCreate")
+    # ... and no more than that: no secret can be read back, no pod made directly.
+    ns = job.engine_data["namespace"]
+    with pytest.raises(kube.KubeError) as refused:
+        engine.k8s.get("Secret", ns, "pcr-hub")
+    assert refused.value.status == 403
+    with pytest.raises(kube.KubeError):
+        engine.k8s.create("Pod", ns, {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+
+
+def test_the_portal_manifests_are_accepted(service_account_kubeconfig: str, k8s_api: k8s.ApiClient) -> None:
+    """deploy/portal.yaml passes the API server's validation (server-side dry run, nothing stored)."""
+    core, apps = k8s.CoreV1Api(k8s_api), k8s.AppsV1Api(k8s_api)
+    create = {
+        "Secret": core.create_namespaced_secret,
+        "ConfigMap": core.create_namespaced_config_map,
+        "Service": core.create_namespaced_service,
+        "Deployment": apps.create_namespaced_deployment,
+    }
+    docs = [d for d in yaml.safe_load_all((RBAC.parent / "portal.yaml").read_text()) if d]
+    assert sorted({d["kind"] for d in docs}) == sorted(create)
+    for doc in docs:
+        create[doc["kind"]](doc["metadata"]["namespace"], doc, dry_run="All")
