@@ -9,7 +9,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
+from rest_framework import exceptions, serializers
+
+from jobs import packages
 from jobs.models import Job, JobState, Role, WorkerState
 from portal.datacenters.models import Datacenter
 
@@ -56,6 +60,16 @@ class LogChunk:
 class Engine(ABC):
     def __init__(self, datacenter: Datacenter) -> None:
         self.datacenter = datacenter
+
+    def package(self, job: Job) -> Path:
+        """The job's package directory on the portal's mount, checked again as the job starts."""
+        try:
+            return packages.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
+        except serializers.ValidationError as exc:
+            detail = exc.detail if isinstance(exc.detail, dict) else {"package": exc.detail}
+            raise EngineError("; ".join(str(msg) for msgs in detail.values() for msg in msgs)) from None
+        except exceptions.APIException as exc:  # storage not mounted right now: try again later
+            raise TransientEngineError(str(exc.detail)) from None
 
     @abstractmethod
     def start(self, job: Job) -> None:

@@ -32,7 +32,6 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from rest_framework import exceptions, serializers
 
 from jobs import packages
 from jobs.engines import k8s_manifests as m
@@ -125,17 +124,8 @@ class KubernetesEngine(Engine):
 
     # ----- start -----
 
-    def _package(self, job: Job) -> None:
-        try:
-            packages.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
-        except serializers.ValidationError as exc:
-            detail = exc.detail if isinstance(exc.detail, dict) else {"package": exc.detail}
-            raise EngineError("; ".join(str(msg) for msgs in detail.values() for msg in msgs)) from None
-        except exceptions.APIException as exc:  # storage not mounted right now: try again later
-            raise TransientEngineError(str(exc.detail)) from None
-
     def start(self, job: Job) -> None:
-        self._package(job)
+        self.package(job)
         username = job.owner.get_username()
         ns = self._namespace(job) or m.namespace_name(self.datacenter.namespace_prefix, username)
         if self._namespace(job) != ns:

@@ -16,11 +16,10 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from rest_framework import exceptions, serializers
 
 from jobs import packages
 from jobs.engines import processes
-from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError, WorkerStatus
+from jobs.engines.base import Engine, LogChunk, Observation, WorkerStatus
 from jobs.logfiles import read_after
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
@@ -132,17 +131,8 @@ class LocalEngine(Engine):
         Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
         worker.save()
 
-    def _package(self, job: Job) -> Path:
-        try:
-            return packages.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
-        except serializers.ValidationError as exc:
-            detail = exc.detail if isinstance(exc.detail, dict) else {"package": exc.detail}
-            raise EngineError("; ".join(str(m) for msgs in detail.values() for m in msgs)) from None
-        except exceptions.APIException as exc:  # storage not mounted right now: try again later
-            raise TransientEngineError(str(exc.detail)) from None
-
     def start(self, job: Job) -> None:
-        package = self._package(job)
+        package = self.package(job)
         self._ports(job)
         self._output(job).mkdir(parents=True, exist_ok=True)
         for role, index in _plan(job):
@@ -230,12 +220,12 @@ class LocalEngine(Engine):
     def _restart(self, job: Job, worker: Worker, code: int | None) -> None:
         worker.restarts += 1
         worker.message = f"restarted after it {processes.describe_exit(code)}"
-        self._spawn(job, worker, self._package(job))
+        self._spawn(job, worker, self.package(job))
 
     def _groups(self, job: Job) -> list[tuple[int, int, int, int]]:
         return [
             (r["pid"], r["pid_start"], r["supervisor"], r["supervisor_start"])
-            for key, r in job.engine_data.items()
+            for r in job.engine_data.values()
             if isinstance(r, dict) and "supervisor" in r
         ]
 

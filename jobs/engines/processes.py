@@ -113,14 +113,14 @@ def exit_status(status_path: Path) -> int | None:
 def signal_groups(pids: list[int], sig: signal.Signals) -> None:
     """Signal each process's group (the launcher leads its own; the supervisor leads the session)."""
     for pid in pids:
-        for target in (pid,):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            # Not a group leader (any more): signal the process itself.
             try:
-                os.killpg(target, sig)
+                os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
-                try:
-                    os.kill(target, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                pass
 
 
 def describe_exit(code: int | None) -> str:

@@ -20,9 +20,9 @@ SPEC = {"jobname": "fake", "entry": "python train.py", "parallelism": 2, "pserve
 
 
 def test_submit_job_twice_starts_each_process_once(
-    alice_api: APIClient, local_dc: Datacenter, fake_package: Path, settings: object
+    alice_api: APIClient, local_dc: Datacenter, fake_package: Path
 ) -> None:
-    job_id = alice_api.post("/api/v1/jobs", SPEC, format="json").json()
+    created = alice_api.post("/api/v1/jobs", SPEC, format="json").json()
     job = Job.objects.get(name="fake")
     try:
         tasks.submit_job.run(job.pk)
@@ -37,7 +37,7 @@ def test_submit_job_twice_starts_each_process_once(
     finally:
         alice_api.delete("/api/v1/jobs/fake")
         tasks.kill_job.run(job.pk)
-    assert job_id["state"] == "queued"
+    assert created["state"] == "queued"
     deadline = time.monotonic() + 20
     while alive(job) and time.monotonic() < deadline:
         time.sleep(0.2)
