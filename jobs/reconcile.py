@@ -8,7 +8,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from jobs.engines import engine_for
@@ -175,5 +174,5 @@ def stuck_submissions() -> list[int]:
     stuck = Job.objects.filter(state__in=[JobState.QUEUED, JobState.SUBMITTING], updated_at__lt=cutoff)
     ids = list(stuck.values_list("pk", flat=True))
     # Touch them so the next cycles do not enqueue them again while this submission runs.
-    Job.objects.filter(pk__in=ids).update(updated_at=timezone.now(), engine_data=F("engine_data"))
+    Job.objects.filter(pk__in=ids).update(updated_at=timezone.now())
     return ids

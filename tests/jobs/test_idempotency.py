@@ -76,3 +76,19 @@ def test_logs_api_checks_the_worker_and_tail(alice_api: APIClient, local_dc: Dat
     assert alice_api.get("/api/v1/jobs/fake/logs?worker=trainer-0&tail=x").status_code == 400
     empty = alice_api.get("/api/v1/jobs/fake/logs?worker=pserver-0&tail=5").json()
     assert (empty["text"], empty["complete"]) == ("", False)
+
+
+def test_a_lost_submission_is_picked_up_again_once(alice_api: APIClient, local_dc: Datacenter,
+                                                   fake_package: Path) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.reconcile import stuck_submissions
+
+    alice_api.post("/api/v1/jobs", SPEC, format="json")
+    job = Job.objects.get(name="fake")
+    assert stuck_submissions() == []  # fresh: its own submit_job is still on its way
+    Job.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(minutes=1))
+    assert stuck_submissions() == [job.pk]
+    assert stuck_submissions() == []  # touched: not enqueued again while that submission runs
