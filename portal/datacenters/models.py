@@ -91,6 +91,19 @@ class Datacenter(models.Model):
     cephfs_path = models.CharField(max_length=500, blank=True, default="/")
     pvc_name = models.CharField(max_length=253, blank=True)
 
+    # Local engine: the sandbox every job process runs in, and the host's GPUs jobs are given.
+    run_without_sandbox = models.BooleanField(
+        default=False,
+        help_text="Local engine only: run jobs without the bubblewrap sandbox where the host cannot create "
+        "one. Jobs then run as the worker's OS user and see its files: trusted users only.",
+    )
+    gpus = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Local engine only: the host GPUs jobs may be given, as a JSON list of indexes such as ["0", "1"]. '
+        "Filled from `nvidia-smi -L` when the datacenter is created.",
+    )
+
     # Job defaults.
     cpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0")
     gpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6")
