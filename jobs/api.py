@@ -14,6 +14,9 @@ from jobs import packages, services
 from jobs.engines import engine_for
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
+from portal.api.errors import quote
+
+MAX_TAIL = 100_000  # lines ?tail= may ask for
 
 
 def _counts(job: Job, role: str, total: int) -> dict[str, int]:
@@ -96,7 +99,7 @@ def get_job(request: Request, name: str) -> Job:
         or jobs.filter(name=name).first()
     )
     if job is None:
-        raise exceptions.NotFound(f"job {name!r} not found")
+        raise exceptions.NotFound(f"job {quote(name)} not found")
     return job
 
 
@@ -150,7 +153,9 @@ class JobLogs(APIView):
         parameters=[
             OpenApiParameter("worker", str, description="trainer-0 (default), pserver-1, ..."),
             OpenApiParameter("cursor", str, description="from the previous answer; empty: from the start"),
-            OpenApiParameter("tail", int, description="only the last N lines (the cursor then points to the end)"),
+            OpenApiParameter(
+                "tail", int, description=f"only the last N lines, 0 to {MAX_TAIL} (the cursor then points to the end)"
+            ),
         ]
     )
     def get(self, request: Request, name: str) -> Response:
@@ -159,7 +164,7 @@ class JobLogs(APIView):
         names = {f"trainer-{i}" for i in range(job.trainers)} | {f"pserver-{i}" for i in range(job.pservers)}
         if worker not in names:
             raise exceptions.ValidationError(
-                {"worker": [f"{worker!r} is not a worker of {job.name}; it has {', '.join(sorted(names))}"]}
+                {"worker": [f"{quote(worker)} is not a worker of {job.name}; it has {_listed(sorted(names))}"]}
             )
         engine = engine_for(job.datacenter)
         cursor = request.query_params.get("cursor", "")
@@ -168,8 +173,8 @@ class JobLogs(APIView):
             chunk = engine.read_log(job, worker, cursor)
             text = chunk.text
         else:
-            if not tail.isdigit():
-                raise exceptions.ValidationError({"tail": ["must be a non-negative integer"]})
+            if not (len(tail) <= 6 and tail.isascii() and tail.isdigit() and int(tail) <= MAX_TAIL):
+                raise exceptions.ValidationError({"tail": [f"must be a whole number from 0 to {MAX_TAIL}"]})
             # Read to the end keeping only the last lines, so the cursor returned follows from there.
             text, chunk = "", engine.read_log(job, worker, cursor)
             while True:
@@ -188,6 +193,10 @@ class JobLogs(APIView):
                 "state": job.state,
             }
         )
+
+
+def _listed(names: list[str], limit: int = 10) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _last_lines(text: str, count: int) -> str:

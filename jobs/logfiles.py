@@ -1,38 +1,97 @@
-"""Read a log file after a cursor (a byte offset), whole lines only, so a follower never misses or repeats one."""
+"""Read a job's log after a cursor (a byte offset), whole lines only, so a follower never misses or repeats one.
+
+Logs lie in the job owner's home, where the job itself writes. Each is opened as the files API opens
+files (storage.paths, then beneath the storage root with O_NOFOLLOW): a job that puts a symlink (or a
+FIFO, or a directory) at its log.txt gets a 403 naming the rule, noted in the worker's message, and
+never a window on another file.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import errno
+import logging
+from typing import IO
 
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 
 from jobs.engines.base import LogChunk
+from jobs.models import Job, Worker
+from portal.api.errors import quote
+from storage import paths
+from storage.errors import from_os_error
 
 MAX_CHUNK = 256 * 1024
+_MAX_CURSOR_DIGITS = 18  # an offset into any file that fits on a disk
+
+log = logging.getLogger(__name__)
 
 
-def parse_cursor(cursor: str) -> int:
+class LogRefused(exceptions.PermissionDenied):
+    default_code = "log_refused"
+
+
+def parse_cursor(cursor: str | None) -> int:
     if cursor in ("", None):
         return 0
-    try:
-        offset = int(cursor)
-    except ValueError:
-        raise serializers.ValidationError({"cursor": [f"{cursor!r} is not a cursor returned by this API"]}) from None
-    if offset < 0:
+    assert cursor is not None
+    text = cursor.strip()
+    if text.startswith("-") and text[1:].isdigit():
         raise serializers.ValidationError({"cursor": ["must not be negative"]})
-    return offset
+    if not (text.isascii() and text.isdigit() and len(text) <= _MAX_CURSOR_DIGITS):
+        raise serializers.ValidationError({"cursor": [f"{quote(cursor)} is not a cursor returned by this API"]})
+    return int(text)
 
 
-def read_after(path: Path, cursor: str, final: bool, limit: int = MAX_CHUNK) -> LogChunk:
-    """Text after `cursor`. Until the log is final, a trailing partial line waits for its newline."""
-    offset = parse_cursor(cursor)
+def log_parts(job: Job, worker: str) -> list[str]:
+    """Where worker "trainer-0" of `job` writes its log, below its owner's home."""
+    role, _, index = worker.partition("-")
+    return ["jobs", job.name, "output", job.uid, f"{role}_{index}", "log.txt"]
+
+
+def _refuse(job: Job, worker: str, why: str) -> LogRefused:
+    message = f"log refused: {why}; the portal does not show it"
+    role, _, index = worker.partition("-")
+    # Tell the owner on the worker's row too (`paddlectl get workers`, the job page).
+    Worker.objects.filter(job=job, role=role, index=int(index)).exclude(message=message).update(message=message)
+    log.warning("job %s %s: %s", job.uid, worker, message)
+    return LogRefused(f"{worker}: {message}")
+
+
+def open_log(job: Job, worker: str) -> IO[bytes] | None:
+    """The worker's log file opened for reading; None while it does not exist; LogRefused (403) if unsafe."""
     try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, 2)
-            handle.seek(min(offset, size))
-            data = handle.read(limit)
-    except FileNotFoundError:
-        return LogChunk(text="", cursor=str(offset), complete=final)
+        target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker), follow_last=False)
+    except exceptions.PermissionDenied as exc:  # a folder on the way is a link out of the home
+        raise _refuse(job, worker, str(exc.detail)) from None
+    try:
+        opened = target.storage.open(target.name, "rb")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError:
+        raise _refuse(job, worker, f"{target.logical} is not a regular file") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link (EMLINK on the BSDs)
+            raise _refuse(job, worker, f"{target.logical} is a symbolic link, which is not followed") from None
+        raise from_os_error(exc, target.logical) from None
+    handle: IO[bytes] = opened.file  # type: ignore[assignment]
+    return handle
+
+
+def read_log_file(job: Job, worker: str, cursor: str, final: bool, limit: int = MAX_CHUNK) -> LogChunk | None:
+    """The worker's log file after `cursor`; None while the file does not exist."""
+    offset = parse_cursor(cursor)
+    handle = open_log(job, worker)
+    if handle is None:
+        return None
+    with handle:
+        return read_chunk(handle, offset, final, limit)
+
+
+def read_chunk(handle: IO[bytes], offset: int, final: bool, limit: int = MAX_CHUNK) -> LogChunk:
+    """Text after byte `offset`. Until the log is final, a trailing partial line waits for its newline."""
+    size = handle.seek(0, 2)
+    handle.seek(min(offset, size))
+    data = handle.read(limit)
     if not final and len(data) < limit:
         # Hold back an unfinished line; a line longer than `limit` is passed on in pieces.
         data = data[: data.rfind(b"\n") + 1]

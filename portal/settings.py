@@ -104,10 +104,24 @@ try:
     }
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
+# How long one statement may wait or run, so no request holds a lock or a connection for longer.
+PADDLECLOUD_DB_BUSY_TIMEOUT = env_int("PADDLECLOUD_DB_BUSY_TIMEOUT", 30, minimum=1)  # seconds (SQLite)
+PADDLECLOUD_DB_STATEMENT_TIMEOUT = env_int("PADDLECLOUD_DB_STATEMENT_TIMEOUT", 30, minimum=0)  # seconds (PostgreSQL)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The web process and workers write to one file: wait for the lock rather than fail, and take
-    # the write lock at BEGIN so read-then-write transactions serialize instead of deadlocking.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    # The web process and workers write to one file. WAL lets readers go on while one writer
+    # writes; IMMEDIATE takes the write lock at BEGIN so read-then-write transactions serialize
+    # instead of deadlocking; the busy timeout waits for the lock rather than failing at once.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": PADDLECLOUD_DB_BUSY_TIMEOUT,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and PADDLECLOUD_DB_STATEMENT_TIMEOUT:
+    # The server cancels a statement that runs longer (0: no bound). Celery workers share it.
+    _pg_options = DATABASES["default"].setdefault("OPTIONS", {})
+    _pg_options["options"] = (
+        f"{_pg_options.get('options', '')} -c statement_timeout={PADDLECLOUD_DB_STATEMENT_TIMEOUT * 1000}"
+    ).strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -161,7 +175,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
     "PAGE_SIZE": 50,

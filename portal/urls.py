@@ -44,3 +44,8 @@ urlpatterns = [
 
 admin.site.site_header = "PaddleCloud operators"
 admin.site.site_title = "PaddleCloud admin"
+
+# Outside DRF's views (no route matched, a request refused before any view) the API still answers JSON.
+handler400 = "portal.api.errors.bad_request"
+handler404 = "portal.api.errors.not_found"
+handler500 = "portal.api.errors.server_error"

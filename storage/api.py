@@ -29,9 +29,11 @@ try:  # the WSGI server `make run` and production use; optional for the storage 
 except ImportError:  # pragma: no cover
     _GunicornBody = _LengthReader = None  # type: ignore[assignment,misc]
 
-from portal.api.pagination import Pagination
+from portal.api.errors import quote
+from portal.api.pagination import PageQuery, Pagination
 from portal.api.serializers import StrictSerializer
 from storage import conf, files, paths, uploads
+from storage.errors import Refused
 from storage.models import Upload, UploadState
 
 PATH_HELP = "Logical path: /pfs/<datacenter>/home/<user>/... or /pfs/<datacenter>/public/..."
@@ -41,10 +43,8 @@ class PathQuery(StrictSerializer):
     path = serializers.CharField(trim_whitespace=False, help_text=PATH_HELP)
 
 
-class ListQuery(PathQuery):
+class ListQuery(PathQuery, PageQuery):
     recursive = serializers.BooleanField(default=False)
-    page = serializers.IntegerField(required=False, min_value=1)
-    page_size = serializers.IntegerField(required=False, min_value=1)
 
 
 def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:  # type: ignore[type-arg]
@@ -238,11 +238,9 @@ class UploadStart(StrictSerializer):
     )
 
 
-class UploadListQuery(StrictSerializer):
+class UploadListQuery(StrictSerializer, PageQuery):
     path = serializers.CharField(required=False, trim_whitespace=False)
     state = serializers.ChoiceField(UploadState.choices, required=False)
-    page = serializers.IntegerField(required=False, min_value=1)
-    page_size = serializers.IntegerField(required=False, min_value=1)
 
 
 def upload_json(upload: Upload, report: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -318,19 +316,26 @@ class UploadListView(APIView):
         return Response(upload_json(upload, uploads.chunk_report(upload)), status=status.HTTP_201_CREATED)
 
 
+class UploadDetailQuery(StrictSerializer):
+    verify = serializers.BooleanField(default=False, help_text="Re-read every chunk and check its checksum.")
+
+
 class UploadDetailView(APIView):
     """GET: state and which chunks are present, wrong or missing (?verify=1 re-reads them); DELETE aborts."""
 
-    @extend_schema(parameters=[OpenApiParameter("verify", bool, required=False)], responses=UPLOAD)
+    @extend_schema(parameters=[UploadDetailQuery], responses=UPLOAD)
     def get(self, request: Request, upload_id: str) -> Response:
+        verify = _query(UploadDetailQuery, request)["verify"]
         upload = uploads.get_upload(request.user, upload_id)
-        verify = serializers.BooleanField().to_internal_value(request.query_params.get("verify", "false"))
         return Response(upload_json(upload, uploads.chunk_report(upload, verify=verify)))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, upload_id: str) -> Response:
         uploads.abort(request.user, upload_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+_INDEX = re.compile(r"[0-9]{1,18}")
 
 
 class GunicornBody:
@@ -391,6 +396,13 @@ def request_body(request: Request) -> uploads.Readable:
     return django_request  # Django's stream, bounded by Content-Length
 
 
+def chunk_index(text: str) -> int:
+    """The chunk number in the URL: a whole number from 0 (a 400 naming `index` otherwise)."""
+    if not _INDEX.fullmatch(text):
+        raise Refused("index", f"must be a whole number from 0 (got {quote(text)})", "invalid")
+    return int(text)
+
+
 class UploadChunkView(APIView):
     """PUT the raw bytes of chunk <index> (offset index * chunk_size) with `X-Chunk-Checksum: xxh3_128:<hex>`."""
 
@@ -398,7 +410,10 @@ class UploadChunkView(APIView):
 
     @extend_schema(
         request={"application/octet-stream": OpenApiTypes.BINARY},
-        parameters=[OpenApiParameter("X-Chunk-Checksum", str, OpenApiParameter.HEADER, required=True)],
+        parameters=[
+            OpenApiParameter("X-Chunk-Checksum", str, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter("index", int, OpenApiParameter.PATH, description="Chunk number, from 0."),
+        ],
         responses=inline_serializer(
             "ChunkReceived",
             {
@@ -408,19 +423,20 @@ class UploadChunkView(APIView):
             },
         ),
     )
-    def put(self, request: Request, upload_id: str, index: int) -> Response:
+    def put(self, request: Request, upload_id: str, index: str) -> Response:
+        number = chunk_index(index)
         length_header = request.headers.get("Content-Length")
         try:
             length = int(length_header) if length_header not in (None, "") else None
         except ValueError:
             length = -1
         upload = uploads.put_chunk(
-            request.user, upload_id, index, request_body(request), length, request.headers.get("X-Chunk-Checksum", "")
+            request.user, upload_id, number, request_body(request), length, request.headers.get("X-Chunk-Checksum", "")
         )
         return Response(
             {
-                "index": index,
-                "size": upload.chunk_length(index),
+                "index": number,
+                "size": upload.chunk_length(number),
                 "checksum": request.headers.get("X-Chunk-Checksum"),
             }
         )

@@ -144,10 +144,12 @@ class PfsStorage(FileSystemStorage):
     def _open(self, name: str, mode: str = "rb") -> File[Any]:
         if any(flag in mode for flag in "wax+"):
             raise ValueError("the PFS is written through uploads; open() is read-only")
-        fd = self.open_fd(name, os.O_RDONLY)
+        # O_NONBLOCK: a FIFO a job left behind must not hold the reading thread forever.
+        fd = self.open_fd(name, os.O_RDONLY | os.O_NONBLOCK)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise IsADirectoryError(errno.EISDIR, "not a regular file", name)
+        os.set_blocking(fd, True)
         handle: IO[bytes] = os.fdopen(fd, "rb")
         return File(handle, name)
 

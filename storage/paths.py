@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rest_framework import exceptions
 
+from portal.api.errors import quote
 from portal.datacenters.models import Datacenter
 from storage import backends
 from storage import errors as storage_errors
@@ -25,6 +27,8 @@ MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 HOME = "home"
 PUBLIC = "public"
+EXAMPLE = "/pfs/<datacenter>/home/<user>/... or /pfs/<datacenter>/public/..."
+REPLACEMENT = "\ufffd"
 
 # After the one decoding HTTP does, a '%2F' left in a name means the client encoded twice or is
 # hiding a separator (or '.', '\\', NUL) from a check: refuse rather than guess.
@@ -67,13 +71,16 @@ def parse(path: Any, field: str = "path") -> list[str]:
         return storage_errors.path_invalid(message, field)
 
     if not isinstance(path, str) or not path:
-        raise bad("a path such as /pfs/<datacenter>/home/<user>/file is required")
+        raise bad(f"a path such as {EXAMPLE} is required")
     if "\x00" in path:
         raise bad("must not contain NUL bytes")
     try:
         size = len(path.encode("utf-8"))
     except UnicodeEncodeError:
         raise bad("is not valid Unicode (lone surrogate)") from None
+    if REPLACEMENT in path:
+        # What the request's decoding leaves where bytes were not UTF-8 (%FF in a query string).
+        raise bad("is not valid UTF-8 (it holds U+FFFD where bytes did not decode); send paths UTF-8 encoded")
     if size > MAX_PATH_BYTES:
         raise bad(f"is {size} bytes long; the limit is {MAX_PATH_BYTES}")
     controls = sorted({c for c in path if unicodedata.category(c) == "Cc"})
@@ -82,10 +89,12 @@ def parse(path: Any, field: str = "path") -> list[str]:
     if "\\" in path:
         raise bad("must not contain backslashes; separate names with '/'")
     if not path.startswith("/"):
-        raise bad(f"must be absolute, starting with /pfs/<datacenter>/ (got {path[:80]!r})")
+        raise bad(f"must be absolute, starting with /pfs/<datacenter>/ (got {quote(path, 80)})")
     parts = [part for part in path.split("/") if part]
     if not parts or parts[0] != "pfs":
-        raise bad(f"must start with /pfs/<datacenter>/ (got {path[:80]!r})")
+        raise bad(f"must start with /pfs/<datacenter>/ (got {quote(path, 80)})")
+    if len(parts) < 3:
+        raise bad(f"must name a datacenter and an area below it: {EXAMPLE} (got {quote(path, 80)})")
     for part in parts[1:]:
         if part in (".", ".."):
             raise bad(f"'{part}' segments are not allowed; give the path from /pfs/ down")
@@ -106,7 +115,7 @@ def home_logical(user: Any, datacenter: Datacenter) -> str:
     return f"/pfs/{datacenter.name}/{HOME}/{user.get_username()}"
 
 
-def _home_name(user: Any) -> str:
+def home_area(user: Any) -> str:
     name = user.get_username()
     if name in (".", "..") or "/" in name or not unicodedata.is_normalized("NFC", name) or len(name.encode()) > 255:
         raise exceptions.PermissionDenied(f"the user name {name!r} cannot be a home directory; tell the operators")
@@ -120,7 +129,7 @@ def _public_name(datacenter: Datacenter) -> str:
 def home_dir(user: Any, datacenter: Datacenter) -> Path:
     """The user's home on the portal's mount of the datacenter's storage, created on first use."""
     storage = storage_for(datacenter)
-    name = _home_name(user)
+    name = home_area(user)
     try:
         storage.ensure_area(name)
         return Path(storage.root_real(), name)
@@ -149,7 +158,7 @@ def resolve(
     public = f"/pfs/{datacenter.name}/{PUBLIC}"
     area = parts[1] if len(parts) > 1 else ""
     if area == HOME and len(parts) > 2 and parts[2] == user.get_username():
-        owner, below, area_name = user, parts[3:], _home_name(user)
+        owner, below, area_name = user, parts[3:], home_area(user)
         logical_root = home
     elif area == PUBLIC:
         if write and not user.is_staff:
@@ -163,6 +172,27 @@ def resolve(
     else:
         raise exceptions.PermissionDenied(f"paths must be under {home} or {public}")
 
+    return _locate(datacenter, owner, area_name, logical_root, below, follow_last, "your home")
+
+
+def in_home(owner: Any, datacenter: Datacenter, below: Sequence[str], *, follow_last: bool = True) -> ResolvedPath:
+    """A path below `owner`'s home for the portal's own use (a job's logs): `resolve` without a request.
+
+    The same rules: symlinks are resolved only while they stay in the home; one leading out is a 403.
+    """
+    logical_root = home_logical(owner, datacenter)
+    return _locate(datacenter, owner, home_area(owner), logical_root, list(below), follow_last, "the owner's home")
+
+
+def _locate(
+    datacenter: Datacenter,
+    owner: Any,
+    area_name: str,
+    logical_root: str,
+    below: list[str],
+    follow_last: bool,
+    home_label: str,
+) -> ResolvedPath:
     storage = storage_for(datacenter)
     logical = "/".join([logical_root, *below])
     try:
@@ -173,7 +203,7 @@ def resolve(
         raise storage_errors.StorageUnavailable() from None
     except backends.SymlinkEscape as escape:
         where = "/".join([logical_root, *below[: escape.index + 1]])
-        label = "your home" if owner is not None else "public"
+        label = home_label if owner is not None else "public"
         message = f"{where} is a symlink that leads outside {label}; it is not followed"
         raise exceptions.PermissionDenied(message) from None
     except OSError as exc:

@@ -12,6 +12,7 @@ urlpatterns: list[URLPattern] = [
     path("download", api.DownloadView.as_view(), name="files-download"),
     path("uploads", api.UploadListView.as_view(), name="files-uploads"),
     path("uploads/<str:upload_id>", api.UploadDetailView.as_view(), name="files-upload"),
-    path("uploads/<str:upload_id>/chunks/<int:index>", api.UploadChunkView.as_view(), name="files-upload-chunk"),
+    # <str:index>: the view names a bad index in a 400, where <int:> would make it a bare 404.
+    path("uploads/<str:upload_id>/chunks/<str:index>", api.UploadChunkView.as_view(), name="files-upload-chunk"),
     path("uploads/<str:upload_id>/complete", api.UploadCompleteView.as_view(), name="files-upload-complete"),
 ]

@@ -37,7 +37,7 @@ from jobs import packages
 from jobs.engines import k8s_manifests as m
 from jobs.engines import k8s_status, kube
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError
-from jobs.logfiles import MAX_CHUNK, parse_cursor, read_after
+from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
 from portal.datacenters import quota
 from portal.registry.models import RegistrySecret
@@ -350,12 +350,13 @@ class KubernetesEngine(Engine):
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         role, _, index_text = worker.partition("-")
-        path = self._output(job) / f"{role}_{index_text}" / "log.txt"
-        if job.engine_data.get("archived"):
-            return read_after(path, cursor, final=job.state in TERMINAL_STATES)
-        if path.exists():
-            return read_after(path, cursor, final=False)  # the launcher's own copy: the same bytes as the pod log
         offset = parse_cursor(cursor)
+        if job.engine_data.get("archived"):
+            final = job.state in TERMINAL_STATES
+            return read_log_file(job, worker, cursor, final=final) or LogChunk("", str(offset), complete=final)
+        copy = read_log_file(job, worker, cursor, final=False)  # the launcher's own copy: the pod log's bytes
+        if copy is not None:
+            return copy
         ns = self._namespace(job)
         if not ns:
             return LogChunk(text="", cursor=str(offset), complete=False)

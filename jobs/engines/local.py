@@ -20,7 +20,7 @@ from django.utils import timezone
 from jobs import packages
 from jobs.engines import processes
 from jobs.engines.base import Engine, LogChunk, Observation, WorkerStatus
-from jobs.logfiles import read_after
+from jobs.logfiles import parse_cursor, read_log_file
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
 # Only these variables of the worker's own environment reach job processes: the worker's secrets
@@ -247,9 +247,9 @@ class LocalEngine(Engine):
         return False
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
-        role, _, index = worker.partition("-")
         final = job.state in TERMINAL_STATES and job.released
-        return read_after(self._output(job) / f"{role}_{index}" / "log.txt", cursor, final=final)
+        chunk = read_log_file(job, worker, cursor, final=final)
+        return chunk or LogChunk(text="", cursor=str(parse_cursor(cursor)), complete=final)
 
     def cleanup(self, job: Job) -> bool:
         # Output and logs stay on the user's storage (they are the user's files); processes go.

@@ -1,6 +1,9 @@
 """One JSON error shape for the whole API: every problem names its field and the rule broken.
 
 {"detail": "summary", "code": "invalid", "errors": [{"field": "name", "code": "...", "message": "..."}]}
+
+Every body is bounded whatever the input (at most MAX_ERRORS entries of MAX_MESSAGE characters and a
+MAX_DETAIL summary: a few KB); messages quote user values through `quote`, which keeps a short prefix.
 """
 
 from __future__ import annotations
@@ -8,9 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -22,7 +27,32 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
+class TooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "the request body is too large"
+    default_code = "too_large"
+
+
 log = logging.getLogger(__name__)
+
+INTERNAL = "internal error; the operators have the details in the portal log"
+MAX_QUOTE = 40  # characters of a user's value quoted back in a message
+MAX_MESSAGE = 300  # characters of one message
+MAX_FIELD = 100  # characters of one field name (field names can come from the user's JSON keys)
+MAX_ERRORS = 10  # entries in `errors`; the rest are counted in `detail`
+MAX_DETAIL = 1000  # characters of the summary
+
+
+def quote(value: object, limit: int = MAX_QUOTE) -> str:
+    """repr() of at most `limit` characters of a user's value, marked when cut."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 20]}... [{len(text) - limit + 20} more]"
 
 
 def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str | None]]:
@@ -42,44 +72,104 @@ def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str | None]]:
     return errors
 
 
-def _summary(errors: list[dict[str, str | None]]) -> str:
+def _bounded(errors: list[dict[str, str | None]]) -> list[dict[str, str | None]]:
+    kept = []
+    for error in errors[:MAX_ERRORS]:
+        field = error["field"]
+        kept.append(
+            {
+                "field": _cut(field, MAX_FIELD) if field else field,
+                "code": _cut(str(error["code"]), MAX_FIELD),
+                "message": _cut(str(error["message"]), MAX_MESSAGE),
+            }
+        )
+    return kept
+
+
+def _summary(errors: list[dict[str, str | None]], total: int) -> str:
     parts = [f"{e['field']}: {e['message']}" if e["field"] else str(e["message"]) for e in errors]
-    return "; ".join(parts)
+    if total > len(errors):
+        parts.append(f"and {total - len(errors)} more error(s)")
+    return _cut("; ".join(parts), MAX_DETAIL)
+
+
+def body(detail: str, code: str, errors: list[dict[str, str | None]] | None = None) -> dict[str, Any]:
+    """The error shape, bounded: what every API error answers."""
+    found = errors or []
+    kept = _bounded(found)
+    return {
+        "detail": _summary(kept, len(found)) if kept else _cut(detail, MAX_DETAIL),
+        "code": _cut(code, MAX_FIELD),
+        "errors": kept,
+    }
+
+
+def too_large() -> TooLarge:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return TooLarge(f"the request body is larger than the limit of {limit} bytes for API requests")
+
+
+def _django_to_api(exc: Exception) -> Exception:
+    """Django's own exceptions as the API errors that mean the same."""
+    if isinstance(exc, DjangoValidationError):
+        return exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+    if isinstance(exc, Http404):
+        return exceptions.NotFound(str(exc) or "not found")
+    if isinstance(exc, PermissionDenied):
+        return exceptions.PermissionDenied(str(exc) or None)
+    if isinstance(exc, RequestDataTooBig):
+        return too_large()
+    if isinstance(exc, SuspiciousOperation):  # too many fields, a malformed header, ...
+        return exceptions.ParseError(f"the request was refused: {exc}")
+    return exc
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, DjangoValidationError):
-        exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
-    elif isinstance(exc, Http404):
-        exc = exceptions.NotFound(str(exc) or "not found")
-    elif isinstance(exc, PermissionDenied):
-        exc = exceptions.PermissionDenied(str(exc) or None)
-
+    exc = _django_to_api(exc)
     response = drf_exception_handler(exc, context)
     if response is None:
         # An unexpected error: log it for operators, answer JSON without a traceback.
         log.exception("unhandled API error in %s", context.get("view"))
         return Response(
-            {
-                "detail": "internal error; the operators have the details in the portal log",
-                "code": "error",
-                "errors": [],
-            },
+            body(INTERNAL, "error"),
             status=status.HTTP_500_INTERNAL_SERVER_ERROR,
         )
 
     assert isinstance(exc, exceptions.APIException)
     if isinstance(exc, exceptions.ValidationError):
-        errors = _flatten(exc.detail)
-        response.data = {"detail": _summary(errors), "code": "invalid", "errors": errors}
+        response.data = body("", "invalid", _flatten(exc.detail))
     else:
         detail = exc.detail
         errors = _flatten(detail) if isinstance(detail, (dict, list)) else []
-        message = _summary(errors) if errors else str(detail)
         code = exc.get_codes()
-        response.data = {
-            "detail": message,
-            "code": code if isinstance(code, str) else exc.default_code,
-            "errors": errors,
-        }
+        response.data = body(str(detail), code if isinstance(code, str) else exc.default_code, errors)
     return response
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/") or request.path == "/api"
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 400 (a suspicious request met before any view): JSON under /api/, its page elsewhere."""
+    if _is_api(request):
+        error = _django_to_api(exception)
+        if isinstance(error, exceptions.APIException):
+            return JsonResponse(body(str(error.detail), str(error.default_code)), status=error.status_code)
+        return JsonResponse(body("bad request", "invalid"), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 (no route matched): JSON under /api/, its page elsewhere."""
+    if _is_api(request):
+        message = f"no API route {quote(request.path, 100)}; the routes are listed at /api/schema/"
+        return JsonResponse(body(message, "not_found"), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500 outside DRF's handler: JSON under /api/ (never a traceback), its page elsewhere."""
+    if _is_api(request):
+        return JsonResponse(body(INTERNAL, "error"), status=500)
+    return defaults.server_error(request)

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 from rest_framework.exceptions import ValidationError
 
-from jobs.logfiles import read_after
+from jobs.engines.base import LogChunk
+from jobs.logfiles import parse_cursor, read_chunk
+
+
+def read_after(path: Path, cursor: str, final: bool, limit: int = 256 * 1024) -> LogChunk:
+    offset = parse_cursor(cursor)
+    if not path.exists():
+        return LogChunk(text="", cursor=str(offset), complete=final)
+    with path.open("rb") as handle:
+        return read_chunk(handle, offset, final, limit)
 
 
 def test_a_follower_gets_every_line_exactly_once_while_the_log_grows(tmp_path: Path) -> None:
@@ -48,8 +57,14 @@ def test_a_missing_log_is_empty_not_an_error(tmp_path: Path) -> None:
     assert (chunk.text, chunk.cursor) == ("", "0")
 
 
-@pytest.mark.parametrize("cursor", ["abc", "-5", "1.5"])
+@pytest.mark.parametrize("cursor", ["abc", "-5", "1.5", "9" * 5000, "١٢", " 1e3"])
 def test_a_bad_cursor_names_the_field(tmp_path: Path, cursor: str) -> None:
     with pytest.raises(ValidationError) as error:
         read_after(tmp_path / "log.txt", cursor, final=False)
     assert "cursor" in str(error.value.detail)
+
+
+def test_a_huge_cursor_is_quoted_short(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as error:
+        read_after(tmp_path / "log.txt", "7" * 100_000, final=False)
+    assert len(str(error.value.detail)) < 300

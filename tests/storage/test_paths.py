@@ -46,7 +46,7 @@ ATTACKS: list[tuple[str, str, int]] = [
     ("bobs-home", "/pfs/local/home/bob/secret.txt", 403),
     ("double-slash-to-bob", "//pfs//local//home//bob//secret.txt", 403),
     ("homes-root", "/pfs/local/home", 403),
-    ("storage-root", "/pfs/local", 403),
+    ("storage-root", "/pfs/local", 400),
     ("other-area", "/pfs/local/secrets/x", 403),
     ("unknown-datacenter", "/pfs/elsewhere/home/alice/x", 403),
     ("symlink-to-etc", f"{HOME}/to-etc/passwd", 403),

@@ -1,0 +1,139 @@
+"""A job that turns its log into a symlink (or a FIFO) gets a 403 naming the rule, never the file behind it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from jobs.models import Job, JobState, Role, Worker
+from portal.datacenters.models import Datacenter, Engine
+
+SECRET = "the portal's private key: do-not-show-me"
+
+
+def make_job(datacenter: Datacenter, owner: User, state: JobState = JobState.SUCCEEDED, **engine_data: object) -> Job:
+    """A finished job of `owner` with one trainer, laid out on disk as the engines lay it out."""
+    job = Job.objects.create(
+        owner=owner,
+        datacenter=datacenter,
+        name="fit",
+        uid="fit-ab12c",
+        spec={"parallelism": 1, "pservers": 0},
+        state=state,
+        released=True,
+        engine_data=dict(engine_data),
+    )
+    Worker.objects.create(job=job, role=Role.TRAINER, index=0, state="succeeded")
+    return job
+
+
+def log_dir(datacenter: Datacenter, job: Job) -> Path:
+    folder = Path(datacenter.storage_root, "home", job.owner.username, "jobs", job.name, "output", job.uid, "trainer_0")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside" / "secret.txt"
+    outside.parent.mkdir()
+    outside.write_text(SECRET + "\n")
+    return outside
+
+
+@pytest.fixture
+def kube_dc(db: None, tmp_path: Path) -> Datacenter:
+    root = tmp_path / "pfs" / "kube"
+    (root / "home").mkdir(parents=True)
+    return Datacenter.objects.create(
+        name="kube", engine=Engine.KUBERNETES, in_cluster=True, storage_root=str(root)
+    )
+
+
+def assert_refused(api: APIClient, job: Job, what: str) -> None:
+    for extra in ({}, {"tail": "5"}, {"cursor": "3"}):
+        params = {"worker": "trainer-0", **extra}
+        response = api.get(f"/api/v1/jobs/{job.uid}/logs", params)
+        assert response.status_code == 403, response.content
+        assert SECRET.encode() not in response.content
+        payload = response.json()
+        assert payload["code"] == "log_refused"
+        assert "trainer-0" in payload["detail"] and what in payload["detail"], payload
+    worker = Worker.objects.get(job=job)
+    assert what in worker.message and "log refused" in worker.message
+    assert SECRET not in worker.message
+    workers = api.get(f"/api/v1/jobs/{job.uid}/workers").json()["results"]
+    assert what in workers[0]["message"]
+
+
+def test_a_log_that_is_a_link_out_of_the_home_is_refused_on_the_local_engine(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, secret_file: Path
+) -> None:
+    job = make_job(local_dc, alice)
+    (log_dir(local_dc, job) / "log.txt").symlink_to(secret_file)
+    assert_refused(alice_api, job, "symbolic link")
+
+
+def test_a_link_to_a_file_inside_the_home_is_refused_too(
+    alice_api: APIClient, alice: User, local_dc: Datacenter
+) -> None:
+    job = make_job(local_dc, alice)
+    folder = log_dir(local_dc, job)
+    own = Path(local_dc.storage_root, "home", "alice", "notes.txt")
+    own.write_text(SECRET)
+    (folder / "log.txt").symlink_to(own)
+    assert_refused(alice_api, job, "symbolic link")
+
+
+def test_a_linked_output_folder_leading_out_is_refused(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, secret_file: Path
+) -> None:
+    job = make_job(local_dc, alice)
+    folder = log_dir(local_dc, job)
+    folder.rmdir()
+    os.rename(secret_file, secret_file.parent / "log.txt")
+    folder.symlink_to(secret_file.parent)
+    assert_refused(alice_api, job, "leads outside")
+
+
+def test_a_fifo_at_the_log_is_refused_without_blocking(alice_api: APIClient, alice: User, local_dc: Datacenter) -> None:
+    job = make_job(local_dc, alice)
+    os.mkfifo(log_dir(local_dc, job) / "log.txt")
+    assert_refused(alice_api, job, "not a regular file")
+
+
+def test_an_operator_reading_the_log_is_refused_too(
+    carol_api: APIClient, alice: User, local_dc: Datacenter, secret_file: Path
+) -> None:
+    job = make_job(local_dc, alice)
+    (log_dir(local_dc, job) / "log.txt").symlink_to(secret_file)
+    response = carol_api.get(f"/api/v1/jobs/{job.uid}/logs", {"worker": "trainer-0", "all": "1"})
+    assert response.status_code == 403 and SECRET.encode() not in response.content
+
+
+def test_an_archived_kubernetes_log_that_is_a_link_is_refused(
+    alice_api: APIClient, alice: User, kube_dc: Datacenter, secret_file: Path
+) -> None:
+    job = make_job(kube_dc, alice, archived=True, namespace="paddle-alice")
+    (log_dir(kube_dc, job) / "log.txt").symlink_to(secret_file)
+    assert_refused(alice_api, job, "symbolic link")
+
+
+def test_the_launchers_copy_on_a_running_kubernetes_job_is_refused_when_a_link(
+    alice_api: APIClient, alice: User, kube_dc: Datacenter, secret_file: Path
+) -> None:
+    job = make_job(kube_dc, alice, state=JobState.RUNNING, namespace="paddle-alice")
+    (log_dir(kube_dc, job) / "log.txt").symlink_to(secret_file)
+    assert_refused(alice_api, job, "symbolic link")
+
+
+def test_a_plain_log_is_still_served(alice_api: APIClient, alice: User, local_dc: Datacenter) -> None:
+    job = make_job(local_dc, alice)
+    (log_dir(local_dc, job) / "log.txt").write_text("loss 1\nloss 0.5\n")
+    answer = alice_api.get(f"/api/v1/jobs/{job.uid}/logs", {"worker": "trainer-0"}).json()
+    assert answer["text"] == "loss 1\nloss 0.5\n" and answer["complete"]
+    assert Worker.objects.get(job=job).message == ""
