@@ -19,6 +19,9 @@ from storage.paths import ResolvedPath
 
 
 def entry_json(logical: str, entry: Entry) -> dict[str, Any]:
+    # A name a job wrote in bytes that are not UTF-8 is shown with U+FFFD in their place (JSON cannot
+    # carry it otherwise); paths.parse then refuses that name with a 400 saying why.
+    logical = logical.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return {
         "path": logical,
         "name": logical.rsplit("/", 1)[-1],

@@ -90,3 +90,13 @@ def test_the_parser_is_the_one_rule(db: None) -> None:
             paths.parse(path)
         assert AREA_RULE in str(error.value.detail)  # type: ignore[attr-defined]
     assert paths.parse("/pfs/local/public") == ["local", "public"]
+
+
+def test_a_name_on_disk_that_is_not_utf8_is_listed_with_a_replacement(alice_api: APIClient, home: Path) -> None:
+    os.mkdir(os.fsencode(home) + b"/bad\xff")
+    for recursive in ("false", "true"):
+        response = alice_api.get("/api/v1/files/ls", {"path": "/pfs/local/home/alice", "recursive": recursive})
+        assert response.status_code == 200, response.content[:300]
+        assert [e["name"] for e in response.json()["results"]] == ["bad\ufffd"]
+    listed = response.json()["results"][0]["path"]
+    _assert_refused(alice_api.get("/api/v1/files/stat", {"path": listed}), "path", "not valid UTF-8")
