@@ -8,17 +8,21 @@ never a window on another file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
+import os
+import secrets
+import stat
 from typing import IO
 
 from rest_framework import exceptions, serializers
 
-from jobs.engines.base import LogChunk
+from jobs.engines.base import LogChunk, TransientEngineError
 from jobs.models import Job, Worker
 from portal.api.errors import quote
 from storage import paths
-from storage.errors import from_os_error
+from storage.errors import StorageUnavailable, from_os_error
 
 MAX_CHUNK = 256 * 1024
 _MAX_CURSOR_DIGITS = 18  # an offset into any file that fits on a disk
@@ -75,6 +79,46 @@ def open_log(job: Job, worker: str) -> IO[bytes] | None:
         raise from_os_error(exc, target.logical) from None
     handle: IO[bytes] = opened.file  # type: ignore[assignment]
     return handle
+
+
+def write_archive(job: Job, worker: str, data: bytes) -> bool:
+    """Keep `data` as the worker's log unless the file there is as long already; atomic, beneath the root.
+
+    The folders are made and the file written without following a link (a job may have swapped one
+    in to steer the portal's write elsewhere); such a log is left alone and reported. True if written.
+    """
+    try:
+        target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker), follow_last=False)
+        storage, name = target.storage, target.name
+        folder = name.rsplit("/", 1)[0]
+        storage.makedirs(folder)
+        try:
+            current = storage.lstat(name)
+            if stat.S_ISREG(current.st_mode) and current.st_size >= len(data):
+                return False  # the launcher's own copy is whole (the kubelet may have rotated the pod log)
+        except FileNotFoundError:
+            pass
+        temp = f"{folder}/.log-{secrets.token_hex(8)}.tmp"
+        fd = storage.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            storage.replace(temp, name)  # a link at `name` is replaced, never written through
+        except BaseException:
+            with contextlib.suppress(OSError):
+                storage.remove(temp)
+            raise
+    except StorageUnavailable as exc:
+        raise TransientEngineError(str(exc.detail)) from None  # not mounted right now: the next cycle retries
+    except (exceptions.PermissionDenied, NotADirectoryError) as exc:
+        _refuse(job, worker, f"not archived: {getattr(exc, 'detail', exc)}")
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EMLINK):
+            raise
+        _refuse(job, worker, "not archived: a folder of its path is a symbolic link, which is not followed")
+        return False
+    return True
 
 
 def read_log_file(job: Job, worker: str, cursor: str, final: bool, limit: int = MAX_CHUNK) -> LogChunk | None:

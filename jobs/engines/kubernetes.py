@@ -24,8 +24,6 @@ import gc
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -37,7 +35,7 @@ from jobs import packages
 from jobs.engines import k8s_manifests as m
 from jobs.engines import k8s_status, kube
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError
-from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file
+from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
 from portal.datacenters import quota
 from portal.registry.models import RegistrySecret
@@ -332,21 +330,8 @@ class KubernetesEngine(Engine):
         """
         for (role, index), attempts in k8s_status.by_worker(pods).items():
             text = self._worker_text(ns, role, attempts)
-            if not text:
-                continue
-            data = text.encode()
-            path = self._output(job) / f"{role}_{index}" / "log.txt"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.exists() and path.stat().st_size >= len(data):
-                continue
-            handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".log-", suffix=".tmp")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    out.write(data)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            if text:
+                write_archive(job, f"{role}-{index}", text.encode())
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         role, _, index_text = worker.partition("-")

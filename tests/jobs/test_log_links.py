@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from jobs.logfiles import write_archive
 from jobs.models import Job, JobState, Role, Worker
 from portal.datacenters.models import Datacenter, Engine
 
@@ -137,3 +138,40 @@ def test_a_plain_log_is_still_served(alice_api: APIClient, alice: User, local_dc
     answer = alice_api.get(f"/api/v1/jobs/{job.uid}/logs", {"worker": "trainer-0"}).json()
     assert answer["text"] == "loss 1\nloss 0.5\n" and answer["complete"]
     assert Worker.objects.get(job=job).message == ""
+
+
+def test_archiving_replaces_a_linked_log_and_never_writes_through_it(
+    alice: User, kube_dc: Datacenter, secret_file: Path
+) -> None:
+    job = make_job(kube_dc, alice, namespace="paddle-alice")
+    link = log_dir(kube_dc, job) / "log.txt"
+    link.symlink_to(secret_file)
+    assert write_archive(job, "trainer-0", b"step 1 loss 2.5\n")
+    assert secret_file.read_text() == SECRET + "\n"
+    assert not link.is_symlink() and link.read_text() == "step 1 loss 2.5\n"
+    assert not [p for p in link.parent.iterdir() if p.name.startswith(".log-")]
+
+
+def test_archiving_into_a_folder_linked_out_of_the_home_writes_nothing_there(
+    alice: User, bob: User, kube_dc: Datacenter
+) -> None:
+    job = make_job(kube_dc, alice, namespace="paddle-alice")
+    bobs = Path(kube_dc.storage_root, "home", "bob", "jobs", "x", "output", "u", "trainer_0")
+    bobs.mkdir(parents=True)
+    (bobs / "log.txt").write_text("bob's log\n")
+    folder = log_dir(kube_dc, job)
+    folder.rmdir()
+    folder.symlink_to(bobs)
+    assert not write_archive(job, "trainer-0", b"alice's much longer log that would win\n")
+    assert (bobs / "log.txt").read_text() == "bob's log\n" and sorted(p.name for p in bobs.iterdir()) == ["log.txt"]
+    assert "not archived" in Worker.objects.get(job=job).message
+
+
+def test_archiving_keeps_a_longer_launcher_copy(alice: User, kube_dc: Datacenter) -> None:
+    job = make_job(kube_dc, alice, namespace="paddle-alice")
+    log = log_dir(kube_dc, job) / "log.txt"
+    log.write_text("the launcher's longer copy\n")
+    assert not write_archive(job, "trainer-0", b"short\n")
+    assert log.read_text() == "the launcher's longer copy\n"
+    assert write_archive(job, "trainer-0", b"a pod log longer than the launcher's copy\n")
+    assert log.read_text() == "a pod log longer than the launcher's copy\n"
