@@ -107,8 +107,11 @@ def _check_quota(checked: Checked) -> None:
 
 def _check_name_free(checked: Checked) -> None:
     name = checked.spec["jobname"]
-    if Job.objects.filter(owner=checked.user, name=name, state__in=ACTIVE_STATES).exists():
-        raise Conflict({"jobname": [f"you already have an active job named {name!r}; kill it or choose another name"]})
+    state = Job.objects.filter(owner=checked.user, name=name, state__in=ACTIVE_STATES).values_list("state", flat=True)
+    if state:
+        raise Conflict(
+            {"jobname": [f"you already have an active job named {name!r} ({state[0]}); kill it or choose another name"]}
+        )
 
 
 def dry_run(user: User, payload: Any, upload_pending: bool = False) -> tuple[Job, Checked]:
