@@ -28,7 +28,8 @@ MAX_GPUS = 1024
 _SHAPE = re.compile(
     # As Kubernetes writes them: a decimal number, then an exponent or a suffix (not both).
     r"(?P<sign>[+-]?)(?P<number>\d+(?:\.\d*)?|\.\d+)"
-    r"(?:[eE](?P<exponent>[+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?"
+    r"(?:[eE](?P<exponent>[+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?",
+    re.ASCII,  # only 0-9 are digits: Decimal() would also take other scripts' digits
 )
 _NON_FINITE = re.compile(r"[+-]?(?:s?nan|inf|infinity)", re.IGNORECASE)
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}  # powers of 1024

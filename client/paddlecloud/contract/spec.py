@@ -40,7 +40,7 @@ QUANTITIES = {
 }
 DEFAULTS = {"cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # explicit ranges: ASCII only
 
 # Variables PaddleCloud sets for the launcher and Paddle; a user value would silently break the wiring.
 RESERVED_ENV_PREFIXES = ("PADDLECLOUD_", "PADDLE_")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -77,7 +78,7 @@ def submit(
     if local is None:
         return _post_job(session, body, None, flags), None
     files = Files(session)
-    before = _entries(files, body["package"])
+    before = _before_upload(files, body["package"])
     summary = files.copy([str(local) + "/"], body["package"] + "/", progress, chunk_size, package=True)
     try:
         job = _post_job(session, body, None, flags)
@@ -100,22 +101,33 @@ def _post_job(
     return answer
 
 
-def _entries(files: Files, folder: str) -> set[str] | None:
-    """Every path under `folder` before an upload, or None when the folder is not there yet."""
-    if files.stat(folder) is None:
-        return None
-    return {str(entry["path"]) for entry in files.ls(folder, recursive=True)}
+@dataclass(frozen=True)
+class _Before:
+    """What was there before an upload: the first folder the upload creates, else the folder's entries."""
+
+    created: str | None
+    entries: frozenset[str] = frozenset()
 
 
-def _remove_added(files: Files, folder: str, before: set[str] | None) -> None:
-    """Undo an upload the portal then refused: the folder if it is new, else only what the upload added."""
+def _before_upload(files: Files, folder: str) -> _Before:
+    parts = folder.strip("/").split("/")
+    # /pfs/<dc>/home/<user> is there; the folders below it (jobs/, jobs/<name>/) may not be yet.
+    for depth in range(5, len(parts) + 1):
+        path = "/" + "/".join(parts[:depth])
+        if files.stat(path) is None:
+            return _Before(created=path)
+    return _Before(created=None, entries=frozenset(str(e["path"]) for e in files.ls(folder, recursive=True)))
+
+
+def _remove_added(files: Files, folder: str, before: _Before) -> None:
+    """Undo an upload the portal then refused: the folders it created, else only the entries it added."""
     try:
-        if before is None:
-            files.rm(folder, recursive=True)
+        if before.created is not None:
+            files.rm(before.created, recursive=True)
             return
         removed: list[str] = []
         for path in sorted(str(entry["path"]) for entry in files.ls(folder, recursive=True)):
-            if path not in before and not any(path.startswith(gone + "/") for gone in removed):
+            if path not in before.entries and not any(path.startswith(gone + "/") for gone in removed):
                 files.rm(path, recursive=True)
                 removed.append(path)
     except (APIError, NetworkError):
