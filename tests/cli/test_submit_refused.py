@@ -108,3 +108,19 @@ def test_a_job_refused_after_its_upload_keeps_what_was_there_before(
     assert left_in_home(portal) == ["jobs", "jobs/fit", "jobs/fit/output", "jobs/fit/output/fit-abcde",
                                     "jobs/fit/output/fit-abcde/log.txt"]
     assert not Upload.objects.filter(state="open").exists()
+
+
+def test_the_sdk_asks_before_it_uploads(portal: Portal, tmp_path: Path) -> None:
+    from paddlecloud import PaddleJob
+    from paddlecloud.ctl.errors import APIError
+
+    pkg = package(tmp_path)
+    answer = PaddleJob(job_name="fit", entry_point="python train.py", trainer_package_path=pkg,
+                       trainers=2).submit(dry_run=True)
+    assert answer["dry_run"] is True and answer["requested"]["cpu"] == 2.0
+    assert_nothing_left(portal)
+    over = PaddleJob(job_name="fit", entry_point="python train.py", trainer_package_path=pkg, trainers=17)
+    with pytest.raises(APIError, match="quota: cpu: the job needs 17 cores"):
+        over.submit()
+    assert over.job is None
+    assert_nothing_left(portal)
