@@ -1,4 +1,4 @@
-"""Jobs API: submit, list, get, kill (and remove), workers, and logs by cursor."""
+"""Jobs API: submit (or a dry run), list, get, kill (and remove), workers, and logs by cursor."""
 
 from __future__ import annotations
 

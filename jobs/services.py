@@ -1,4 +1,4 @@
-"""Every write to jobs goes through here: submit (validate, check quota, create), kill and remove."""
+"""Every write to jobs goes through here: submit (check, then a short transaction), dry run, kill and remove."""
 
 from __future__ import annotations
 
