@@ -1,4 +1,4 @@
-"""Jobs API: submit, list, get, kill (and remove), workers, and logs by cursor."""
+"""Jobs API: submit (or a dry run), list, get, kill (and remove), workers, and logs by cursor."""
 
 from __future__ import annotations
 
@@ -71,6 +71,27 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/jobs/{job.uid}/"
 
 
+class DryRunJobSerializer(JobSerializer):
+    """The job a dry run would create: what the spec settles (no uid, times or output yet)."""
+
+    class Meta(JobSerializer.Meta):
+        fields = ["name", "owner", "datacenter", "state", "trainers", "pservers", "spec"]
+
+
+class RequestedSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cpu = serializers.FloatField(help_text="cores, trainers and pservers together")
+    memory = serializers.IntegerField(help_text="bytes, trainers and pservers together")
+    gpu = serializers.IntegerField()
+
+
+class DryRunSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """`POST /jobs?dry_run=1`: the submit would be accepted; nothing was created."""
+
+    dry_run = serializers.BooleanField(help_text="always true")
+    job = DryRunJobSerializer()
+    requested = RequestedSerializer()
+
+
 class WorkerSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     name = serializers.CharField(read_only=True)
 
@@ -117,11 +138,48 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
             jobs = jobs.filter(state__in=ACTIVE_STATES)
         return jobs.order_by("-created_at")
 
-    @extend_schema(request=JobSpecSerializer, responses={201: JobSerializer})
+    @extend_schema(
+        request=JobSpecSerializer,
+        parameters=[
+            OpenApiParameter(
+                "dry_run", bool, required=False,
+                description="1 or true: check everything a submit checks (spec, package, registry, quota, name) "
+                "and create nothing; answers 200 with the job as it would be created",
+            ),
+            OpenApiParameter(
+                "upload_pending", bool, required=False,
+                description="with dry_run: the package will be uploaded after this check, so its path must be "
+                "writable by you but need not exist yet (what `paddlectl submit DIR` asks before uploading)",
+            ),
+        ],
+        responses={201: JobSerializer, 200: DryRunSerializer},
+    )
     def post(self, request: Request) -> Response:
+        dry_run = _flag(request, "dry_run")
+        upload_pending = _flag(request, "upload_pending")
+        if upload_pending and not dry_run:
+            raise exceptions.ValidationError({"upload_pending": ["only with dry_run=1"]})
+        if dry_run:
+            job, checked = services.dry_run(request.user, request.data, upload_pending)  # type: ignore[arg-type]
+            answer = {
+                "dry_run": True,
+                "job": DryRunJobSerializer(job).data,
+                "requested": {"cpu": float(checked.cpu), "memory": checked.memory, "gpu": checked.gpu},
+            }
+            return Response(answer, status=status.HTTP_200_OK)
         job = services.submit(request.user, request.data)  # type: ignore[arg-type]
         job = Job.objects.select_related("owner", "datacenter").get(pk=job.pk)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+def _flag(request: Request, name: str) -> bool:
+    """A yes/no query parameter: absent, 0, false, 1 or true; anything else is a 400 naming it."""
+    value = request.query_params.get(name)
+    if value is None or value.lower() in ("0", "false"):
+        return False
+    if value.lower() in ("1", "true"):
+        return True
+    raise exceptions.ValidationError({name: ["must be 1, true, 0 or false"]})
 
 
 class JobDetail(APIView):

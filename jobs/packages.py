@@ -33,19 +33,32 @@ def logical(datacenter: Datacenter, real: Path) -> str:
     return f"/pfs/{datacenter.name}/" + str(real.relative_to(datacenter.storage_root))
 
 
-def resolve_package(datacenter: Datacenter, user: Any, package: str, jobname: str) -> Path:
-    """The package directory on disk; refused (400, field `package`) unless the user may read it there."""
-    text = package or f"/pfs/{datacenter.name}/home/{user.get_username()}/jobs/{jobname}"
+def _package_path(datacenter: Datacenter, user: Any, text: str, write: bool) -> Path:
     try:
-        resolved = paths.resolve(user, text, field="package")
+        resolved = paths.resolve(user, text, write=write, field="package")
     except exceptions.PermissionDenied as exc:
         raise serializers.ValidationError({"package": [str(exc.detail)]}) from None
     if resolved.datacenter.pk != datacenter.pk:
         raise serializers.ValidationError({"package": [f"{text!r} is not on datacenter {datacenter.name!r}"]})
-    real = resolved.real
+    return resolved.real
+
+
+def resolve_package(datacenter: Datacenter, user: Any, package: str, jobname: str) -> Path:
+    """The package directory on disk; refused (400, field `package`) unless the user may read it there."""
+    text = package or f"/pfs/{datacenter.name}/home/{user.get_username()}/jobs/{jobname}"
+    real = _package_path(datacenter, user, text, write=False)
     if not real.exists():
         hint = " (upload it with `paddlectl submit ... DIR` or `paddlectl file cp`)" if not package else ""
         raise serializers.ValidationError({"package": [f"{text!r} does not exist{hint}"]})
     if not real.is_dir():
+        raise serializers.ValidationError({"package": [f"{text!r} is not a directory"]})
+    return real
+
+
+def check_upload_target(datacenter: Datacenter, user: Any, package: str, jobname: str) -> Path:
+    """Where a package about to be uploaded goes: a place the user may write; it need not exist yet."""
+    text = package or f"/pfs/{datacenter.name}/home/{user.get_username()}/jobs/{jobname}"
+    real = _package_path(datacenter, user, text, write=True)
+    if real.exists() and not real.is_dir():
         raise serializers.ValidationError({"package": [f"{text!r} is not a directory"]})
     return real

@@ -1,9 +1,10 @@
-"""Every write to jobs goes through here: submit (validate, check quota, create), kill and remove."""
+"""Every write to jobs goes through here: submit (check, then a short transaction), dry run, kill and remove."""
 
 from __future__ import annotations
 
 import secrets
 import string
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -48,30 +49,25 @@ def _bytes(value: Any) -> str:
     return f"{value} bytes"
 
 
-def _check_quota(user: User, datacenter: Datacenter, data: dict[str, Any]) -> None:
-    cpu, memory, gpu = spec.requested(data)
-    limits = quota.limits(user, datacenter)
-    used = quota.usage(user, datacenter)
-    problems = []
-    for label, asked, limit, in_use, show in (
-        ("cpu", cpu, limits.cpu, used.cpu, _cores),
-        ("memory", memory, limits.memory, used.memory, _bytes),
-        ("gpu", gpu, limits.gpu, used.gpu, str),
-        ("jobs", 1, limits.jobs, used.jobs, lambda n: f"{n} active jobs"),
-    ):
-        if in_use + asked > limit:
-            problems.append(
-                f"{label}: the job needs {show(asked)} but only {show(max(limit - in_use, 0))} of your "
-                f"{show(limit)} are free in {datacenter.name} ({show(in_use)} in use); "
-                f"over by {show(in_use + asked - limit)}"
-            )
-    if problems:
-        raise exceptions.ValidationError({"quota": problems})
+@dataclass(frozen=True)
+class Checked:
+    """A submission that passed every check needing no lock: the spec, and the amounts already parsed."""
+
+    user: User
+    datacenter: Datacenter
+    spec: dict[str, Any]
+    cpu: Decimal
+    memory: int
+    gpu: int
+    limits: quota.Amounts
 
 
-@transaction.atomic
-def submit(user: User, payload: Any) -> Job:
-    """Validate the spec, check the quota and create the job; submit_job runs once this commits."""
+def check(user: User, payload: Any, upload_pending: bool = False) -> Checked:
+    """Every check of a submission that needs no lock: spec, datacenter, registry, package, quantities.
+
+    upload_pending: the package is about to be uploaded (a dry run before `paddlectl submit`
+    uploads), so its path must be one the user may write, but need not exist yet.
+    """
     serializer = spec.JobSpecSerializer(data=payload)
     serializer.is_valid(raise_exception=True)
     data = dict(serializer.validated_data)
@@ -81,24 +77,74 @@ def submit(user: User, payload: Any) -> Job:
         raise exceptions.ValidationError(
             {"registry": [f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)"]}
         )
-    packages.resolve_package(datacenter, user, data["package"], data["jobname"])
-    # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
-    User.objects.select_for_update().filter(pk=user.pk).first()
-    _check_quota(user, datacenter, data)
-    if Job.objects.filter(owner=user, name=data["jobname"], state__in=ACTIVE_STATES).exists():
-        raise Conflict(
-            {"jobname": [f"you already have an active job named {data['jobname']!r}; kill it or choose another name"]}
-        )
-    try:
-        with transaction.atomic():
-            job = Job.objects.create(
-                owner=user, datacenter=datacenter, name=data["jobname"], uid=_uid(data["jobname"]), spec=data
-            )
-    except IntegrityError:
-        raise Conflict({"jobname": [f"you already have an active job named {data['jobname']!r}"]}) from None
-    from jobs.tasks import submit_job
+    if upload_pending:
+        packages.check_upload_target(datacenter, user, data["package"], data["jobname"])
+    else:
+        packages.resolve_package(datacenter, user, data["package"], data["jobname"])
+    cpu, memory, gpu = spec.requested(data)
+    return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter))
 
-    transaction.on_commit(lambda: submit_job.delay(job.pk))
+
+def _check_quota(checked: Checked) -> None:
+    """Compare what the job asks for with what is free; only already-parsed numbers, so it is quick."""
+    limits, used, name = checked.limits, quota.usage(checked.user, checked.datacenter), checked.datacenter.name
+    problems = []
+    for label, asked, limit, in_use, show in (
+        ("cpu", checked.cpu, limits.cpu, used.cpu, _cores),
+        ("memory", checked.memory, limits.memory, used.memory, _bytes),
+        ("gpu", checked.gpu, limits.gpu, used.gpu, str),
+        ("jobs", 1, limits.jobs, used.jobs, lambda n: f"{n} active jobs"),
+    ):
+        if in_use + asked > limit:
+            problems.append(
+                f"{label}: the job needs {show(asked)} but only {show(max(limit - in_use, 0))} of your "
+                f"{show(limit)} are free in {name} ({show(in_use)} in use); "
+                f"over by {show(in_use + asked - limit)}"
+            )
+    if problems:
+        raise exceptions.ValidationError({"quota": problems})
+
+
+def _check_name_free(checked: Checked) -> None:
+    name = checked.spec["jobname"]
+    state = Job.objects.filter(owner=checked.user, name=name, state__in=ACTIVE_STATES).values_list("state", flat=True)
+    if state:
+        raise Conflict(
+            {"jobname": [f"you already have an active job named {name!r} ({state[0]}); kill it or choose another name"]}
+        )
+
+
+def dry_run(user: User, payload: Any, upload_pending: bool = False) -> tuple[Job, Checked]:
+    """Answer what submit would, quota and name included, creating nothing: the job as it would be."""
+    checked = check(user, payload, upload_pending)
+    _check_quota(checked)
+    _check_name_free(checked)
+    name = checked.spec["jobname"]
+    job = Job(owner=user, datacenter=checked.datacenter, name=name, uid="", spec=checked.spec)
+    return job, checked
+
+
+def submit(user: User, payload: Any) -> Job:
+    """Validate the spec, check the quota and create the job; submit_job runs once this commits."""
+    checked = check(user, payload)
+    data = checked.spec
+    # Short: the checks above needed no lock; here only the quota and name re-check and one insert.
+    with transaction.atomic():
+        # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
+        User.objects.select_for_update().filter(pk=user.pk).first()
+        _check_quota(checked)
+        _check_name_free(checked)
+        try:
+            with transaction.atomic():
+                job = Job.objects.create(
+                    owner=user, datacenter=checked.datacenter, name=data["jobname"], uid=_uid(data["jobname"]),
+                    spec=data,
+                )
+        except IntegrityError:
+            raise Conflict({"jobname": [f"you already have an active job named {data['jobname']!r}"]}) from None
+        from jobs.tasks import submit_job
+
+        transaction.on_commit(lambda: submit_job.delay(job.pk))
     return job
 
 

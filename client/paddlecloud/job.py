@@ -5,7 +5,7 @@ from paddlecloud import PaddleJob, dist_train
 
 job = PaddleJob(job_name="fit", entry_point="python train.py", trainer_package_path="./fit_a_line",
                 cpu_nums=1, memory="1Gi", trainers=2, pservers=2)
-job.submit()                     # uploads ./fit_a_line to /pfs/<dc>/home/<user>/jobs/fit/, then submits
+job.submit()                     # asks the portal, uploads ./fit_a_line to /pfs/<dc>/home/<user>/jobs/fit/, submits
 for line in job.logs(follow=True):
     print(line, end="")
 print(job.wait()["state"])       # succeeded | failed | killed
@@ -251,8 +251,12 @@ class PaddleJob:
     def state(self) -> str | None:
         return self.job["state"] if self.job else None
 
-    def submit(self, progress: Any = None, chunk_size: int | None = None) -> dict[str, Any]:
-        """Upload the package (a local directory) to the job's folder, then submit; returns the job."""
+    def submit(self, progress: Any = None, chunk_size: int | None = None, dry_run: bool = False) -> dict[str, Any]:
+        """Ask the portal (a dry run), upload the package (a local directory) to the job's folder, then submit.
+
+        Returns the job. A job the portal refuses uploads nothing. dry_run=True only asks: it returns
+        the portal's answer ({"dry_run": true, "job": ..., "requested": ...}) and creates nothing.
+        """
         from paddlecloud.ctl import jobs
 
         package = self.trainer_package_path
@@ -260,8 +264,10 @@ class PaddleJob:
             raise UsageProblem(
                 "PaddleJob: trainer_package_path is required to submit: a local directory (uploaded) or a /pfs/ path"
             )
-        self.job, _ = jobs.submit(self.session, self.to_spec(), package, progress, chunk_size, PARAMETERS)
-        return self.job
+        answer, _ = jobs.submit(self.session, self.to_spec(), package, progress, chunk_size, PARAMETERS, dry_run)
+        if not dry_run:
+            self.job = answer
+        return answer
 
     def status(self) -> dict[str, Any]:
         """The job as the portal sees it now: state, reason, message, trainers, pservers, ..."""

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from paddlecloud.contract import quantity as quantity_rules
 from rest_framework import exceptions, generics, serializers
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
@@ -68,6 +69,8 @@ class QuotaSerializer(StrictModelSerializer):
     class Meta:
         model = Quota
         fields = ["cpu", "memory", "gpu", "jobs", "storage", "storage_files"]
+        # The quantity fields are checked by the model's validators (the bounded parser of the contract).
+        extra_kwargs = {"gpu": {"max_value": quantity_rules.MAX_GPUS}}
 
 
 class QuotaAdminView(APIView):

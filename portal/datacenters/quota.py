@@ -6,14 +6,18 @@ registering a provider in its AppConfig.ready(), so this module imports neither.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+from paddlecloud.contract import quantity
 
 from portal.datacenters.models import Datacenter, Quota
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,29 @@ def register_usage_provider(provider: UsageProvider) -> None:
         _providers.append(provider)
 
 
+def _amount(override: Quota | None, datacenter: Datacenter, name: str, kind: quantity.Kind) -> Decimal:
+    """A quantity limit: the user's override, else the datacenter's default.
+
+    A value saved before quantities were bounded (NaN, 1e999999) must not break the quota page or
+    submit: a bad override counts as the datacenter's default, a bad default as zero (nothing may be
+    used until an operator fixes it). Both are logged for the operators.
+    """
+    value = getattr(override, name, "") if override else ""
+    if value:
+        try:
+            return quantity.parse(value, kind, name)
+        except quantity.QuantityError as exc:
+            log.warning("quota of %s in %s: ignoring the saved %s and using the default: %s",
+                        override.user, datacenter.name, name, exc)  # type: ignore[union-attr]
+    default = getattr(datacenter, f"default_{name}")
+    try:
+        return quantity.parse(default, kind, name)
+    except quantity.QuantityError as exc:
+        log.warning("datacenter %s: its default %s quota is invalid, so it counts as 0: %s", datacenter.name,
+                    name, exc)
+        return Decimal(0)
+
+
 def limits(user: Any, datacenter: Datacenter) -> Amounts:
     override = Quota.objects.filter(user=user, datacenter=datacenter).first()
 
@@ -51,11 +78,11 @@ def limits(user: Any, datacenter: Datacenter) -> Amounts:
         return default if value in (None, "") else value
 
     return Amounts(
-        cpu=Decimal(parse_quantity(pick("cpu", datacenter.default_cpu))),
-        memory=int(parse_quantity(pick("memory", datacenter.default_memory))),
+        cpu=_amount(override, datacenter, "cpu", quantity.CPU),
+        memory=math.ceil(_amount(override, datacenter, "memory", quantity.MEMORY)),
         gpu=int(pick("gpu", datacenter.default_gpu)),
         jobs=int(pick("jobs", datacenter.default_jobs)),
-        storage=int(parse_quantity(pick("storage", datacenter.default_storage))),
+        storage=math.ceil(_amount(override, datacenter, "storage", quantity.STORAGE)),
         storage_files=int(pick("storage_files", datacenter.default_storage_files)),
     )
 

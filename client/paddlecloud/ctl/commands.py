@@ -311,6 +311,8 @@ def _default_jobname(package: str) -> str:
               help="Upload chunk size, a multiple of 64Ki (default: the portal's).")
 @click.option("-wait", "--wait", "wait_end", is_flag=True, help="Wait until the job ends; exit 1 unless it succeeded.")
 @click.option("-f", "--follow", is_flag=True, help="Follow the logs until the job ends; exit 1 unless it succeeded.")
+@click.option("-dry-run", "--dry-run", "dry_run", is_flag=True,
+              help="Only ask the portal whether it would accept the job (quota included); upload and create nothing.")
 @click.option("-o", "--output", type=OUTPUT, default="table", help="Print the submitted job as json or yaml.")
 @click.argument("package")
 @click.pass_context
@@ -353,7 +355,16 @@ def submit(ctx: click.Context, package: str, **flags: Any) -> None:
         what = "is not a directory" if Path(package).expanduser().exists() else "does not exist"
         raise UsageProblem(f"PACKAGE: {package} {what} (give a local directory or a /pfs/ path)")
     session = session_of(ctx)
-    job, summary = jobs.submit(session, body, package, BarProgress(), chunk)
+    job, summary = jobs.submit(session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"])
+    if flags["dry_run"]:
+        if flags["output"] in ("json", "yaml"):
+            click.echo(dump(job, flags["output"]))
+        else:
+            asked = job.get("requested") or {}
+            click.echo(f"the portal would accept job {jobname} on {job['job']['datacenter']} "
+                       f"({asked.get('cpu', 0):g} cores, {human_bytes(int(asked.get('memory', 0)))}B memory, "
+                       f"{asked.get('gpu', 0)} GPUs in all); nothing was uploaded or created")
+        return
     if summary is not None:
         plural = "s" if summary.files != 1 else ""
         note(f"uploaded {summary.files} file{plural} ({human_bytes(summary.bytes)}B) to {job['spec'].get('package')}"
@@ -373,11 +384,15 @@ def submit(ctx: click.Context, package: str, **flags: Any) -> None:
 def parse_chunk_size(text: str | None) -> int | None:
     if not text:
         return None
-    from paddlecloud.ctl.spec import parse_quantity
+    from paddlecloud.contract import quantity
 
-    amount = parse_quantity(text)
-    if amount is None or amount != int(amount) or amount <= 0 or int(amount) % 65536:
-        raise UsageProblem(f"--chunk-size: {text!r} must be a multiple of 64Ki (65536 bytes), e.g. 8Mi")
+    problem = UsageProblem(f"--chunk-size: {quantity.quote(text)} must be a multiple of 64Ki (65536 bytes), e.g. 8Mi")
+    try:
+        amount = quantity.parse(text, quantity.MEMORY)
+    except quantity.QuantityError:
+        raise problem from None
+    if amount != int(amount) or amount <= 0 or int(amount) % 65536:
+        raise problem
     return int(amount)
 
 

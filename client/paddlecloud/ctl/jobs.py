@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -46,13 +47,19 @@ def submit(
     progress: Progress | None = None,
     chunk_size: int | None = None,
     flags: dict[str, str] | None = None,
+    dry_run: bool = False,
 ) -> tuple[dict[str, Any], Summary | None]:
-    """Check the spec, upload a local package directory to the job's folder, and create the job."""
+    """Check the spec, ask the portal (a dry run), upload a local package directory, and create the job.
+
+    The dry run comes first, so a job the portal would refuse (quota, registry, name, a bad value)
+    uploads nothing. If the job is still refused after the upload (something changed in between),
+    what the upload added is removed again. dry_run=True stops after the dry run and returns its answer.
+    """
     body = {k: v for k, v in spec.items() if v is not None}
     body.setdefault("datacenter", session.portal_datacenter)
     specs.check(body, flags)
     names = {**specs.FLAGS, **(flags or {})}
-    summary: Summary | None = None
+    local: Path | None = None
     if package is not None and str(package) != "":
         text = str(package)
         if is_remote(text):
@@ -63,32 +70,68 @@ def submit(
                 raise UsageProblem(f"{names['package']}: {text} does not exist (a local directory or a /pfs/ path)")
             if not local.is_dir():
                 raise UsageProblem(f"{names['package']}: {text} is not a directory")
-            _refuse_active_name(session, body["jobname"])
-            target = package_dir(session, body["datacenter"], body["jobname"])
-            summary = Files(session).copy([str(local) + "/"], target + "/", progress, chunk_size, package=True)
-            body["package"] = target
+            body["package"] = package_dir(session, body["datacenter"], body["jobname"])
+    params = {"dry_run": "1", **({"upload_pending": "1"} if local is not None else {})}
+    checked = _post_job(session, body, params, flags)
+    if dry_run:
+        return checked, None
+    if local is None:
+        return _post_job(session, body, None, flags), None
+    files = Files(session)
+    before = _before_upload(files, body["package"])
+    summary = files.copy([str(local) + "/"], body["package"] + "/", progress, chunk_size, package=True)
     try:
-        job: dict[str, Any] = session.post("/jobs", body)
+        job = _post_job(session, body, None, flags)
+    except APIError:
+        _remove_added(files, body["package"], before)
+        raise
+    return job, summary
+
+
+def _post_job(
+    session: Session, body: dict[str, Any], params: dict[str, str] | None, flags: dict[str, str] | None
+) -> dict[str, Any]:
+    try:
+        answer: dict[str, Any] = session.post("/jobs", body, params=params)
     except APIError as exc:
         if exc.status in (400, 409) and exc.errors:
             raise APIError(exc.status, specs.flag_message(exc.errors, exc.detail, flags), exc.code,
                            exc.errors) from None
         raise
-    return job, summary
+    return answer
 
 
-def _refuse_active_name(session: Session, name: str) -> None:
-    """Before uploading over its package: a running job of that name would see its files change."""
-    response = session.request("GET", job_path(name), allow=(404,))
-    if response.status_code == 404:
-        return
-    job = session.json(response)
-    if job.get("state") in ACTIVE_STATES and job.get("name") == name:
-        raise APIError(
-            409,
-            f"you already have an active job named {name!r} ({job['state']}); kill it or choose another -jobname",
-            "conflict",
-        )
+@dataclass(frozen=True)
+class _Before:
+    """What was there before an upload: the first folder the upload creates, else the folder's entries."""
+
+    created: str | None
+    entries: frozenset[str] = frozenset()
+
+
+def _before_upload(files: Files, folder: str) -> _Before:
+    parts = folder.strip("/").split("/")
+    # /pfs/<dc>/home/<user> is there; the folders below it (jobs/, jobs/<name>/) may not be yet.
+    for depth in range(5, len(parts) + 1):
+        path = "/" + "/".join(parts[:depth])
+        if files.stat(path) is None:
+            return _Before(created=path)
+    return _Before(created=None, entries=frozenset(str(e["path"]) for e in files.ls(folder, recursive=True)))
+
+
+def _remove_added(files: Files, folder: str, before: _Before) -> None:
+    """Undo an upload the portal then refused: the folders it created, else only the entries it added."""
+    try:
+        if before.created is not None:
+            files.rm(before.created, recursive=True)
+            return
+        removed: list[str] = []
+        for path in sorted(str(entry["path"]) for entry in files.ls(folder, recursive=True)):
+            if path not in before.entries and not any(path.startswith(gone + "/") for gone in removed):
+                files.rm(path, recursive=True)
+                removed.append(path)
+    except (APIError, NetworkError):
+        pass  # the refusal is what the user must see; a leftover package is only clutter
 
 
 def worker_names(job: dict[str, Any]) -> list[str]:

@@ -1,0 +1,175 @@
+"""The job spec's rules, shared by the portal's serializer and paddlectl/the SDK: each returns its message.
+
+Every function answers what is wrong (a message naming the rule) or None, so the portal wraps it in
+a 400 naming the field and the client in an error naming the flag or SDK parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from paddlecloud.contract import quantity
+
+MAX_NAME = 40  # so "<name>-<suffix>-pserver-<i>" still fits a 63-character DNS label
+MAX_ENTRY = 4096
+MAX_IMAGE = 300
+MAX_REGISTRY = 63
+MAX_PACKAGE = 4096
+MAX_ENV_VARS = 256
+MAX_ENV_NAME = 256
+MAX_ENV_VALUE = 32768
+
+# (minimum, maximum) of the integer fields.
+LIMITS = {
+    "parallelism": (1, 1000),
+    "pservers": (0, 100),
+    "gpu": (0, 64),
+    "passes": (1, 100000),
+    "max_retries": (0, 10),
+    "pending_timeout": (1, 7 * 86400),
+}
+
+# The quantity fields and what each measures; each must also be greater than zero.
+QUANTITIES = {
+    "cpu": quantity.CPU,
+    "memory": quantity.MEMORY,
+    "pscpu": quantity.CPU,
+    "psmemory": quantity.MEMORY,
+}
+DEFAULTS = {"cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # explicit ranges: ASCII only
+
+# Variables PaddleCloud sets for the launcher and Paddle; a user value would silently break the wiring.
+RESERVED_ENV_PREFIXES = ("PADDLECLOUD_", "PADDLE_")
+RESERVED_ENV_NAMES = frozenset(
+    {"TRAINING_ROLE", "POD_IP", "TRAINER_ID", "TRAINERS", "FLAGS_enable_pir_api", "PATH", "VIRTUAL_ENV",
+     "JOB_COMPLETION_INDEX"}
+)
+
+# Variables that change how programs *start* rather than what they do: the dynamic loader would load a
+# library of the user's choosing into the launcher (and every helper it runs) before any of our code,
+# and an interpreter or shell would run a file of theirs first or replace its standard library. A job
+# has no need for them: its own code runs anyway, and PYTHONPATH, LANG, OMP_NUM_THREADS, CUDA_*,
+# NCCL_*, GLOG_*, FLAGS_* and the rest stay free.
+LOADER_ENV_PREFIXES = {
+    "LD_": "names starting with 'LD_' change what the dynamic loader loads into every program",
+    "DYLD_": "names starting with 'DYLD_' change what the dynamic loader loads into every program",
+}
+STARTUP_ENV_NAMES = {
+    "GCONV_PATH": "it makes the C library load character-set modules from a folder of your choice",
+    "GLIBC_TUNABLES": "it changes how the dynamic loader and the C library start",
+    "PYTHONHOME": "it replaces the Python standard library the launcher starts with",
+    "PYTHONSTARTUP": "it runs a file before the Python interpreter starts your program",
+    "PYTHONINSPECT": "it leaves Python at an interactive prompt after your program, so the job never ends",
+    "PYTHONEXECUTABLE": "it changes which program Python reports as itself and starts for subprocesses",
+    "PYTHONPLATLIBDIR": "it changes where Python looks for its standard library",
+    "BASH_ENV": "it makes every non-interactive bash run a file before its command",
+    "ENV": "it makes sh run a file before its commands",
+    "SHELLOPTS": "it changes the options of every bash started",
+    "BASHOPTS": "it changes the options of every bash started",
+    "IFS": "it changes how the shell splits the job's command line",
+    "PS4": "it makes bash run commands while tracing",
+}
+
+
+def job_name_problem(value: str) -> str | None:
+    """What is wrong with a job name (a DNS-1035 label of at most 40 characters), or None."""
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_NAME:
+        return f"must be at most {MAX_NAME} characters (got {len(value)})"
+    if "_" in value:
+        return "'_' is not allowed in DNS names; use '-'"
+    if "." in value:
+        return "'.' is not allowed; use '-'"
+    if value != value.lower():
+        return "must be lowercase"
+    if not (value[0].isascii() and value[0].isalpha()):
+        return "must start with a letter (a-z)"
+    bad = sorted({c for c in value if not (c.isascii() and (c.isalnum() or c == "-"))})
+    if bad:
+        return f"may contain only a-z, 0-9 and '-' (found {', '.join(map(repr, bad[:10]))})"
+    if value.endswith("-"):
+        return "must end with a letter or digit"
+    return None
+
+
+def entry_problem(value: object) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return "must not be empty: the command that starts a trainer, e.g. \"python train.py\""
+    if len(value) > MAX_ENTRY:
+        return f"must be at most {MAX_ENTRY} characters"
+    if "\x00" in value:
+        return "must not contain NUL bytes"
+    return None
+
+
+def integer_problem(field: str, value: object) -> str | None:
+    low, high = LIMITS[field]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{quantity.quote(value)} is not a whole number"
+    if not low <= value <= high:
+        return f"must be between {low} and {high} (got {value})"
+    return None
+
+
+def quantity_problem(field: str, value: object) -> str | None:
+    """A quantity field's problem ("'1GB' is not a quantity; use ..."), zero included, or None."""
+    try:
+        amount = quantity.parse(value, QUANTITIES[field])
+    except quantity.QuantityError as exc:
+        return str(exc)
+    if amount <= 0:
+        return f"{quantity.quote(value)} must be greater than zero"
+    return None
+
+
+def env_name_problem(name: str) -> str | None:
+    """What is wrong with a job's environment variable name, or None."""
+    if len(name) > MAX_ENV_NAME or not _ENV_NAME.fullmatch(name):
+        return (
+            f"{quantity.quote(name)} is not a valid variable name (letters, digits and '_', not starting "
+            f"with a digit, at most {MAX_ENV_NAME} characters)"
+        )
+    if name.startswith(RESERVED_ENV_PREFIXES) or name in RESERVED_ENV_NAMES:
+        return f"{name!r} is set by PaddleCloud and cannot be overridden"
+    for prefix, why in LOADER_ENV_PREFIXES.items():
+        if name.startswith(prefix):
+            return f"{name!r} is refused: {why}"
+    if name in STARTUP_ENV_NAMES:
+        return f"{name!r} is refused: {STARTUP_ENV_NAMES[name]}"
+    return None
+
+
+def env_problem(env: object) -> str | None:
+    """What is wrong with a job's env (a mapping of names to string values), or None."""
+    if not isinstance(env, dict):
+        return "must be an object of NAME: value"
+    if len(env) > MAX_ENV_VARS:
+        return f"at most {MAX_ENV_VARS} variables (got {len(env)})"
+    for name, value in env.items():
+        problem = env_name_problem(str(name))
+        if problem:
+            return problem
+        if not isinstance(value, str):
+            return f"{name!r}: the value must be a string"
+        if len(value) > MAX_ENV_VALUE:
+            return f"{name!r}: the value must be at most {MAX_ENV_VALUE} characters"
+    return None
+
+
+def requested(spec: dict[str, Any]) -> tuple[Decimal, int, int]:
+    """(cores, memory bytes, GPUs) a whole valid job asks for: trainers and pservers together."""
+    trainers, pservers = int(spec.get("parallelism", 1)), int(spec.get("pservers", 0))
+
+    def value(field: str) -> str:
+        return str(spec.get(field) or DEFAULTS[field])
+
+    cpu = trainers * quantity.cores(value("cpu"), "cpu") + pservers * quantity.cores(value("pscpu"), "pscpu")
+    memory = trainers * quantity.byte_count(value("memory"), field="memory") + pservers * quantity.byte_count(
+        value("psmemory"), field="psmemory"
+    )
+    return cpu, memory, trainers * int(spec.get("gpu", 0))
