@@ -8,8 +8,8 @@ source scripts/common.sh
 .venv/bin/python manage.py bootstrap --demo-user demo
 
 start_portal
-start_worker
 wait_for_portal
+start_worker
 
 if [ -x scripts/run-example.sh ]; then
   exec scripts/run-example.sh
