@@ -38,7 +38,7 @@ except (ValueError, OverflowError, OSError):
     sys.exit(1)
 PY
     echo "port $PORT on 127.0.0.1 is taken by another program (or is not a port number)." >&2
-    echo "Stop that program, or run the portal on another port: PADDLECLOUD_PORT=8001 make run" >&2
+    echo "Stop that program, or run the portal on another port: PADDLECLOUD_PORT=<port> make run" >&2
     exit 1
   fi
 }
@@ -88,7 +88,7 @@ PY
     case $answer in
       0) return 0 ;;
       3) echo "port $PORT on 127.0.0.1 answers, but not as the portal this run started: another program holds it." >&2
-         echo "Stop that program, or run the portal on another port: PADDLECLOUD_PORT=8001 make run" >&2
+         echo "Stop that program, or run the portal on another port: PADDLECLOUD_PORT=<port> make run" >&2
          stop_bg portal >&2
          exit 1 ;;
     esac

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
+is_running "$RUN_DIR/portal.pid" || require_free_port  # before any work; start_portal checks again
 .venv/bin/python manage.py bootstrap --demo-user demo
 
 start_portal
