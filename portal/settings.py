@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 from cryptography.fernet import Fernet
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import env_bool, env_int, env_list, env_secret, env_str, generated_secret
@@ -15,20 +16,25 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PADDLECLOUD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DEBUG", True)
+# The embedded single-host portal that `make run` starts (scripts/common.sh sets this): loopback
+# only, on secrets generated into VAR_DIR, SQLite and the filesystem broker. portal.checks accepts
+# those defaults with DEBUG off only in this mode, and only with loopback ALLOWED_HOSTS.
+PADDLECLOUD_EMBEDDED = env_bool("PADDLECLOUD_EMBEDDED", False)
+LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
 
-# Secrets missing from the environment are generated once into the var directory so a fresh
-# checkout runs; the system check in portal.checks refuses that when DEBUG is off.
-GENERATED_SETTINGS: list[str] = []
+# Secrets missing from the environment are generated once into the var directory (mode 0600) so a
+# fresh checkout runs; the system check in portal.checks refuses that when DEBUG is off, unless embedded.
+GENERATED_SECRET_FILES: dict[str, Path] = {}
 
 _secret_key = env_secret("SECRET_KEY")
 if not _secret_key:
-    GENERATED_SETTINGS.append("SECRET_KEY")
+    GENERATED_SECRET_FILES["SECRET_KEY"] = VAR_DIR / "secret_key"
     _secret_key = generated_secret(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50))
 SECRET_KEY = _secret_key
 
 _encryption_keys = env_secret("PADDLECLOUD_ENCRYPTION_KEY")
 if not _encryption_keys:
-    GENERATED_SETTINGS.append("PADDLECLOUD_ENCRYPTION_KEY")
+    GENERATED_SECRET_FILES["PADDLECLOUD_ENCRYPTION_KEY"] = VAR_DIR / "encryption_key"
     _encryption_keys = generated_secret(VAR_DIR / "encryption_key", lambda: Fernet.generate_key().decode())
 # Comma-separated Fernet keys, newest first: data is encrypted with the first, read with any.
 PADDLECLOUD_ENCRYPTION_KEYS = [k.strip() for k in _encryption_keys.split(",") if k.strip()]
@@ -42,7 +48,7 @@ for _index, _key in enumerate(PADDLECLOUD_ENCRYPTION_KEYS):
             "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`)"
         ) from None
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", LOOPBACK_HOSTS if DEBUG or PADDLECLOUD_EMBEDDED else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -52,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "csp",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -66,6 +73,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_permissions_policy.PermissionsPolicyMiddleware",
+    "portal.middleware.instance_header",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -157,15 +167,49 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request otherwise
 
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+# The embedded portal is plain HTTP on loopback: Secure cookies would never come back from a browser.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and not PADDLECLOUD_EMBEDDED)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG and not PADDLECLOUD_EMBEDDED)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Security headers -------------------------------------------------------------------------
+# SecurityMiddleware and XFrameOptionsMiddleware already send X-Content-Type-Options: nosniff,
+# Referrer-Policy: same-origin, Cross-Origin-Opener-Policy: same-origin and X-Frame-Options: DENY.
+# Every script and style of our pages, the admin's and Swagger UI's is a file from this origin
+# (no inline code; Swagger UI's inline <style> carries the request's nonce), so the policy allows
+# nothing else. Swagger UI shows its icons as data: images.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, NONCE],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+# Powerful browser features no page of the portal uses, switched off for it and anything it embeds.
+PERMISSIONS_POLICY: dict[str, list[str]] = {
+    feature: []
+    for feature in (
+        "accelerometer", "autoplay", "camera", "display-capture", "encrypted-media", "fullscreen",
+        "geolocation", "gyroscope", "magnetometer", "microphone", "midi", "payment", "publickey-credentials-get",
+        "screen-wake-lock", "serial", "usb", "xr-spatial-tracking",
+    )
+}  # fmt: skip
+# A per-start value `make run` checks, so it never mistakes another program on its port for the portal.
+PADDLECLOUD_INSTANCE = env_str("PADDLECLOUD_INSTANCE", "")
 
 # --- PaddleCloud -----------------------------------------------------------------------------
 PADDLECLOUD_SIGNUP_ENABLED = env_bool("PADDLECLOUD_SIGNUP_ENABLED", True)
 PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL = env_bool("PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL", False)
 PADDLECLOUD_TOKEN_TTL_DAYS = env_int("PADDLECLOUD_TOKEN_TTL_DAYS", 30, minimum=1)
+# Failed logins allowed per client address and per username (portal/accounts/throttle.py).
 PADDLECLOUD_LOGIN_RATE = env_str("PADDLECLOUD_LOGIN_RATE", "10/min")
+# Proxies in front of the portal that append to X-Forwarded-For; 0 believes only the socket's address.
+PADDLECLOUD_TRUSTED_PROXIES = env_int("PADDLECLOUD_TRUSTED_PROXIES", 0, minimum=0)
 PADDLECLOUD_PUBLIC_URL = env_str("PADDLECLOUD_PUBLIC_URL", "http://127.0.0.1:8000")
 
 # --- REST framework ---------------------------------------------------------------------------
@@ -181,7 +225,6 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_RATES": {"login": PADDLECLOUD_LOGIN_RATE},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

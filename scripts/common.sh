@@ -1,6 +1,10 @@
 # Shared by run.sh and stop.sh: where the background portal and worker keep pids and logs.
 VAR_DIR=${PADDLECLOUD_VAR_DIR:-$PWD/var}
 PORT=${PADDLECLOUD_PORT:-8000}
+# Production-like unless a developer asks for DEBUG=true: the embedded single-host portal, on
+# loopback, with generated secrets, SQLite and the filesystem broker (portal/settings.py).
+export DEBUG=${DEBUG:-false}
+export PADDLECLOUD_EMBEDDED=${PADDLECLOUD_EMBEDDED:-true}
 PORTAL_URL=${PADDLECLOUD_PUBLIC_URL:-http://127.0.0.1:$PORT}
 export PADDLECLOUD_PUBLIC_URL=$PORTAL_URL
 RUN_DIR=$VAR_DIR/run
@@ -22,9 +26,39 @@ start_bg() {  # name, command...: start in a new session so stop.sh can end the 
   echo "$name started (pid $!, log $LOG_DIR/$name.log)"
 }
 
+require_free_port() {  # stop, naming the port, unless 127.0.0.1:$PORT can be bound (as gunicorn will)
+  if ! .venv/bin/python - "$PORT" <<'PY'; then
+import socket, sys
+try:
+    port = int(sys.argv[1])
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        sock.bind(("127.0.0.1", port))
+except (ValueError, OverflowError, OSError):
+    sys.exit(1)
+PY
+    echo "port $PORT on 127.0.0.1 is taken by another program (or is not a port number)." >&2
+    echo "Stop that program, or run the portal on another port: PADDLECLOUD_PORT=<port> make run" >&2
+    exit 1
+  fi
+}
+
+# Request limits: a request line (method, path, query) of at most 8190 bytes, at most 100 headers
+# of at most 8190 bytes each; gunicorn answers 400 to anything bigger. With gthread workers the
+# timeout is the worker's heartbeat, not a bound on one request: a worker whose main loop is stuck
+# for 60 s (e.g. a thread holding the GIL) is killed and replaced, with the requests it held.
+GUNICORN_FLAGS=(--workers 2 --threads 4 --timeout 60 --graceful-timeout 30
+  --limit-request-line 8190 --limit-request-fields 100 --limit-request-field_size 8190)
+
 start_portal() {
-  start_bg portal .venv/bin/gunicorn portal.wsgi --bind "127.0.0.1:$PORT" --workers 2 --threads 4 \
-    --timeout 600 --access-logfile -
+  if ! is_running "$RUN_DIR/portal.pid"; then
+    require_free_port
+    # A fresh value per start: wait_for_portal accepts only the portal that answers with it.
+    .venv/bin/python -c "import secrets; print(secrets.token_hex(16))" > "$RUN_DIR/portal.instance"
+  fi
+  PADDLECLOUD_INSTANCE=$(cat "$RUN_DIR/portal.instance" 2>/dev/null || true) \
+    start_bg portal .venv/bin/gunicorn portal.wsgi --bind "127.0.0.1:$PORT" "${GUNICORN_FLAGS[@]}" \
+    --access-logfile -
 }
 
 start_worker() {
@@ -32,16 +66,36 @@ start_worker() {
     --concurrency 2 -l info -n "paddlecloud@%h"
 }
 
-wait_for_portal() {
+wait_for_portal() {  # until OUR portal answers on 127.0.0.1:$PORT; anything else there stops the run
+  local instance; instance=$(cat "$RUN_DIR/portal.instance" 2>/dev/null || true)
+  if [ -z "$instance" ]; then
+    echo "the running portal was started without an instance id; restart it: make stop && make run" >&2
+    exit 1
+  fi
+  local answer
   for _ in $(seq 1 120); do
-    if .venv/bin/python - "$PORTAL_URL" <<'PY' 2>/dev/null; then return 0; fi
-import sys, urllib.request
-urllib.request.urlopen(sys.argv[1] + "/api/v1/version", timeout=2).read()
+    answer=0
+    .venv/bin/python - "http://127.0.0.1:$PORT/api/v1/version" "$instance" <<'PY' 2>/dev/null || answer=$?
+import sys, urllib.error, urllib.request
+try:
+    response = urllib.request.urlopen(sys.argv[1], timeout=2)
+except urllib.error.HTTPError as error:
+    response = error  # an answer all the same: whose is it?
+except OSError:
+    sys.exit(2)  # nothing answers yet
+sys.exit(0 if response.headers.get("X-PaddleCloud-Instance") == sys.argv[2] else 3)
 PY
+    case $answer in
+      0) return 0 ;;
+      3) echo "port $PORT on 127.0.0.1 answers, but not as the portal this run started: another program holds it." >&2
+         echo "Stop that program, or run the portal on another port: PADDLECLOUD_PORT=<port> make run" >&2
+         stop_bg portal >&2
+         exit 1 ;;
+    esac
     is_running "$RUN_DIR/portal.pid" || { echo "the portal exited; see $LOG_DIR/portal.log" >&2; tail -20 "$LOG_DIR/portal.log" >&2; exit 1; }
     sleep 0.5
   done
-  echo "the portal did not answer at $PORTAL_URL within 60s; see $LOG_DIR/portal.log" >&2
+  echo "the portal did not answer on 127.0.0.1:$PORT within 60s; see $LOG_DIR/portal.log" >&2
   exit 1
 }
 

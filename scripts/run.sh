@@ -5,11 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
+is_running "$RUN_DIR/portal.pid" || require_free_port  # before any work; start_portal checks again
 .venv/bin/python manage.py bootstrap --demo-user demo
 
 start_portal
-start_worker
 wait_for_portal
+start_worker
 
 if [ -x scripts/run-example.sh ]; then
   exec scripts/run-example.sh

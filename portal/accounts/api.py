@@ -10,9 +10,9 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from portal.accounts import throttle
 from portal.accounts.models import ApiToken
 from portal.accounts.services import current_token, revoke_token
 from portal.api.serializers import StrictSerializer
@@ -38,14 +38,19 @@ def _login(request: Request) -> ApiToken:
     serializer.is_valid(raise_exception=True)
     username = serializer.validated_data["username"]
     password = serializer.validated_data["password"]
+    wait = throttle.wait_seconds(request._request, username)
+    if wait is not None:
+        raise exceptions.Throttled(wait, detail=throttle.REASON)  # DRF adds the wait
     user = authenticate(request._request, username=username, password=password)
     if user is None:
+        throttle.record_failure(request._request, username)
         # Tell an inactive account (awaiting approval) apart from a wrong password, but only
         # once the password is right, so the answer reveals nothing to a guesser.
         candidate = get_user_model().objects.filter(username=username, is_active=False).first()
         if candidate is not None and candidate.check_password(password):
             raise InactiveAccount("account is not active yet; an operator must approve it")
         raise BadCredentials("username or password is incorrect")
+    throttle.record_success(request._request, username)
     return current_token(user)
 
 
@@ -60,8 +65,6 @@ class LegacyTokenView(APIView):
 
     permission_classes = [AllowAny]
     authentication_classes: list[Any] = []
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "login"
 
     @extend_schema(
         request=LoginSerializer, responses=inline_serializer("LegacyToken", {"token": serializers.CharField()})
@@ -73,13 +76,8 @@ class LegacyTokenView(APIView):
 class TokenView(APIView):
     """POST: log in and get the token with its expiry; DELETE: revoke the token you call with."""
 
-    throttle_scope = "login"
-
     def get_permissions(self) -> list[Any]:
         return [AllowAny()] if self.request.method == "POST" else [IsAuthenticated()]
-
-    def get_throttles(self) -> list[Any]:
-        return [ScopedRateThrottle()] if self.request.method == "POST" else []
 
     def get_authenticators(self) -> list[Any]:
         # No session/CSRF dance for the login call itself.

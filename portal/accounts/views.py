@@ -1,22 +1,83 @@
-"""Pages: home dashboard, signup (switchable, optional approval) and the profile with the API token."""
+"""Pages: home, the throttled logins, signup (switchable, optional approval), the profile with the API token."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
 from django import forms
 from django.conf import settings
-from django.contrib import messages
+from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model, login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.contrib.auth.models import User
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from portal.accounts import throttle
 from portal.accounts.services import current_token, regenerate_token
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter
 from portal.registry.models import RegistrySecret
+
+
+class ThrottledLogin(AuthenticationForm):
+    """The login form with the API's throttle: refused before the password is checked."""
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "Your username and password did not match, or the account is not active yet.",
+    }
+    throttled_for: int | None = None
+
+    def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username")
+        request = self.request  # LoginView always passes it
+        if request is None or username is None or not self.cleaned_data.get("password"):
+            return super().clean()
+        wait = throttle.wait_seconds(request, username)
+        if wait is not None:
+            self.throttled_for = wait
+            raise forms.ValidationError(throttle.message(wait), code="throttled")
+        try:
+            return super().clean()
+        finally:
+            # user_cache is set once the password is right, even if the login is then refused
+            # (inactive, or not staff on the admin): only a wrong password counts as a guess.
+            if self.user_cache is None:
+                throttle.record_failure(request, username)
+            else:
+                throttle.record_success(request, username)
+
+
+class ThrottledAdminLogin(ThrottledLogin, AdminAuthenticationForm):
+    error_messages = AdminAuthenticationForm.error_messages
+
+
+def _throttle_status(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """Answer 429 with Retry-After when the login form was refused by the throttle."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = view(request, *args, **kwargs)
+        form = (getattr(response, "context_data", None) or {}).get("form")
+        wait = getattr(form, "throttled_for", None)
+        if wait is not None:
+            response.status_code = 429
+            response["Retry-After"] = str(wait)
+        return response
+
+    return wrapped
+
+
+admin.site.login_form = ThrottledAdminLogin
+login_page = _throttle_status(auth_views.LoginView.as_view(authentication_form=ThrottledLogin))
+admin_login = _throttle_status(admin.site.login)
 
 
 class SignupForm(UserCreationForm):  # type: ignore[type-arg]

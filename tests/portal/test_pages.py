@@ -23,7 +23,7 @@ def test_login_page_logs_alice_in_and_shows_the_dashboard(alice: User, local_dc:
 def test_wrong_password_on_the_login_page_shows_an_error(alice: User) -> None:
     response = Client().post("/login/", {"username": "alice", "password": "nope"})
     assert response.status_code == 200
-    assert "didn't match" in response.content.decode()
+    assert "did not match" in response.content.decode()
 
 
 def test_forms_require_csrf(alice: User) -> None:

@@ -1,0 +1,154 @@
+"""`make run`'s scripts: never talk to another program on the port; production-like settings pass the checks."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_script(snippet: str, port: int, var_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run part of scripts/common.sh as run.sh does, on this port and var directory."""
+    env = {**os.environ, "PADDLECLOUD_PORT": str(port), "PADDLECLOUD_VAR_DIR": str(var_dir)}
+    env.pop("PADDLECLOUD_PUBLIC_URL", None)
+    return subprocess.run(["bash", "-c", f"set -euo pipefail; source scripts/common.sh; {snippet}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def other_program(instance: str | None) -> tuple[http.server.HTTPServer, int]:
+    """A small HTTP server on 127.0.0.1 that answers every GET, sending this instance header if given."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            if instance is not None:
+                self.send_header("X-PaddleCloud-Instance", instance)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]
+
+
+@pytest.fixture
+def server_without_header() -> Iterator[int]:
+    server, port = other_program(None)
+    yield port
+    server.shutdown()
+    server.server_close()
+
+
+def test_start_portal_refuses_a_port_another_program_holds(server_without_header: int, tmp_path: Path) -> None:
+    result = run_script("start_portal", server_without_header, tmp_path)
+    assert result.returncode == 1
+    assert f"port {server_without_header} on 127.0.0.1 is taken by another program" in result.stderr
+    assert "PADDLECLOUD_PORT=" in result.stderr
+    assert not (tmp_path / "run" / "portal.pid").exists()  # gunicorn was never started
+
+
+def test_start_portal_refuses_a_bad_port(tmp_path: Path) -> None:
+    result = run_script("start_portal", 70000, tmp_path)
+    assert result.returncode == 1 and "PADDLECLOUD_PORT" in result.stderr
+
+
+def test_a_free_port_passes_the_check(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert run_script("require_free_port", port, tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("header", [None, "someone-elses-instance"])
+def test_wait_for_portal_never_accepts_another_program(header: str | None, tmp_path: Path) -> None:
+    server, port = other_program(header)
+    try:
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "portal.instance").write_text("ours\n")
+        result = run_script("wait_for_portal", port, tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 answers, but not as the portal this run started" in result.stderr
+    assert "PADDLECLOUD_PORT=" in result.stderr
+
+
+def test_wait_for_portal_accepts_the_portal_it_started(tmp_path: Path) -> None:
+    server, port = other_program("ours")
+    try:
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "portal.instance").write_text("ours\n")
+        result = run_script("wait_for_portal", port, tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_portal_sends_its_instance_header(db: None) -> None:
+    from django.test import Client, override_settings
+
+    with override_settings(PADDLECLOUD_INSTANCE="abc123"):
+        response = Client().get("/api/v1/version")
+    assert response["X-PaddleCloud-Instance"] == "abc123"
+
+
+def test_make_run_is_production_like_by_default(tmp_path: Path) -> None:
+    result = run_script('echo "DEBUG=$DEBUG EMBEDDED=$PADDLECLOUD_EMBEDDED"', 8000, tmp_path)
+    assert result.stdout.strip() == "DEBUG=false EMBEDDED=true"
+    env = {**os.environ, "DEBUG": "true"}
+    developer = subprocess.run(["bash", "-c", 'source scripts/common.sh; echo "DEBUG=$DEBUG"'], cwd=ROOT,
+                               env={**env, "PADDLECLOUD_VAR_DIR": str(tmp_path)}, capture_output=True, text=True)
+    assert developer.stdout.strip() == "DEBUG=true"
+
+
+def check(env: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess[str]:
+    """manage.py check in a fresh process with only these settings from the environment."""
+    prefixes = ("DEBUG", "PADDLECLOUD_", "DATABASE_URL", "CELERY_", "SECRET_KEY", "ALLOWED_HOSTS")
+    full = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    full.update({"PADDLECLOUD_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "portal.settings", **env})
+    return subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=full, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def test_the_embedded_portal_passes_the_production_check_with_debug_off(tmp_path: Path) -> None:
+    result = check({"DEBUG": "false", "PADDLECLOUD_EMBEDDED": "true"}, tmp_path)
+    assert result.returncode == 0, result.stderr
+    for name in ("secret_key", "encryption_key"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600
+
+
+def test_the_embedded_portal_answers_on_loopback_only(tmp_path: Path) -> None:
+    result = check({"DEBUG": "false", "PADDLECLOUD_EMBEDDED": "true", "ALLOWED_HOSTS": "localhost,portal.example"},
+                   tmp_path)  # fmt: skip
+    assert result.returncode != 0
+    assert "paddlecloud.E002" in result.stderr and "portal.example" in result.stderr
+
+
+def test_without_embedded_mode_debug_off_still_demands_production_settings(tmp_path: Path) -> None:
+    result = check({"DEBUG": "false"}, tmp_path)
+    assert result.returncode != 0
+    for name in ("SECRET_KEY", "PADDLECLOUD_ENCRYPTION_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "ALLOWED_HOSTS"):
+        assert f"{name} must be set when DEBUG is off" in result.stderr
+
+
+def test_a_generated_secret_readable_by_others_stops_the_portal(tmp_path: Path) -> None:
+    (tmp_path / "secret_key").write_text("x" * 50)
+    (tmp_path / "secret_key").chmod(0o644)
+    result = check({"DEBUG": "false", "PADDLECLOUD_EMBEDDED": "true"}, tmp_path)
+    assert result.returncode != 0
+    assert "paddlecloud.E003" in result.stderr and "chmod 600" in result.stderr
