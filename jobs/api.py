@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -126,7 +126,7 @@ class JobDetail(APIView):
     def get(self, request: Request, name: str) -> Response:
         return Response(JobSerializer(get_job(request, name)).data)
 
-    @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses=JobSerializer)
+    @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses={200: JobSerializer, 204: None})
     def delete(self, request: Request, name: str) -> Response:
         job = get_job(request, name)
         if request.query_params.get("rm") in ("1", "true"):
@@ -151,7 +151,18 @@ class JobLogs(APIView):
             OpenApiParameter("worker", str, description="trainer-0 (default), pserver-1, ..."),
             OpenApiParameter("cursor", str, description="from the previous answer; empty: from the start"),
             OpenApiParameter("tail", int, description="only the last N lines (the cursor then points to the end)"),
-        ]
+        ],
+        responses=inline_serializer(
+            "LogText",
+            {
+                "job": serializers.CharField(),
+                "worker": serializers.CharField(),
+                "text": serializers.CharField(),
+                "cursor": serializers.CharField(),
+                "complete": serializers.BooleanField(),
+                "state": serializers.ChoiceField(JobState.choices),
+            },
+        ),
     )
     def get(self, request: Request, name: str) -> Response:
         job = get_job(request, name)
