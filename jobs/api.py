@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -105,7 +105,7 @@ def jobs_visible_to(request: Request) -> QuerySet[Job]:
     jobs = Job.objects.select_related("owner", "datacenter")
     if request.user.is_staff and request.query_params.get("owner"):
         return jobs.filter(owner__username=request.query_params["owner"])
-    if request.user.is_staff and request.query_params.get("all") in ("1", "true"):
+    if request.user.is_staff and _flag(request, "all"):
         return jobs
     return jobs.filter(owner_id=request.user.pk)
 
@@ -134,7 +134,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
             if state not in JobState.values:
                 raise exceptions.ValidationError({"state": [f"must be one of {', '.join(JobState.values)}"]})
             jobs = jobs.filter(state=state)
-        if self.request.query_params.get("active") in ("1", "true"):
+        if _flag(self.request, "active"):
             jobs = jobs.filter(state__in=ACTIVE_STATES)
         return jobs.order_by("-created_at")
 
@@ -187,10 +187,11 @@ class JobDetail(APIView):
     def get(self, request: Request, name: str) -> Response:
         return Response(JobSerializer(get_job(request, name)).data)
 
-    @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses=JobSerializer)
+    @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses={200: JobSerializer, 204: None})
     def delete(self, request: Request, name: str) -> Response:
+        remove = _flag(request, "rm")
         job = get_job(request, name)
-        if request.query_params.get("rm") in ("1", "true"):
+        if remove:
             services.remove(job)
             return Response(status=status.HTTP_204_NO_CONTENT)
         services.kill(job)
@@ -214,7 +215,18 @@ class JobLogs(APIView):
             OpenApiParameter(
                 "tail", int, description=f"only the last N lines, 0 to {MAX_TAIL} (the cursor then points to the end)"
             ),
-        ]
+        ],
+        responses=inline_serializer(
+            "LogText",
+            {
+                "job": serializers.CharField(),
+                "worker": serializers.CharField(),
+                "text": serializers.CharField(),
+                "cursor": serializers.CharField(),
+                "complete": serializers.BooleanField(),
+                "state": serializers.ChoiceField(JobState.choices),
+            },
+        ),
     )
     def get(self, request: Request, name: str) -> Response:
         job = get_job(request, name)

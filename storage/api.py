@@ -280,10 +280,11 @@ UPLOAD = inline_serializer(
         "created_at": serializers.DateTimeField(),
         "updated_at": serializers.DateTimeField(),
         "expires_at": serializers.DateTimeField(allow_null=True),
-        "received": serializers.IntegerField(),
-        "present": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField())),
-        "wrong": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField())),
-        "missing": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField())),
+        # Chunk reports: lists answer only `received`, complete answers none of them.
+        "received": serializers.IntegerField(required=False),
+        "present": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()), required=False),
+        "wrong": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()), required=False),
+        "missing": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()), required=False),
     },
 )
 

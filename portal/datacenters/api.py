@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from paddlecloud.contract import quantity as quantity_rules
 from rest_framework import exceptions, generics, serializers
 from rest_framework.permissions import IsAdminUser
@@ -52,10 +52,33 @@ def usable_datacenter(user: Any, name: str, field: str = "datacenter") -> Datace
     return datacenter
 
 
+def _amounts(name: str) -> serializers.Serializer:  # type: ignore[type-arg]
+    return inline_serializer(
+        name,
+        {
+            "cpu": serializers.FloatField(),
+            "memory": serializers.IntegerField(),
+            "gpu": serializers.IntegerField(),
+            "jobs": serializers.IntegerField(),
+            "storage": serializers.IntegerField(),
+            "storage_files": serializers.IntegerField(),
+        },
+    )
+
+
+QUOTA_REPORT = inline_serializer(
+    "QuotaReport",
+    {"datacenter": serializers.CharField(), "limits": _amounts("QuotaLimits"), "usage": _amounts("QuotaUsage")},
+)
+
+
 class QuotaView(APIView):
     """Limits and usage in every datacenter the user may use (or one, with ?datacenter=)."""
 
-    @extend_schema(parameters=[OpenApiParameter("datacenter", str, required=False)])
+    @extend_schema(
+        parameters=[OpenApiParameter("datacenter", str, required=False)],
+        responses=inline_serializer("QuotaReports", {"results": serializers.ListField(child=QUOTA_REPORT)}),
+    )
     def get(self, request: Request) -> Response:
         name = request.query_params.get("datacenter")
         if name is not None:
@@ -87,11 +110,12 @@ class QuotaAdminView(APIView):
             raise exceptions.NotFound(f"user {username!r} not found")
         return dc, user
 
+    @extend_schema(responses=QUOTA_REPORT)
     def get(self, request: Request, datacenter: str, username: str) -> Response:
         dc, user = self._target(datacenter, username)
         return Response(quota.report(user, dc))
 
-    @extend_schema(request=QuotaSerializer)
+    @extend_schema(request=QuotaSerializer, responses=QUOTA_REPORT)
     def put(self, request: Request, datacenter: str, username: str) -> Response:
         dc, user = self._target(datacenter, username)
         instance = Quota.objects.filter(user=user, datacenter=dc).first() or Quota(user=user, datacenter=dc)

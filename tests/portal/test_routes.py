@@ -1,4 +1,4 @@
-"""Every route tried with every persona: anonymous is refused, owners are scoped."""
+"""Pages need a login; the version, schema and docs are public; lists are paginated."""
 
 from __future__ import annotations
 
@@ -6,29 +6,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter
-
-API_ROUTES = [
-    ("get", "/api/v1/datacenters"),
-    ("get", "/api/v1/quota"),
-    ("get", "/api/v1/registry"),
-    ("post", "/api/v1/registry"),
-    ("get", "/api/v1/registry/harbor"),
-    ("delete", "/api/v1/registry/harbor"),
-    ("delete", "/api/v1/auth/token"),
-    ("get", "/api/v1/quota/local/alice"),
-    ("put", "/api/v1/quota/local/alice"),
-]
-
-
-@pytest.mark.parametrize(("method", "path"), API_ROUTES)
-def test_anonymous_gets_401_on_every_api_route(
-    anon_api: APIClient, local_dc: Datacenter, method: str, path: str
-) -> None:
-    response = getattr(anon_api, method)(path, {}, format="json")
-    assert response.status_code == 401
-    assert response.json()["code"] == "not_authenticated"
-    assert response["WWW-Authenticate"] == "Token"
+# Every API operation with every persona: tests/adversarial/test_personas.py, from the generated schema.
 
 
 @pytest.mark.parametrize("path", ["/", "/profile/", "/admin/"])
@@ -63,4 +41,4 @@ def test_lists_are_paginated(alice_api: APIClient) -> None:
     page = alice_api.get("/api/v1/registry?page_size=2").json()
     assert page["count"] == 3 and len(page["results"]) == 2 and page["next"]
     bad = alice_api.get("/api/v1/registry?page=9")
-    assert bad.status_code == 404
+    assert bad.status_code in (400, 404) and "page" in bad.json()["detail"].lower()
