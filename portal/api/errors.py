@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig, Suspicio
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+from paddlecloud.contract.quantity import quote
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -36,19 +37,10 @@ class TooLarge(exceptions.APIException):
 log = logging.getLogger(__name__)
 
 INTERNAL = "internal error; the operators have the details in the portal log"
-MAX_QUOTE = 40  # characters of a user's value quoted back in a message
 MAX_MESSAGE = 300  # characters of one message
 MAX_FIELD = 100  # characters of one field name (field names can come from the user's JSON keys)
 MAX_ERRORS = 10  # entries in `errors`; the rest are counted in `detail`
 MAX_DETAIL = 1000  # characters of the summary
-
-
-def quote(value: object, limit: int = MAX_QUOTE) -> str:
-    """repr() of at most `limit` characters of a user's value, marked when cut."""
-    text = value if isinstance(value, str) else str(value)
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def _cut(text: str, limit: int) -> str:

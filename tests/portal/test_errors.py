@@ -135,7 +135,8 @@ def test_a_huge_value_and_key_are_cut_in_the_message(alice_api: APIClient) -> No
 
 def test_a_huge_job_name_in_the_url_is_quoted_short(alice_api: APIClient) -> None:
     payload = assert_shape(alice_api.get("/api/v1/jobs/" + "j" * 20_000), 404, "not_found")
-    assert "characters)" in payload["detail"]
+    assert "'" + "j" * 32 + "'…" in payload["detail"]
+    assert "j" * 33 not in payload["detail"]
 
 
 # --- query parameters: one rule for every list ------------------------------------------------

@@ -55,11 +55,11 @@ MEMORY = Kind("memory", Decimal(2**60), "1Ei", "1Gi, 1G or 512Mi")
 STORAGE = Kind("storage", Decimal(2**60), "1Ei", "100Gi, 1Ti or 500G")
 
 
-def quote(value: object) -> str:
-    """The value as a message shows it: repr() of at most its first 32 characters, then '…'."""
+def quote(value: object, limit: int = QUOTE_LENGTH) -> str:
+    """A user's value as every message shows it (portal and client): repr() of at most `limit` characters, then '…'."""
     text = value if isinstance(value, str) else str(value)
-    if len(text) > QUOTE_LENGTH:
-        return repr(text[:QUOTE_LENGTH]) + "…"
+    if len(text) > limit:
+        return repr(text[:limit]) + "…"
     return repr(text)
 
 
