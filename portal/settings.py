@@ -230,6 +230,9 @@ PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, m
 # Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
 # empty: the launcher's default, ~/.cache/paddlecloud/venvs.
 PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
+# The unprivileged uid/gid local jobs run as inside their sandbox (nobody/nogroup); never root.
+PADDLECLOUD_JOB_UID = env_int("PADDLECLOUD_JOB_UID", 65534, minimum=1)
+PADDLECLOUD_JOB_GID = env_int("PADDLECLOUD_JOB_GID", 65534, minimum=1)
 CELERY_BEAT_SCHEDULE.update({
     "reconcile": {"task": "jobs.reconcile", "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
                   "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS}},
