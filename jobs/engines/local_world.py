@@ -159,3 +159,12 @@ def cgroup(name: str, wanted: cgroups.Limits) -> cgroups.Group | None:
     except OSError as exc:
         warn_once("cgroups-create", f"local engine: could not make cgroup {name}: {exc}")
         return None
+
+
+def host_report() -> str:
+    """What this host gives local jobs, for the operators (admin, datacenter page)."""
+    probe = sandbox.probe()
+    box = f"sandbox: {probe.bwrap} works ({probe.seconds * 1000:.0f} ms per start)" if probe.ok else probe.error
+    hierarchy, why = cgroups.usable()
+    limits = f"limits: cgroup v{hierarchy.version} under {hierarchy.memory.parent}" if hierarchy else f"limits: {why}"
+    return f"{box}; {limits}"

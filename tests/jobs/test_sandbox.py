@@ -5,8 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
+from jobs.checks import unsandboxed_datacenters
 from jobs.engines import cgroups, local_world, sandbox
+from jobs.engines.base import EngineError
+from jobs.engines.local import LocalEngine
 from jobs.engines.sandbox import Bind, Sandbox
+from portal.datacenters.models import Datacenter
 
 
 def _sandbox(root: bool) -> Sandbox:
@@ -161,3 +167,16 @@ def test_oom_kills_are_read_from_either_version() -> None:
     assert cgroups.oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n") == 2
     assert cgroups.oom_kills("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n") == 1
     assert cgroups.oom_kills("") == 0
+
+
+def test_without_a_sandbox_jobs_are_refused_unless_the_datacenter_allows_it(
+    local_dc: Datacenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox, "probe", lambda: sandbox.Probe(None, "bubblewrap (bwrap) is not installed", 0.0))
+    with pytest.raises(EngineError, match=r"bubblewrap \(bwrap\) is not installed.*run without sandbox"):
+        LocalEngine(local_dc)._sandbox_probe()
+    local_dc.run_without_sandbox = True
+    assert LocalEngine(local_dc)._sandbox_probe() is None
+    local_dc.save()
+    warnings = unsandboxed_datacenters()
+    assert [w.id for w in warnings] == ["paddlecloud.W010"] and "'local'" in warnings[0].msg
