@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 INFO_FD = "@INFO_FD@"
 
 # What Python, pip, DNS and TLS need from /etc; the rest of /etc (shadow, the portal's own config,
-# ssh keys) stays out. passwd and group are generated (identity_files).
+# ssh keys) stays out. passwd, group and hosts are generated (identity_files).
 ETC_ENTRIES = (
     "alternatives",
     "ca-certificates",
@@ -30,7 +30,6 @@ ETC_ENTRIES = (
     "crypto-policies",
     "gai.conf",
     "host.conf",
-    "hosts",
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",
@@ -47,6 +46,9 @@ ETC_ENTRIES = (
 # Private to each sandbox (fresh tmpfs mounts), so the usual shared-/tmp risks do not apply.
 PRIVATE_TMP = "/tmp"  # noqa: S108
 PRIVATE_SHM = "/dev/shm"  # noqa: S108
+# The sandbox's own host name (UTS namespace); /etc/hosts maps it to 127.0.0.1, since gloo and
+# Paddle's TCP store resolve the host name.
+HOSTNAME = "paddlecloud-job"
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
 
@@ -84,6 +86,8 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
         "--as-pid-1",
         "--unshare-ipc",
         "--unshare-uts",
+        "--hostname",
+        HOSTNAME,
         "--unshare-cgroup-try",
         "--die-with-parent",
         "--new-session",
@@ -93,6 +97,8 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
     if not sandbox.worker_is_root:
         # Unprivileged: a user namespace maps the worker's uid to the job's; the host sees the worker's.
         out += ["--unshare-user", "--uid", str(sandbox.uid), "--gid", str(sandbox.gid)]
+    # bwrap as root makes missing parents 0700: /etc must be traversable for the files bound in it.
+    out += ["--perms", "0755", "--dir", "/etc"]
     for bind in sandbox.system:
         out += ["--ro-bind", str(bind.source), bind.target]
     for target, link in sandbox.symlinks:
@@ -100,6 +106,7 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
     if sandbox.etc is not None:
         out += ["--ro-bind", str(sandbox.etc / "passwd"), "/etc/passwd"]
         out += ["--ro-bind", str(sandbox.etc / "group"), "/etc/group"]
+        out += ["--ro-bind", str(sandbox.etc / "hosts"), "/etc/hosts"]
     out += ["--proc", "/proc", "--dev", "/dev", "--ro-bind-try", "/sys", "/sys"]
     out += ["--perms", "1777", "--tmpfs", PRIVATE_TMP, "--perms", "1777", "--tmpfs", PRIVATE_SHM]
     targets = [str(p) for p in (*sandbox.runtime, *([sandbox.cache] if sandbox.cache else []))]
@@ -171,10 +178,19 @@ def identity_lines(uid: int, gid: int) -> tuple[str, str]:
     return "\n".join(users.values()) + "\n", "\n".join(groups.values()) + "\n"
 
 
-def identity_files(directory: Path, uid: int, gid: int) -> Path:
-    """Write passwd and group (world-readable, atomically) into ``directory``; return it."""
+def hosts_text(host_hosts: str) -> str:
+    """The host's /etc/hosts plus the sandbox's own name on 127.0.0.1."""
+    return host_hosts.rstrip("\n") + f"\n127.0.0.1\t{HOSTNAME}\n"
+
+
+def identity_files(directory: Path, uid: int, gid: int, host_hosts: Path = Path("/etc/hosts")) -> Path:
+    """Write passwd, group and hosts (world-readable, atomically) into ``directory``; return it."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name, text in zip(("passwd", "group"), identity_lines(uid, gid), strict=True):
+    try:
+        hosts = hosts_text(host_hosts.read_text())
+    except OSError:
+        hosts = hosts_text("127.0.0.1\tlocalhost")
+    for name, text in zip(("passwd", "group", "hosts"), (*identity_lines(uid, gid), hosts), strict=True):
         path = directory / name
         if not path.is_file() or path.read_text() != text:
             tmp = directory / f".{name}.{os.getpid()}"

@@ -67,6 +67,8 @@ def test_home_is_read_write_and_public_read_only_at_their_pfs_paths() -> None:
     assert ("/root/.cache/paddlecloud/venvs", "/root/.cache/paddlecloud/venvs") in _pairs(argv, "--bind")
     assert ("/dev/nvidia0", "/dev/nvidia0") in _pairs(argv, "--dev-bind")
     assert ("/var/pc/sandbox/etc/passwd", "/etc/passwd") in _pairs(argv, "--ro-bind")
+    assert ("/var/pc/sandbox/etc/hosts", "/etc/hosts") in _pairs(argv, "--ro-bind")
+    assert argv[argv.index("--hostname") + 1] == sandbox.HOSTNAME
     assert argv[argv.index("--chdir") + 1] == "/pfs/local/home/alice/jobs/fit"
     # Nothing of the host's root is bound whole.
     assert not any(src == "/" for src, _ in _pairs(argv, "--ro-bind") + _pairs(argv, "--bind"))
@@ -75,7 +77,7 @@ def test_home_is_read_write_and_public_read_only_at_their_pfs_paths() -> None:
 def test_parents_of_bound_paths_are_made_traversable_once() -> None:
     argv = sandbox.command(_sandbox(root=True), ["true"])
     made = [argv[i + 3] for i, a in enumerate(argv) if a == "--perms" and argv[i + 2] == "--dir"]
-    assert made[:2] == ["/opt", "/opt/py"]
+    assert made[:3] == ["/etc", "/opt", "/opt/py"]
     assert "/root" in made and "/pfs" in made and "/pfs/local/home" in made
     assert len(made) == len(set(made)) and "/usr" not in made
 
@@ -84,11 +86,11 @@ def test_system_binds_recreate_merged_usr_links_and_show_only_listed_etc(tmp_pat
     (tmp_path / "usr" / "lib").mkdir(parents=True)
     (tmp_path / "lib").symlink_to("usr/lib")
     (tmp_path / "etc" / "ssl").mkdir(parents=True)
-    for name in ("resolv.conf", "hosts", "shadow", "paddlecloud.env"):
+    for name in ("resolv.conf", "nsswitch.conf", "shadow", "paddlecloud.env"):
         (tmp_path / "etc" / name).write_text("x")
     binds, links = sandbox.system_binds(tmp_path)
     targets = {b.target for b in binds}
-    assert {"/usr", "/etc/ssl", "/etc/resolv.conf", "/etc/hosts"} <= targets
+    assert {"/usr", "/etc/ssl", "/etc/resolv.conf", "/etc/nsswitch.conf"} <= targets
     assert "/etc/shadow" not in targets and "/etc/paddlecloud.env" not in targets
     assert links == (("usr/lib", "/lib"),)
 
@@ -97,7 +99,9 @@ def test_identity_files_name_the_job_user(tmp_path: Path) -> None:
     passwd, group = sandbox.identity_lines(1234, 2345)
     assert "job:x:1234:2345:job:/tmp:/usr/sbin/nologin" in passwd.splitlines()
     assert "job:x:2345:" in group.splitlines()
-    directory = sandbox.identity_files(tmp_path / "etc", 65534, 65534)
+    (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
+    directory = sandbox.identity_files(tmp_path / "etc", 65534, 65534, tmp_path / "hosts")
+    assert (directory / "hosts").read_text() == f"127.0.0.1 localhost\n127.0.0.1\t{sandbox.HOSTNAME}\n"
     assert (directory / "passwd").read_text().count("65534") == 2
     assert oct((directory / "group").stat().st_mode & 0o777) == "0o644"
 
