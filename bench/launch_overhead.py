@@ -7,7 +7,10 @@ Paddle's launcher the script waits for the pservers and trainer 0 stops them its
 under ours the launcher waits and the engine stops them (WAIT_SERVERS=0, STOP_SERVERS=0).
 Ours is timed from engine.start() until the job is finished and every process is gone, with the
 reconciler polled every 0.2 s (the portal's beat runs it every 2 s, PADDLECLOUD_RECONCILE_SECONDS);
-theirs from exec until the launcher exits. Prints both medians and the ratio ours/theirs (goal <= 0.85).
+theirs from exec until the launcher exits. Ours runs twice per round, in the bubblewrap sandbox (what
+jobs get) and without it (a datacenter's "run without sandbox"). Prints the medians, the ratios
+ours/theirs (goal <= 0.85), and the sandbox's own cost per process: `bwrap <a job's sandbox> true`
+against `true`.
 
     .venv/bin/python bench/launch_overhead.py [--runs 5] [--steps 1000]
 """
@@ -40,7 +43,41 @@ def setup_django(var_dir: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
-def run_ours(package: Path, steps: int, run: int) -> float:
+_REAL_PROBE: dict[str, object] = {}
+
+
+def use_sandbox(on: bool) -> None:
+    """On: jobs run in the sandbox (the host must allow it). Off: as on a datacenter without one."""
+    from jobs.engines import sandbox
+
+    real = _REAL_PROBE.setdefault("probe", sandbox.probe())
+    assert isinstance(real, sandbox.Probe)
+    if on and not real.ok:
+        raise SystemExit(f"no sandbox on this host: {real.error}")
+    off = sandbox.Probe(None, "sandbox off for this benchmark run", 0.0)
+    sandbox.probe = (lambda: real) if on else (lambda: off)  # type: ignore[assignment]
+
+
+def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
+    """Median seconds of `true` in a job's sandbox and of plain `true`."""
+    from jobs.engines import local_world, sandbox
+    from portal.datacenters.models import Datacenter
+
+    probe = sandbox.probe()
+    dc = Datacenter.objects.get(name="local")
+    where = local_world.places(dc, "bench")
+    box = local_world.build(dc, where, where.home_inside, probe)
+    argv = [a if a != sandbox.INFO_FD else "1" for a in sandbox.command(box, ["true"])]
+    timings: dict[str, list[float]] = {"sandbox": [], "plain": []}
+    for _ in range(repeat):
+        for kind, command in (("sandbox", argv), ("plain", ["true"])):
+            t0 = time.monotonic()
+            subprocess.run(command, capture_output=True, check=True)
+            timings[kind].append(time.monotonic() - t0)
+    return statistics.median(timings["sandbox"]), statistics.median(timings["plain"])
+
+
+def run_ours(package: Path, steps: int, run: str) -> float:
     from django.contrib.auth.models import User
 
     from jobs.engines import engine_for
@@ -52,7 +89,8 @@ def run_ours(package: Path, steps: int, run: int) -> float:
     user, _ = User.objects.get_or_create(username="bench")
     root = Path(os.environ["PADDLECLOUD_VAR_DIR"]) / "pfs"
     dc, _ = Datacenter.objects.get_or_create(name="local", defaults={
-        "engine": Engine.LOCAL, "storage_kind": StorageKind.LOCAL, "storage_root": str(root)})
+        "engine": Engine.LOCAL, "storage_kind": StorageKind.LOCAL, "storage_root": str(root),
+        "run_without_sandbox": True})
     name = f"fit{run}"
     shutil.copytree(package, root / "home" / "bench" / "jobs" / name, dirs_exist_ok=True)
     spec = JobSpecSerializer(data={"jobname": name, "entry": "python train_ps.py", "parallelism": 2, "pservers": 2,
@@ -109,15 +147,29 @@ def main() -> None:
         setup_django(work / "var")
         # Warm both once (data preparation, page cache) before anything is timed.
         run_theirs(package, args.steps, venv / "bin" / "python", work, -1)
-        ours, theirs = [], []
+        boxed, bare, theirs = [], [], []
         for run in range(args.runs):
-            ours.append(run_ours(package, args.steps, run))
+            use_sandbox(True)
+            boxed.append(run_ours(package, args.steps, f"{run}s"))
+            use_sandbox(False)
+            bare.append(run_ours(package, args.steps, f"{run}n"))
             theirs.append(run_theirs(package, args.steps, venv / "bin" / "python", work, run))
-            print(f"run {run}: ours {ours[-1]:.2f}s  paddle.distributed.launch {theirs[-1]:.2f}s", flush=True)
-    ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
-    print(f"median ours: {ours_median:.2f}s")
-    print(f"median paddle.distributed.launch: {theirs_median:.2f}s")
-    print(f"ratio ours/theirs: {ours_median / theirs_median:.2f} (goal <= 0.85)")
+            print(
+                f"run {run}: ours in sandbox {boxed[-1]:.2f}s  ours without {bare[-1]:.2f}s  "
+                f"paddle.distributed.launch {theirs[-1]:.2f}s",
+                flush=True,
+            )
+        use_sandbox(True)
+        in_box, plain = sandbox_cost()
+    theirs_median = statistics.median(theirs)
+    for label, times in (("ours in sandbox", boxed), ("ours without sandbox", bare)):
+        median = statistics.median(times)
+        print(f"median {label}: {median:.2f}s (ours/theirs {median / theirs_median:.2f})")
+    print(f"median paddle.distributed.launch: {theirs_median:.2f}s (goal: ours <= 0.85x)")
+    print(
+        f"sandbox cost per process: {(in_box - plain) * 1000:.1f} ms "
+        f"(bwrap ... true {in_box * 1000:.1f} ms, true {plain * 1000:.1f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ class JobsConfig(AppConfig):
     verbose_name = "Training jobs"
 
     def ready(self) -> None:
+        from jobs import checks  # noqa: F401  (registers the system checks)
         from jobs.usage import compute_in_use
         from portal.datacenters.quota import register_usage_provider
 

@@ -287,9 +287,17 @@ PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, m
 # Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
 # empty: the launcher's default, ~/.cache/paddlecloud/venvs.
 PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
-CELERY_BEAT_SCHEDULE.update({
-    "reconcile": {"task": "jobs.reconcile", "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
-                  "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS}},
-    "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
-    "storage-cleanup-uploads": {"task": "storage.cleanup_uploads", "schedule": 3600.0, "options": {"expires": 600}},
-})
+# The unprivileged uid/gid local jobs run as inside their sandbox (nobody/nogroup); never root.
+PADDLECLOUD_JOB_UID = env_int("PADDLECLOUD_JOB_UID", 65534, minimum=1)
+PADDLECLOUD_JOB_GID = env_int("PADDLECLOUD_JOB_GID", 65534, minimum=1)
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "reconcile": {
+            "task": "jobs.reconcile",
+            "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
+            "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
+        },
+        "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
+        "storage-cleanup-uploads": {"task": "storage.cleanup_uploads", "schedule": 3600.0, "options": {"expires": 600}},
+    }
+)

@@ -71,4 +71,11 @@ else:
             step += 1
     print(f"pass {PASSES - 1} step {step} loss {float(np.mean(value)):.4f} (final)", flush=True)
     fleet.stop_worker()  # flushes the GEO communicator; does not stop the pservers
+    if me == 0:
+        # The job's output folder: /pfs/<dc>/home/<user>/jobs/<job>/output/<run>/ on both engines.
+        scope = paddle.static.global_scope()
+        weights = {p.name: np.array(scope.find_var(p.name).get_tensor()) for p in main_program.all_parameters()}
+        model = os.path.join(os.environ.get("PADDLECLOUD_OUTPUT_DIR", "."), "model.npz")
+        np.savez(model, **weights)
+        print(f"model saved to {model}", flush=True)
     print(f"trainer {me} done: {step} steps, {time.time() - T0:.1f}s", flush=True)

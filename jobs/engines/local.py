@@ -1,13 +1,14 @@
 """The `local` engine: every pserver and trainer is a process on the worker's host, on 127.0.0.1.
 
 It is its own controller: `poll` restarts failed trainers up to max_retries, and reports a job failed
-as soon as a pserver dies (trainers would otherwise exit 0 with nothing learned). It runs user code
-as the worker's OS user, so operators enable it only for datacenters of trusted users.
+as soon as a pserver dies (trainers would otherwise exit 0 with nothing learned). Every process runs
+in a bubblewrap sandbox as an unprivileged user, seeing only its user's /pfs paths (local_world.py).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -18,8 +19,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import packages
-from jobs.engines import processes
-from jobs.engines.base import Engine, LogChunk, Observation, WorkerStatus
+from jobs.engines import local_world, processes, sandbox
+from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
 from jobs.logfiles import parse_cursor, read_log_file
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
@@ -58,6 +59,27 @@ class LocalEngine(Engine):
     def _worker_dir(self, job: Job, role: str, index: int) -> Path:
         return self._output(job) / f"{role}_{index}"
 
+    def _state_dir(self, job: Job, role: str, index: int) -> Path:
+        """The supervisor's files (exit status, launcher stderr): the engine's, out of the job's reach."""
+        return Path(settings.VAR_DIR) / "local-engine" / job.uid / f"{role}_{index}"
+
+    def _status_path(self, job: Job, role: str, index: int) -> Path:
+        return self._state_dir(job, role, index) / "exit_status.json"
+
+    def _sandbox_probe(self) -> sandbox.Probe | None:
+        """The working sandbox, None where the datacenter runs jobs without one; refuses otherwise."""
+        probe = sandbox.probe()
+        if probe.ok:
+            return probe
+        if self.datacenter.run_without_sandbox:
+            local_world.warn_once("sandbox", f"local engine: running jobs WITHOUT a sandbox: {probe.error}")
+            return None
+        raise EngineError(
+            f"{probe.error}. Jobs on datacenter {self.datacenter.name!r} run only in the sandbox; "
+            "an operator can install bubblewrap, enable unprivileged user namespaces, or tick "
+            "'run without sandbox' on the datacenter (trusted users only)."
+        )
+
     def _ports(self, job: Job) -> dict[str, Any]:
         """Ports are chosen once and kept on the job, so a retried start reuses them."""
         if "ports" not in job.engine_data:
@@ -72,10 +94,16 @@ class LocalEngine(Engine):
             Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
         return dict(job.engine_data["ports"])
 
-    def _env(self, job: Job, role: Role, index: int, package: Path) -> dict[str, str]:
+    def _env(self, job: Job, role: Role, index: int, package: str, output: str, sandboxed: bool) -> dict[str, str]:
         ports = self._ports(job)
         spec = job.spec
         env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
+        if sandboxed:
+            # The worker's own directories do not exist in the sandbox: a private /tmp is home.
+            for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
+                env.pop(name, None)
+            tmp = sandbox.PRIVATE_TMP
+            env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path()})
         env.update(spec.get("env") or {})
         env.update(
             {
@@ -93,25 +121,44 @@ class LocalEngine(Engine):
                 "PADDLECLOUD_JOB_NAME": job.name,
                 "PADDLECLOUD_DATACENTER": self.datacenter.name,
                 "PADDLECLOUD_USERNAME": job.owner.get_username(),
-                "PADDLECLOUD_PACKAGE_DIR": str(package),
+                "PADDLECLOUD_PACKAGE_DIR": package,
                 "PADDLECLOUD_ENTRY": spec["entry"],
-                "PADDLECLOUD_OUTPUT_DIR": str(self._output(job)),
+                "PADDLECLOUD_OUTPUT_DIR": output,
                 "PADDLECLOUD_PASSES": str(spec.get("passes", 1)),
             }
         )
-        if settings.PADDLECLOUD_VENV_CACHE:
+        if sandboxed:
+            env["PADDLECLOUD_VENV_CACHE"] = str(local_world.runtime()[1])
+        elif settings.PADDLECLOUD_VENV_CACHE:
             env["PADDLECLOUD_VENV_CACHE"] = settings.PADDLECLOUD_VENV_CACHE
         return env
 
     def _spawn(self, job: Job, worker: Worker, package: Path) -> None:
         directory = self._worker_dir(job, worker.role, worker.index)
-        directory.mkdir(parents=True, exist_ok=True)
+        state = self._state_dir(job, worker.role, worker.index)
+        state.mkdir(parents=True, exist_ok=True)
+        probe = self._sandbox_probe()
+        argv = [sys.executable, "-m", "paddlecloud.launcher"]
+        role = Role(worker.role)
+        if probe is None:
+            directory.mkdir(parents=True, exist_ok=True)
+            env = self._env(job, role, worker.index, str(package), str(self._output(job)), sandboxed=False)
+        else:
+            where = local_world.places(self.datacenter, job.owner.get_username())
+            local_world.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0)
+            inside = where.inside(package)
+            env = self._env(job, role, worker.index, inside, where.inside(self._output(job)), sandboxed=True)
+            argv = sandbox.command(local_world.build(self.datacenter, where, inside, probe), argv)
+        group = local_world.cgroup(
+            f"{job.uid}-{worker.name}-{worker.restarts}", local_world.limits(job.spec, worker.role)
+        )
         spawned = processes.spawn(
-            [sys.executable, "-m", "paddlecloud.launcher"],
-            env=self._env(job, Role(worker.role), worker.index, package),
+            argv,
+            env=env,
             cwd=package,
-            status_path=directory / "exit_status.json",
-            stderr_path=directory / "launcher.err",
+            status_path=self._status_path(job, worker.role, worker.index),
+            stderr_path=state / "launcher.err",
+            cgroup=group,
         )
         worker.pid = spawned.pid
         worker.state = WorkerState.RUNNING
@@ -133,8 +180,8 @@ class LocalEngine(Engine):
 
     def start(self, job: Job) -> None:
         package = self.package(job)
+        self._sandbox_probe()  # no sandbox, no job: refused before anything starts
         self._ports(job)
-        self._output(job).mkdir(parents=True, exist_ok=True)
         for role, index in _plan(job):
             worker, _ = Worker.objects.get_or_create(job=job, role=role, index=index)
             if f"{worker.name}" not in job.engine_data:
@@ -147,7 +194,7 @@ class LocalEngine(Engine):
             return False, None
         if processes.is_alive(record["pid"], record["pid_start"]):
             return True, None
-        code = processes.exit_status(self._worker_dir(job, worker.role, worker.index) / "exit_status.json")
+        code = processes.exit_status(self._status_path(job, worker.role, worker.index))
         if code is None and processes.is_alive(record["supervisor"], record["supervisor_start"]):
             return True, None  # the launcher just ended; its supervisor is writing the status
         return False, code
@@ -197,6 +244,18 @@ class LocalEngine(Engine):
                     message=message,
                 )
             )
+        for role, index, code in ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
+            [(Role.TRAINER, *trainer_failed[:2])] if trainer_failed else []
+        ):
+            if processes.oom_killed(self._status_path(job, role, index)):
+                limit = job.spec.get("psmemory" if role == Role.PSERVER else "memory")
+                return Observation(
+                    JobState.FAILED,
+                    Reason.OOM_KILLED,
+                    f"{role} {index} went over its memory limit ({limit}) and was killed",
+                    code,
+                    statuses,
+                )
         if pserver_lost is not None:
             index, code = pserver_lost
             return Observation(
@@ -253,4 +312,7 @@ class LocalEngine(Engine):
 
     def cleanup(self, job: Job) -> bool:
         # Output and logs stay on the user's storage (they are the user's files); processes go.
-        return self.stop(job)
+        stopped = self.stop(job)
+        if stopped:
+            shutil.rmtree(Path(settings.VAR_DIR) / "local-engine" / job.uid, ignore_errors=True)
+        return stopped

@@ -18,35 +18,88 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.engines import cgroups
+
 _SUPERVISOR = r"""
-import json, os, signal, subprocess, sys
-status_path, stderr_path, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+import json, os, signal, subprocess, sys, time
+config, argv = json.loads(sys.argv[1]), sys.argv[2:]
+status_path = config["status"]
 if os.fork():
     os._exit(0)  # the engine reaps this at once; the supervisor lives on, orphaned
 os.setsid()
 # SIGTERM to the group is meant for the job; the supervisor stays to record how it ended.
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(sig, signal.SIG_IGN)
-err = open(stderr_path, "ab", buffering=0)
+err = open(config["stderr"], "ab", buffering=0)
+info_r = info_w = None
+if "@INFO_FD@" in argv:  # bwrap reports the host pid of the sandbox's pid 1 (the launcher) there
+    info_r, info_w = os.pipe()
+    argv = [str(info_w) if a == "@INFO_FD@" else a for a in argv]
+
+def prepare():
+    # Its own group: a SIGTERM for the supervisor's group must not end bwrap (and so the job) at once.
+    os.setpgid(0, 0)
+    for procs in config["cgroup_procs"]:  # before exec: everything the job starts is inside
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
 try:
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                             restore_signals=True, preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
-                             for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)])
-except OSError as exc:
+                             pass_fds=(info_w,) if info_w else (), preexec_fn=prepare)
+except (OSError, subprocess.SubprocessError) as exc:
     sys.stdout.write("error %s\n" % exc)
     sys.stdout.flush()
     os._exit(1)
-sys.stdout.write("%d %d\n" % (child.pid, os.getpid()))
+pid = child.pid
+if info_w is not None:
+    os.close(info_w)
+    data = b""
+    while True:  # bwrap writes one JSON object and closes its end (at once, or when it fails)
+        chunk = os.read(info_r, 4096)
+        if not chunk:
+            break
+        data += chunk
+    os.close(info_r)
+    try:
+        pid = int(json.loads(data)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        child.wait()
+        with open(config["stderr"], "rb") as f:
+            tail = f.read()[-500:].decode("utf-8", "replace").strip().splitlines()
+        sys.stdout.write("error the sandbox did not start: %s\n" % (tail[-1] if tail else "no message"))
+        sys.stdout.flush()
+        os._exit(1)
+sys.stdout.write("%d %d\n" % (pid, os.getpid()))
 sys.stdout.flush()
 # Let go of the engine's pipes, or it would wait for their end as long as the job runs.
 null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 1)
 os.dup2(err.fileno(), 2)
 code = child.wait()
+status = {"exit_code": code if code >= 0 else 128 - code}
+if config["oom_events"]:
+    try:
+        with open(config["oom_events"]) as f:
+            kills = [l.split()[1] for l in f if l.startswith("oom_kill ")]
+        if kills and int(kills[0]) > 0:
+            status["oom_killed"] = True
+    except (OSError, ValueError, IndexError):
+        pass
 tmp = status_path + ".tmp"
 with open(tmp, "w") as f:
-    json.dump({"exit_code": code if code >= 0 else 128 - code}, f)
+    json.dump(status, f)
 os.replace(tmp, status_path)
+for directory in config["cgroup_dirs"]:  # empty once the namespace's last process is reaped
+    for _ in range(50):
+        try:
+            os.rmdir(directory)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.1)
 """
 
 
@@ -85,10 +138,29 @@ def is_alive(pid: int | None, started: int | None) -> bool:
     return pid is not None and started is not None and start_time(pid) == started
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: Path, status_path: Path, stderr_path: Path) -> Spawned:
+def spawn(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    status_path: Path,
+    stderr_path: Path,
+    cgroup: cgroups.Group | None = None,
+) -> Spawned:
+    """Start ``argv`` under a detached supervisor (in ``cgroup`` when given).
+
+    When ``argv`` is a sandbox's command (it holds sandbox.INFO_FD), the pid returned is the
+    sandbox's pid 1 on the host, the process to follow and signal.
+    """
     status_path.unlink(missing_ok=True)
+    config = {
+        "status": str(status_path),
+        "stderr": str(stderr_path),
+        "cgroup_procs": [str(p) for p in cgroup.procs] if cgroup else [],
+        "cgroup_dirs": [str(d) for d in cgroup.dirs] if cgroup else [],
+        "oom_events": str(cgroup.events) if cgroup else "",
+    }
     result = subprocess.run(
-        [sys.executable, "-c", _SUPERVISOR, str(status_path), str(stderr_path), *argv],
+        [sys.executable, "-c", _SUPERVISOR, json.dumps(config), *argv],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -108,6 +180,14 @@ def exit_status(status_path: Path) -> int | None:
         return int(json.loads(status_path.read_text())["exit_code"])
     except (FileNotFoundError, ValueError, KeyError):
         return None
+
+
+def oom_killed(status_path: Path) -> bool:
+    """Whether the kernel killed a process of it for going over its memory limit."""
+    try:
+        return bool(json.loads(status_path.read_text()).get("oom_killed"))
+    except (FileNotFoundError, ValueError, AttributeError):
+        return False
 
 
 def signal_groups(pids: list[int], sig: signal.Signals) -> None:

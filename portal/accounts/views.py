@@ -110,8 +110,9 @@ def home(request: HttpRequest) -> HttpResponse:
 
     datacenters = list(Datacenter.objects.usable_by(request.user))
     recent = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")[:8]
-    return render(request, "home.html", {"quotas": [quota.report(request.user, dc) for dc in datacenters],
-                                         "recent_jobs": recent})
+    return render(
+        request, "home.html", {"quotas": [quota.report(request.user, dc) for dc in datacenters], "recent_jobs": recent}
+    )
 
 
 def _user(request: HttpRequest) -> User:

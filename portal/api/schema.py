@@ -68,12 +68,14 @@ class ErrorDocumentingSchema(AutoSchema):
         if not public:
             codes += ["401", "403", "404"]
         elif self.method in _BODY_METHODS:
-            codes += ["401", "403"]  # the login calls: public, yet a wrong password or an inactive account
+            # The login calls: public, yet a wrong password or an inactive account, and throttled by
+            # portal.accounts.throttle (not a DRF throttle class, so get_throttles() does not show it).
+            codes += ["401", "403", "429"]
         if not public and self.method != "GET":
             codes.append("409")
         if self.method in _BODY_METHODS:
             codes += ["413", "415"]
-        if self.view.get_throttles():
+        if self.view.get_throttles() and "429" not in codes:
             codes.append("429")
         return codes
 

@@ -31,6 +31,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     search_fields = ["name", "description"]
     filter_horizontal = ["allowed_users"]
     inlines = [QuotaInline]
+    readonly_fields = ["local_host"]
     fieldsets = [
         (None, {"fields": ["name", "description", "engine", "enabled"]}),
         ("Who may use it", {"fields": ["all_users", "allowed_users"]}),
@@ -61,6 +62,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             },
         ),
         ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "finished_ttl"]}),
+        ("Local engine: sandbox and limits", {"fields": ["run_without_sandbox", "local_host"]}),
         (
             "Default quota per user",
             {
@@ -75,6 +77,12 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             },
         ),
     ]
+
+    @admin.display(description="this host")
+    def local_host(self, obj: Datacenter) -> str:
+        from jobs.engines.local_world import host_report
+
+        return host_report()
 
 
 @admin.register(Quota)

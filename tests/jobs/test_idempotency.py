@@ -78,8 +78,9 @@ def test_logs_api_checks_the_worker_and_tail(alice_api: APIClient, local_dc: Dat
     assert (empty["text"], empty["complete"]) == ("", False)
 
 
-def test_a_lost_submission_is_picked_up_again_once(alice_api: APIClient, local_dc: Datacenter,
-                                                   fake_package: Path) -> None:
+def test_a_lost_submission_is_picked_up_again_once(
+    alice_api: APIClient, local_dc: Datacenter, fake_package: Path
+) -> None:
     from datetime import timedelta
 
     from django.utils import timezone

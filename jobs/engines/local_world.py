@@ -1,0 +1,170 @@
+"""What one local job process sees and may use: its sandbox, its /pfs paths, its cgroup limits.
+
+The same world as a pod's: the user's home read-write at `/pfs/<dc>/home/<user>`, the public area
+read-only at `/pfs/<dc>/<public_path>`, the runtime read-only, a private /tmp, an unprivileged uid.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from paddlecloud import launcher
+
+from jobs import spec as job_spec
+from jobs.engines import cgroups, sandbox
+from portal.datacenters.models import Datacenter
+from storage.backends import storage_for
+
+log = logging.getLogger(__name__)
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where a user's storage is on the host and inside the job."""
+
+    root: Path
+    home: Path
+    public: Path
+    home_inside: str
+    public_inside: str
+
+    def inside(self, host_path: Path) -> str:
+        """The path a job sees for ``host_path`` (a path in the user's home or the public area)."""
+        for host, seen in ((self.home, self.home_inside), (self.public, self.public_inside)):
+            if host_path == host or host in host_path.parents:
+                return seen + "/" + str(host_path.relative_to(host)) if host_path != host else seen
+        raise ValueError(f"{host_path} is neither in the user's home nor in the public area")
+
+
+def places(datacenter: Datacenter, username: str) -> Places:
+    root = Path(os.path.realpath(datacenter.storage_root))
+    public = "/".join(p for p in datacenter.public_path.split("/") if p) or "public"
+    return Places(
+        root=root,
+        home=root / "home" / username,
+        public=root / public,
+        home_inside=f"/pfs/{datacenter.name}/home/{username}",
+        public_inside=f"/pfs/{datacenter.name}/{public}",
+    )
+
+
+def runtime() -> tuple[tuple[Path, ...], Path]:
+    """The runtime a job needs, read-only, and the one cache the launcher writes (its venvs).
+
+    Today: the launcher's interpreter (the portal's venv and the Python it was made from), the
+    client package when it is installed from a source tree, and the launcher's venv cache. The
+    runtime environments of issue 11 replace these: return their directories here.
+    """
+    import paddlecloud
+    from paddlecloud import venvcache
+
+    paths = [Path(sys.prefix), Path(sys.base_prefix)]
+    client = Path(paddlecloud.__file__).resolve().parent.parent
+    if not any(p == client or p in client.parents for p in paths):
+        paths.append(client)
+    cache = Path(settings.PADDLECLOUD_VENV_CACHE or venvcache.default_cache_dir())
+    return tuple(dict.fromkeys(paths)), cache
+
+
+def job_path() -> str:
+    """PATH inside the sandbox: the launcher's interpreter first, then the system's."""
+    dirs = [f"{sys.prefix}/bin", f"{sys.base_prefix}/bin", "/usr/local/bin", "/usr/bin", "/bin"]
+    return os.pathsep.join(dict.fromkeys(dirs))
+
+
+def prepare_dirs(datacenter: Datacenter, where: Places, dirs: list[Path], runs_as_root: bool) -> None:
+    """Create ``dirs`` (in the user's home) without following links; as root, hand them and the
+    home to the job's uid so the job can write there. The job owns its home's contents, so each
+    name is opened without following symlinks: a link it planted cannot turn this into a chown
+    of a host path."""
+    storage = storage_for(datacenter)
+    names = [str(where.home.relative_to(where.root))]
+    for directory in dirs:
+        names.append(str(directory.relative_to(where.root)))
+    uid, gid = settings.PADDLECLOUD_JOB_UID, settings.PADDLECLOUD_JOB_GID
+    for name in names:
+        storage.makedirs(name)
+        if not runs_as_root:
+            continue
+        parts = name.split("/")
+        # Every directory from the home down, so each level of the job's folders is its own.
+        for depth in range(2, len(parts) + 1):
+            fd = storage.open_fd("/".join(parts[:depth]), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fchown(fd, uid, gid)
+            finally:
+                os.close(fd)
+    storage.makedirs(str(where.public.relative_to(where.root)))
+
+
+def build(datacenter: Datacenter, where: Places, cwd: str, probe: sandbox.Probe) -> sandbox.Sandbox:
+    assert probe.bwrap is not None
+    system, links = sandbox.system_binds()
+    read_only, cache = runtime()
+    cache.mkdir(parents=True, exist_ok=True)
+    # Made here, by the worker: the launcher in the sandbox then finds the link and writes nothing.
+    launcher.package_pythonpath(cache)
+    root = os.geteuid() == 0
+    uid, gid = settings.PADDLECLOUD_JOB_UID, settings.PADDLECLOUD_JOB_GID
+    if root:
+        # Interim until runtime environments are built outside the sandbox: the launcher creates
+        # venvs here, so the job's uid must be able to add entries (existing ones stay root's).
+        os.chown(cache, uid, gid)
+    etc = sandbox.identity_files(Path(settings.VAR_DIR) / "sandbox" / "etc", uid, gid)
+    return sandbox.Sandbox(
+        bwrap=probe.bwrap,
+        uid=uid,
+        gid=gid,
+        worker_is_root=root,
+        cwd=cwd,
+        system=system,
+        symlinks=links,
+        runtime=read_only,
+        cache=cache,
+        read_write=(sandbox.Bind(where.home, where.home_inside),),
+        read_only=(sandbox.Bind(where.public, where.public_inside),),
+        etc=etc,
+    )
+
+
+def warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning("%s", message)
+
+
+def limits(spec: dict[str, object], role: str) -> cgroups.Limits:
+    cpu, memory = ("pscpu", "psmemory") if role == "pserver" else ("cpu", "memory")
+    return cgroups.Limits(
+        memory_bytes=job_spec.memory_bytes(str(spec[memory])) if spec.get(memory) else None,
+        cpus=job_spec.cores(str(spec[cpu])) if spec.get(cpu) else None,
+    )
+
+
+def cgroup(name: str, wanted: cgroups.Limits) -> cgroups.Group | None:
+    """A cgroup enforcing ``wanted``, or None (said once in the worker's log) where the host
+    does not let this worker make one."""
+    hierarchy, why = cgroups.usable()
+    if hierarchy is None:
+        warn_once("cgroups", f"local engine: cpu and memory limits are not enforced: {why}")
+        return None
+    try:
+        return cgroups.create(hierarchy, name, wanted)
+    except OSError as exc:
+        warn_once("cgroups-create", f"local engine: could not make cgroup {name}: {exc}")
+        return None
+
+
+def host_report() -> str:
+    """What this host gives local jobs, for the operators (admin, datacenter page)."""
+    probe = sandbox.probe()
+    box = f"sandbox: {probe.bwrap} works ({probe.seconds * 1000:.0f} ms per start)" if probe.ok else probe.error
+    hierarchy, why = cgroups.usable()
+    limits = f"limits: cgroup v{hierarchy.version} under {hierarchy.memory.parent}" if hierarchy else f"limits: {why}"
+    return f"{box}; {limits}"

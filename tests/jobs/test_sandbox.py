@@ -1,0 +1,186 @@
+"""The sandbox's command line, the host facts it is built from, and cgroup limits, as plain functions."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from jobs.checks import unsandboxed_datacenters
+from jobs.engines import cgroups, local_world, sandbox
+from jobs.engines.base import EngineError
+from jobs.engines.local import LocalEngine
+from jobs.engines.sandbox import Bind, Sandbox
+from portal.datacenters.models import Datacenter
+
+
+def _sandbox(root: bool) -> Sandbox:
+    return Sandbox(
+        bwrap="/usr/bin/bwrap",
+        uid=65534,
+        gid=65534,
+        worker_is_root=root,
+        cwd="/pfs/local/home/alice/jobs/fit",
+        system=(Bind(Path("/usr"), "/usr"),),
+        symlinks=(("usr/lib", "/lib"),),
+        runtime=(Path("/opt/py/3.11"),),
+        cache=Path("/root/.cache/paddlecloud/venvs"),
+        read_write=(Bind(Path("/srv/pfs/home/alice"), "/pfs/local/home/alice"),),
+        read_only=(Bind(Path("/srv/pfs/public"), "/pfs/local/public"),),
+        devices=(Path("/dev/nvidia0"),),
+        etc=Path("/var/pc/sandbox/etc"),
+    )
+
+
+def _pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
+    return [(argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a == flag]
+
+
+def test_a_root_worker_drops_to_the_job_uid_with_setpriv() -> None:
+    argv = sandbox.command(_sandbox(root=True), ["python", "-m", "paddlecloud.launcher"])
+    assert "--unshare-user" not in argv
+    tail = argv[argv.index("--") + 1 :]
+    assert tail[:4] == ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    assert tail[-3:] == ["python", "-m", "paddlecloud.launcher"]
+
+
+def test_an_unprivileged_worker_maps_the_job_uid_in_a_user_namespace() -> None:
+    argv = sandbox.command(_sandbox(root=False), ["true"])
+    assert argv[argv.index("--uid") + 1] == "65534" and "--unshare-user" in argv
+    assert "setpriv" not in argv and argv[-2:] == ["--", "true"]
+
+
+def test_the_job_gets_its_own_pid_ipc_uts_namespaces_and_dies_with_its_parent() -> None:
+    argv = sandbox.command(_sandbox(root=True), ["true"])
+    for flag in ("--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--die-with-parent"):
+        assert flag in argv
+    assert "--unshare-net" not in argv  # pservers and trainers talk over the host's loopback
+    assert argv[argv.index("--info-fd") + 1] == sandbox.INFO_FD
+
+
+def test_home_is_read_write_and_public_read_only_at_their_pfs_paths() -> None:
+    argv = sandbox.command(_sandbox(root=True), ["true"])
+    assert ("/srv/pfs/home/alice", "/pfs/local/home/alice") in _pairs(argv, "--bind")
+    assert ("/srv/pfs/public", "/pfs/local/public") in _pairs(argv, "--ro-bind")
+    assert ("/opt/py/3.11", "/opt/py/3.11") in _pairs(argv, "--ro-bind")
+    assert ("/root/.cache/paddlecloud/venvs", "/root/.cache/paddlecloud/venvs") in _pairs(argv, "--bind")
+    assert ("/dev/nvidia0", "/dev/nvidia0") in _pairs(argv, "--dev-bind")
+    assert ("/var/pc/sandbox/etc/passwd", "/etc/passwd") in _pairs(argv, "--ro-bind")
+    assert ("/var/pc/sandbox/etc/hosts", "/etc/hosts") in _pairs(argv, "--ro-bind")
+    assert argv[argv.index("--hostname") + 1] == sandbox.HOSTNAME
+    assert argv[argv.index("--chdir") + 1] == "/pfs/local/home/alice/jobs/fit"
+    # Nothing of the host's root is bound whole.
+    assert not any(src == "/" for src, _ in _pairs(argv, "--ro-bind") + _pairs(argv, "--bind"))
+
+
+def test_parents_of_bound_paths_are_made_traversable_once() -> None:
+    argv = sandbox.command(_sandbox(root=True), ["true"])
+    made = [argv[i + 3] for i, a in enumerate(argv) if a == "--perms" and argv[i + 2] == "--dir"]
+    assert made[:3] == ["/etc", "/opt", "/opt/py"]
+    assert "/root" in made and "/pfs" in made and "/pfs/local/home" in made
+    assert len(made) == len(set(made)) and "/usr" not in made
+
+
+def test_system_binds_recreate_merged_usr_links_and_show_only_listed_etc(tmp_path: Path) -> None:
+    (tmp_path / "usr" / "lib").mkdir(parents=True)
+    (tmp_path / "lib").symlink_to("usr/lib")
+    (tmp_path / "etc" / "ssl").mkdir(parents=True)
+    for name in ("resolv.conf", "nsswitch.conf", "shadow", "paddlecloud.env"):
+        (tmp_path / "etc" / name).write_text("x")
+    binds, links = sandbox.system_binds(tmp_path)
+    targets = {b.target for b in binds}
+    assert {"/usr", "/etc/ssl", "/etc/resolv.conf", "/etc/nsswitch.conf"} <= targets
+    assert "/etc/shadow" not in targets and "/etc/paddlecloud.env" not in targets
+    assert links == (("usr/lib", "/lib"),)
+
+
+def test_identity_files_name_the_job_user(tmp_path: Path) -> None:
+    passwd, group = sandbox.identity_lines(1234, 2345)
+    assert "job:x:1234:2345:job:/tmp:/usr/sbin/nologin" in passwd.splitlines()
+    assert "job:x:2345:" in group.splitlines()
+    (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
+    directory = sandbox.identity_files(tmp_path / "etc", 65534, 65534, tmp_path / "hosts")
+    assert (directory / "hosts").read_text() == f"127.0.0.1 localhost\n127.0.0.1\t{sandbox.HOSTNAME}\n"
+    assert (directory / "passwd").read_text().count("65534") == 2
+    assert oct((directory / "group").stat().st_mode & 0o777) == "0o644"
+
+
+def test_places_map_host_paths_to_pfs_paths(tmp_path: Path) -> None:
+    where = local_world.Places(
+        tmp_path, tmp_path / "home" / "alice", tmp_path / "public", "/pfs/dc/home/alice", "/pfs/dc/public"
+    )
+    assert where.inside(tmp_path / "home" / "alice" / "jobs" / "fit") == "/pfs/dc/home/alice/jobs/fit"
+    assert where.inside(tmp_path / "public") == "/pfs/dc/public"
+    try:
+        where.inside(tmp_path / "home" / "bob")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("bob's home must not map into alice's sandbox")
+
+
+def test_limits_come_from_the_spec_per_role() -> None:
+    spec = {"cpu": "500m", "memory": "1Gi", "pscpu": "2", "psmemory": "256Mi"}
+    assert local_world.limits(spec, "trainer") == cgroups.Limits(1 << 30, Decimal("0.5"))
+    assert local_world.limits(spec, "pserver") == cgroups.Limits(256 << 20, Decimal(2))
+
+
+def test_limit_files_for_each_cgroup_version() -> None:
+    limits = cgroups.Limits(memory_bytes=1 << 30, cpus=Decimal("1.5"))
+    assert cgroups.limit_files(1, limits) == [
+        ("memory", "memory.limit_in_bytes", str(1 << 30)),
+        ("memory", "memory.memsw.limit_in_bytes", str(1 << 30)),
+        ("cpu", "cpu.cfs_period_us", "100000"),
+        ("cpu", "cpu.cfs_quota_us", "150000"),
+    ]
+    assert cgroups.limit_files(2, limits) == [
+        ("memory", "memory.max", str(1 << 30)),
+        ("memory", "memory.swap.max", "0"),
+        ("cpu", "cpu.max", "150000 100000"),
+    ]
+    assert cgroups.limit_files(2, cgroups.Limits(cpus=Decimal("0.001"))) == [("cpu", "cpu.max", "1000 100000")]
+
+
+def test_detect_finds_v1_under_our_own_groups_and_v2_unified(tmp_path: Path) -> None:
+    v1 = tmp_path / "v1"
+    (v1 / "memory").mkdir(parents=True)
+    (v1 / "cpu").mkdir()
+    own = "4:memory:/box/1\n1:cpu,cpuacct:/\n0::/\n"
+    assert cgroups.own_paths(own) == {"memory": "/box/1", "cpu": "/", "cpuacct": "/", "": "/"}
+    assert cgroups.detect(v1, own) == cgroups.Hierarchy(1, v1 / "memory/box/1/paddlecloud", v1 / "cpu/paddlecloud")
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory\n")
+    base = v2 / "worker/paddlecloud"
+    assert cgroups.detect(v2, "0::/worker\n") == cgroups.Hierarchy(2, base, base)
+    assert cgroups.detect(tmp_path / "none", own) is None
+
+
+def test_create_writes_v1_limits_and_skips_absent_swap_accounting(tmp_path: Path) -> None:
+    hierarchy = cgroups.Hierarchy(1, tmp_path / "memory" / "paddlecloud", tmp_path / "cpu" / "paddlecloud")
+    group = cgroups.create(hierarchy, "fit-trainer-0", cgroups.Limits(64 << 20, Decimal(1)))
+    memory = tmp_path / "memory" / "paddlecloud" / "fit-trainer-0"
+    assert (memory / "memory.limit_in_bytes").read_text() == str(64 << 20)
+    assert not (memory / "memory.memsw.limit_in_bytes").exists()
+    assert (tmp_path / "cpu" / "paddlecloud" / "fit-trainer-0" / "cpu.cfs_quota_us").read_text() == "100000"
+    assert group.events == memory / "memory.oom_control" and memory / "cgroup.procs" in group.procs
+
+
+def test_oom_kills_are_read_from_either_version() -> None:
+    assert cgroups.oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n") == 2
+    assert cgroups.oom_kills("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n") == 1
+    assert cgroups.oom_kills("") == 0
+
+
+def test_without_a_sandbox_jobs_are_refused_unless_the_datacenter_allows_it(
+    local_dc: Datacenter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox, "probe", lambda: sandbox.Probe(None, "bubblewrap (bwrap) is not installed", 0.0))
+    with pytest.raises(EngineError, match=r"bubblewrap \(bwrap\) is not installed.*run without sandbox"):
+        LocalEngine(local_dc)._sandbox_probe()
+    local_dc.run_without_sandbox = True
+    assert LocalEngine(local_dc)._sandbox_probe() is None
+    local_dc.save()
+    warnings = unsandboxed_datacenters()
+    assert [w.id for w in warnings] == ["paddlecloud.W010"] and "'local'" in warnings[0].msg
