@@ -14,8 +14,8 @@ from pathlib import Path
 
 from django.conf import settings
 from paddlecloud import launcher
+from paddlecloud.contract import quantity
 
-from jobs import spec as job_spec
 from jobs.engines import cgroups, sandbox
 from portal.datacenters.models import Datacenter
 from storage.backends import storage_for
@@ -142,8 +142,8 @@ def warn_once(key: str, message: str) -> None:
 def limits(spec: dict[str, object], role: str) -> cgroups.Limits:
     cpu, memory = ("pscpu", "psmemory") if role == "pserver" else ("cpu", "memory")
     return cgroups.Limits(
-        memory_bytes=job_spec.memory_bytes(str(spec[memory])) if spec.get(memory) else None,
-        cpus=job_spec.cores(str(spec[cpu])) if spec.get(cpu) else None,
+        memory_bytes=quantity.byte_count(spec[memory], field=memory) if spec.get(memory) else None,
+        cpus=quantity.cores(spec[cpu], field=cpu) if spec.get(cpu) else None,
     )
 
 
