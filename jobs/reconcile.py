@@ -121,8 +121,16 @@ def apply(
 
 def release(job: Job, engine: Engine) -> bool:
     """Stop whatever of a finished job still runs; mark it released once nothing does."""
+    # Once the job is final no worker shows running or pending, also while its processes are stopping.
+    job.workers.filter(state__in=[WorkerState.RUNNING, WorkerState.PENDING]).update(
+        state=WorkerState.KILLED, message=f"stopped because the job {job.state}"
+    )
     if not engine.stop(job):
         return False
+    if not job.released:
+        # How each one really ended: a trainer that exited 0 meanwhile is succeeded, a killed one shows its code.
+        final = [w for w in engine.final_workers(job) if w.state not in (WorkerState.RUNNING, WorkerState.PENDING)]
+        _record_workers(job, Observation(JobState(job.state), workers=final))
     if job.state == JobState.SUCCEEDED:
         # pservers never exit by themselves: the engine stopped them because the trainers were done.
         job.workers.filter(role="pserver").update(

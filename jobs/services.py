@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from rest_framework import exceptions
 
-from jobs import packages, spec
+from jobs import packages, runtimes, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.states import transition
 from portal.api.errors import Conflict
@@ -82,6 +82,7 @@ def submit(user: User, payload: Any) -> Job:
             {"registry": [f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)"]}
         )
     packages.resolve_package(datacenter, user, data["package"], data["jobname"])
+    runtimes.check_spec(datacenter, data)  # local engine: `image` names a runtime, enough GPUs exist
     # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
     User.objects.select_for_update().filter(pk=user.pk).first()
     _check_quota(user, datacenter, data)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from jobs import packages
+from jobs import gpus, packages, runtimes
 from jobs.engines import processes
-from jobs.engines.base import Engine, LogChunk, Observation, WorkerStatus
+from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
 from jobs.logfiles import read_after
-from jobs.models import TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
+from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
 # Only these variables of the worker's own environment reach job processes: the worker's secrets
 # (DATABASE_URL, SECRET_KEY, ...) must never.
@@ -45,6 +44,13 @@ _PASSED_THROUGH = (
     "https_proxy",
     "no_proxy",
 )
+
+
+STOPPED_AFTER_SUCCESS = "stopped after every trainer succeeded"
+# The launcher's own failures (paddlecloud.launcher): their reason is its last `error:` log line.
+_LAUNCHER_CODES = (64, 68, 69, 70, 71)
+_LAUNCHER_ERROR = "[paddlecloud-launch] error: "
+_LOG_TAIL_BYTES = 64 * 1024
 
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
@@ -99,16 +105,20 @@ class LocalEngine(Engine):
                 "PADDLECLOUD_PASSES": str(spec.get("passes", 1)),
             }
         )
-        if settings.PADDLECLOUD_VENV_CACHE:
-            env["PADDLECLOUD_VENV_CACHE"] = settings.PADDLECLOUD_VENV_CACHE
+        if role == Role.TRAINER:
+            env.update(gpus.gpu_env(job, index))
         return env
 
     def _spawn(self, job: Job, worker: Worker, package: Path) -> None:
         directory = self._worker_dir(job, worker.role, worker.index)
         directory.mkdir(parents=True, exist_ok=True)
+        try:
+            runtime = runtimes.runtime_for(job, package)
+        except runtimes.RuntimeUnavailable as exc:
+            raise EngineError(str(exc)) from None
         spawned = processes.spawn(
-            [sys.executable, "-m", "paddlecloud.launcher"],
-            env=self._env(job, Role(worker.role), worker.index, package),
+            [runtime.python, "-m", "paddlecloud.launcher"],
+            env={**self._env(job, Role(worker.role), worker.index, package), **runtime.env},
             cwd=package,
             status_path=directory / "exit_status.json",
             stderr_path=directory / "launcher.err",
@@ -133,6 +143,8 @@ class LocalEngine(Engine):
 
     def start(self, job: Job) -> None:
         package = self.package(job)
+        if not gpus.acquire(job):
+            return  # waits, pending; the reconciler starts it once its GPUs are free (see _observe)
         self._ports(job)
         self._output(job).mkdir(parents=True, exist_ok=True)
         for role, index in _plan(job):
@@ -155,11 +167,54 @@ class LocalEngine(Engine):
     def poll(self, jobs: list[Job]) -> dict[int, Observation]:
         return {job.pk: self._observe(job) for job in jobs}
 
+    def _waiting_for_gpus(self, job: Job) -> Observation | None:
+        """Start a job that waited for GPUs once they are free; the pending observation while it waits."""
+        if job.state not in STARTED_STATES or not gpus.needed(job) or gpus.assigned(job):
+            return None
+        if gpus.acquire(job):
+            try:
+                self.start(job)
+            except EngineError as exc:
+                return Observation(JobState.FAILED, Reason.SUBMIT_FAILED, str(exc))
+            return None
+        free = gpus.free_count(self.datacenter)
+        message = f"waiting for {gpus.needed(job)} GPUs ({free} of {len(self.datacenter.gpus)} free)"
+        return Observation(JobState.PENDING, Reason.UNSCHEDULABLE, message)
+
+    def _launcher_reason(self, job: Job, worker: Worker) -> str:
+        """The launcher's own `error: ...` line (e.g. a failed requirements install), read from the log's end."""
+        path = self._worker_dir(job, worker.role, worker.index) / "log.txt"
+        try:
+            with path.open("rb") as log:
+                log.seek(max(0, path.stat().st_size - _LOG_TAIL_BYTES))
+                tail = log.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        errors = [line for line in tail.splitlines() if line.startswith(_LAUNCHER_ERROR)]
+        return errors[-1][len(_LAUNCHER_ERROR) :].strip()[:500] if errors else ""
+
+    def _ended(self, job: Job, worker: Worker, code: int | None) -> tuple[WorkerState, str]:
+        """State and message of a worker whose process ended (before restarts are considered)."""
+        name = f"{worker.role} {worker.index}"
+        if worker.role == Role.PSERVER and job.engine_data.get("pservers_stopped"):
+            return WorkerState.SUCCEEDED, STOPPED_AFTER_SUCCESS
+        if code == 0:
+            return WorkerState.SUCCEEDED, f"{name} exited with code 0"
+        if code in _LAUNCHER_CODES and (reason := self._launcher_reason(job, worker)):
+            return WorkerState.FAILED, reason
+        if code is not None and code > 128 and "stop_requested_at" in job.engine_data:
+            # We stopped it (the job was killed or failed): killed, with the signal and its exit code.
+            return WorkerState.KILLED, f"{name} {processes.describe_exit(code)}"
+        return WorkerState.FAILED, f"{name} {processes.describe_exit(code)}"
+
     def _observe(self, job: Job) -> Observation:
+        waiting = self._waiting_for_gpus(job)
+        if waiting is not None:
+            return waiting
         workers = {(w.role, w.index): w for w in Worker.objects.filter(job=job)}
         statuses: list[WorkerStatus] = []
         pserver_lost: tuple[int, int | None] | None = None
-        trainer_failed: tuple[int, int | None, int] | None = None
+        trainer_failed: tuple[int, int | None, int, str] | None = None
         trainers_done = 0
         all_running = True
         max_retries = int(job.spec.get("max_retries", 0))
@@ -171,19 +226,17 @@ class LocalEngine(Engine):
             running, code = self._fate(job, worker)
             state, message = WorkerState.RUNNING, ""
             if not running:
-                message = f"{role} {index} {processes.describe_exit(code)}"
-                if role == Role.PSERVER:
-                    state = WorkerState.FAILED
+                state, message = self._ended(job, worker, code)
+                if role == Role.PSERVER and state != WorkerState.SUCCEEDED:
                     pserver_lost = pserver_lost or (index, code)
-                elif code == 0:
-                    state = WorkerState.SUCCEEDED
+                elif role == Role.TRAINER and state == WorkerState.SUCCEEDED:
                     trainers_done += 1
-                elif worker.restarts < max_retries and job.state not in TERMINAL_STATES:
+                elif role == Role.TRAINER and worker.restarts < max_retries and job.state not in TERMINAL_STATES:
                     self._restart(job, worker, code)
                     state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
-                else:
-                    state = WorkerState.FAILED
-                    trainer_failed = trainer_failed or (index, code, worker.restarts)
+                    code = None
+                elif role == Role.TRAINER:
+                    trainer_failed = trainer_failed or (index, code, worker.restarts, message)
             statuses.append(
                 WorkerStatus(
                     role=role,
@@ -207,15 +260,55 @@ class LocalEngine(Engine):
                 statuses,
             )
         if trainer_failed is not None:
-            index, code, restarts = trainer_failed
+            index, code, restarts, why = trainer_failed
             reason = Reason.BACKOFF_LIMIT if max_retries else Reason.TRAINER_FAILED
             retries = f" after {restarts} restart(s)" if max_retries else ""
-            return Observation(
-                JobState.FAILED, reason, f"trainer {index} {processes.describe_exit(code)}{retries}", code, statuses
-            )
+            detail = "" if why.startswith(f"trainer {index} ") else f": {why}"
+            message = f"trainer {index} {processes.describe_exit(code)}{retries}{detail}"
+            return Observation(JobState.FAILED, reason, message, code, statuses)
         if trainers_done == job.trainers:
             return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
         return Observation(JobState.RUNNING if all_running else JobState.PENDING, workers=statuses)
+
+    def final_workers(self, job: Job) -> list[WorkerStatus]:
+        return self._observe(job).workers
+
+    def finish(self, job: Job) -> bool:
+        """Every trainer exited 0: stop the pservers (they never exit by themselves) and say so in their logs.
+
+        SIGKILL, not SIGTERM: Paddle answers SIGTERM with a C++ "FatalError: Termination signal" traceback
+        that reads like a crash; a killed pserver prints nothing and our line is the last one of its log.
+        """
+        pservers = [w for w in Worker.objects.filter(job=job, role=Role.PSERVER) if w.name in job.engine_data]
+        if not pservers or job.engine_data.get("pservers_stop_logged"):
+            return True
+        trainers = [w for w in Worker.objects.filter(job=job, role=Role.TRAINER) if w.name in job.engine_data]
+        if len(trainers) < job.trainers or any(self._fate(job, w) != (False, 0) for w in trainers):
+            return True  # not a success: release() stops everything the usual way
+        if not job.engine_data.get("pservers_stopped"):
+            job.engine_data = {**job.engine_data, "pservers_stopped": time.time()}
+            Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+        deadline = time.monotonic() + 3
+        while True:
+            alive = [w for w in pservers if self._fate(job, w)[0]]
+            for w in alive:
+                # The launcher's own group only: the supervisor lives on to record the exit status.
+                processes.signal_groups([job.engine_data[w.name]["pid"]], signal.SIGKILL)
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if alive:
+            return False  # the next cycle checks again
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        for w in pservers:
+            try:
+                with (self._worker_dir(job, w.role, w.index) / "log.txt").open("a") as log:
+                    log.write(f"[paddlecloud] {when} pserver {w.index} {STOPPED_AFTER_SUCCESS}\n")
+            except OSError:
+                pass  # storage gone: the worker's message still says it
+        job.engine_data = {**job.engine_data, "pservers_stop_logged": True}
+        Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+        return True
 
     def _restart(self, job: Job, worker: Worker, code: int | None) -> None:
         worker.restarts += 1
@@ -233,6 +326,7 @@ class LocalEngine(Engine):
         """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
         alive = [g for g in self._groups(job) if processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3])]
         if not alive:
+            gpus.release(job)  # only now: a GPU is free once no process of the job can use it
             return True
         first = job.engine_data.get("stop_requested_at")
         now = time.time()
