@@ -97,9 +97,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
 
-    from paddlecloud.venvcache import ensure_venv
+    from paddlecloud import venvcache
 
-    venv = ensure_venv(ROOT / "examples" / "fit_a_line" / "requirements.txt", log=lambda line: None)
+    # The local engine's default runtime (the same base venv jobs run in).
+    requirements = "paddlepaddle==3.0.0\nprotobuf<7\n"
+    runtimes = venvcache.default_cache_dir() / "runtimes"
+    venv = venvcache.ensure_base("default", requirements, ROOT / "client", runtimes, log=lambda line: None)
     with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
         work = Path(tmp)
         package = work / "package"

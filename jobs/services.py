@@ -13,6 +13,7 @@ from rest_framework import exceptions
 
 from jobs import packages, runtimes, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
+from jobs.reconcile import workers_stopping
 from jobs.states import transition
 from portal.api.errors import Conflict
 from portal.datacenters import quota
@@ -82,10 +83,10 @@ def submit(user: User, payload: Any) -> Job:
             {"registry": [f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)"]}
         )
     packages.resolve_package(datacenter, user, data["package"], data["jobname"])
-    runtimes.check_spec(datacenter, data)  # local engine: `image` names a runtime, enough GPUs exist
     # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
     User.objects.select_for_update().filter(pk=user.pk).first()
     _check_quota(user, datacenter, data)
+    runtimes.check_spec(datacenter, data)  # local engine: `image` names a runtime, enough GPUs exist
     if Job.objects.filter(owner=user, name=data["jobname"], state__in=ACTIVE_STATES).exists():
         raise Conflict(
             {"jobname": [f"you already have an active job named {data['jobname']!r}; kill it or choose another name"]}
@@ -105,7 +106,10 @@ def submit(user: User, payload: Any) -> Job:
 
 def kill(job: Job) -> bool:
     """Mark the job killed at once (its name is free again) and let kill_job stop what runs."""
-    killed = transition(job.pk, JobState.KILLED, reason=Reason.KILLED, message="killed by request")
+    with transaction.atomic():
+        killed = transition(job.pk, JobState.KILLED, reason=Reason.KILLED, message="killed by request")
+        if killed:
+            workers_stopping(job.pk, JobState.KILLED)  # no worker shows running once the job is killed
     if killed or (job.state in TERMINAL_STATES and not job.released):
         from jobs.tasks import kill_job
 

@@ -398,6 +398,10 @@ def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.get
     except Interrupted as e:
         tee.line(f"stopped by signal {e.signum} before the entry started")
         code = 128 + e.signum
+    # Nothing is left to relay: a late SIGTERM (the engine stopping the job) must not turn the
+    # entry's own code into 143 while the interpreter shuts down with default handlers.
+    for sig in RELAYED_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(code)
 
 

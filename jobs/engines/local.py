@@ -178,7 +178,8 @@ class LocalEngine(Engine):
                 return Observation(JobState.FAILED, Reason.SUBMIT_FAILED, str(exc))
             return None
         free = gpus.free_count(self.datacenter)
-        message = f"waiting for {gpus.needed(job)} GPUs ({free} of {len(self.datacenter.gpus)} free)"
+        count = gpus.needed(job)
+        message = f"waiting for {count} GPU{'s' if count > 1 else ''} ({free} of {len(self.datacenter.gpus)} free)"
         return Observation(JobState.PENDING, Reason.UNSCHEDULABLE, message)
 
     def _launcher_reason(self, job: Job, worker: Worker) -> str:
@@ -334,10 +335,17 @@ class LocalEngine(Engine):
             job.engine_data = {**job.engine_data, "stop_requested_at": now}
             Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
             first = now
-        sig = signal.SIGKILL if now - float(first) >= settings.PADDLECLOUD_KILL_GRACE_SECONDS else signal.SIGTERM
-        for pid, pid_start, supervisor, supervisor_start in alive:
-            targets = [p for p, s in ((pid, pid_start), (supervisor, supervisor_start)) if processes.is_alive(p, s)]
-            processes.signal_groups(targets, sig)
+        waited = now - float(first)
+        grace = settings.PADDLECLOUD_KILL_GRACE_SECONDS
+        if 0 < waited < grace:
+            return False  # SIGTERM went out once; a second one could hit a process mid-exit and change its code
+        sig = signal.SIGKILL if waited >= grace else signal.SIGTERM
+        for pid, pid_start, supervisor, _ in alive:
+            if processes.is_alive(pid, pid_start):
+                # The launcher's group only: its supervisor must live on to record how it ended (143, 137).
+                processes.signal_groups([pid], sig)
+            elif waited >= 2 * grace + 5:
+                processes.signal_groups([supervisor], signal.SIGKILL)  # stuck writing the status: give up on it
         return False
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
