@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.test import Client
 from rest_framework.test import APIClient
 
 from jobs import gpus
@@ -125,3 +127,37 @@ def test_a_job_waits_unschedulable_for_gpus_then_starts_when_they_free_up(
     text = alice_api.get("/api/v1/jobs/waiting/logs?worker=trainer-0").json()["text"]
     assert "visible=0,1" in text
     assert not GpuAssignment.objects.exists()  # both jobs gave their GPUs back
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `nvidia-smi` on PATH that lists two GPUs, as the real one prints them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] || exit 9\ncat <<'EOF'\n{SMI}EOF\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_detect_runs_nvidia_smi_and_finds_nothing_without_it(
+    fake_nvidia_smi: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert gpus.detect() == ["0", "1"]
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert gpus.detect() == []
+
+
+@pytest.mark.django_db
+def test_the_admin_action_fills_a_local_datacenters_gpus(
+    fake_nvidia_smi: None, carol: User, local_dc: Datacenter
+) -> None:
+    client = Client()
+    client.force_login(carol)
+    response = client.post(
+        "/admin/datacenters/datacenter/", {"action": "detect_gpus", "_selected_action": [local_dc.pk]}, follow=True
+    )
+    assert response.status_code == 200
+    local_dc.refresh_from_db()
+    assert local_dc.gpus == ["0", "1"]
+    assert "2 GPU(s) found (0, 1)" in response.content.decode()
