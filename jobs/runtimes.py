@@ -105,7 +105,8 @@ def runtime_for(job: Job, package: Path) -> RuntimePaths:
     if requirements.is_file():
         if requirements.stat().st_size > MAX_REQUIREMENTS_BYTES:
             raise RuntimeUnavailable(f"requirements.txt is over {MAX_REQUIREMENTS_BYTES} bytes")
-        layer = cache / venvcache.layer_key(requirements.read_bytes(), base)
+        # The launcher keys its layer by the resolved path of the runtime it runs in: the same here.
+        layer = cache / venvcache.layer_key(requirements.read_bytes(), base.resolve())
         if (layer / venvcache.COMPLETE_MARKER).is_file():
             readonly.append(str(layer))
         else:

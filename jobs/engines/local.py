@@ -233,9 +233,13 @@ class LocalEngine(Engine):
                 elif role == Role.TRAINER and state == WorkerState.SUCCEEDED:
                     trainers_done += 1
                 elif role == Role.TRAINER and worker.restarts < max_retries and job.state not in TERMINAL_STATES:
-                    self._restart(job, worker, code)
-                    state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
-                    code = None
+                    try:
+                        self._restart(job, worker, code)
+                        state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
+                        code = None
+                    except EngineError as exc:  # e.g. its runtime was removed: fail this job, not the loop
+                        message = f"{message}; cannot restart it: {exc}"
+                        trainer_failed = trainer_failed or (index, code, worker.restarts, message)
                 elif role == Role.TRAINER:
                     trainer_failed = trainer_failed or (index, code, worker.restarts, message)
             statuses.append(

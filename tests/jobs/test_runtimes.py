@@ -106,3 +106,24 @@ def test_no_requirements_runs_on_the_base_and_one_small_package_is_a_layer_not_a
     assert "Requirement already satisfied: paddlepaddle==3.0.0" in text
     assert "Installing collected packages: tabulate" in text and "Downloading paddlepaddle" not in text
     assert f"/layers/user-{alice.pk}/" in text and "paddle 3.0.0" in text
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_image_runs_the_job_in_the_registered_runtime(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    # A runtime of only the client (no Paddle): built in seconds, and plainly not the default one.
+    Runtime.objects.create(datacenter=local_dc, name="bare", requirements="# the client only\n")
+    package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "rt"
+    package.mkdir(parents=True)
+    (package / "check.py").write_text(
+        "import importlib.util, sys, paddlecloud\n"
+        "print('prefix', sys.prefix, 'paddle', importlib.util.find_spec('paddle') is not None, flush=True)\n"
+    )
+    body = {"jobname": "rt", "entry": "python check.py", "image": "bare"}
+    assert alice_api.post("/api/v1/jobs", body, format="json").status_code == 201
+    job = finished("rt", worker, timeout=300)
+    assert job.state == "succeeded", job.message
+    text = alice_api.get("/api/v1/jobs/rt/logs?worker=trainer-0").json()["text"]
+    assert "/runtimes/bare-" in text and "paddle False" in text, text
