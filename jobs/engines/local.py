@@ -182,13 +182,21 @@ class LocalEngine(Engine):
         message = f"waiting for {count} GPU{'s' if count > 1 else ''} ({free} of {len(self.datacenter.gpus)} free)"
         return Observation(JobState.PENDING, Reason.UNSCHEDULABLE, message)
 
+    def _open_log(self, job: Job, worker: Worker, flags: int) -> int:
+        """A worker's log.txt opened by the worker: it lies in the user's home, where the job could put a
+        link to a file of the portal, so it must resolve inside that home and not be a link itself."""
+        path = self._worker_dir(job, worker.role, worker.index) / "log.txt"
+        home = packages.home_dir(self.datacenter, job.owner.get_username()).resolve()
+        if not path.resolve().is_relative_to(home):
+            raise OSError(f"{path} leads out of the user's home")
+        return os.open(path, flags | os.O_NOFOLLOW)
+
     def _launcher_reason(self, job: Job, worker: Worker) -> str:
         """The launcher's own `error: ...` line (e.g. a failed requirements install), read from the log's end."""
-        path = self._worker_dir(job, worker.role, worker.index) / "log.txt"
         try:
-            with path.open("rb") as log:
-                log.seek(max(0, path.stat().st_size - _LOG_TAIL_BYTES))
-                tail = log.read().decode("utf-8", "replace")
+            with os.fdopen(self._open_log(job, worker, os.O_RDONLY), "rb") as log:
+                log.seek(max(0, os.fstat(log.fileno()).st_size - _LOG_TAIL_BYTES))
+                tail = log.read(_LOG_TAIL_BYTES).decode("utf-8", "replace")
         except OSError:
             return ""
         errors = [line for line in tail.splitlines() if line.startswith(_LAUNCHER_ERROR)]
@@ -307,7 +315,7 @@ class LocalEngine(Engine):
         when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         for w in pservers:
             try:
-                with (self._worker_dir(job, w.role, w.index) / "log.txt").open("a") as log:
+                with os.fdopen(self._open_log(job, w, os.O_WRONLY | os.O_APPEND), "a") as log:
                     log.write(f"[paddlecloud] {when} pserver {w.index} {STOPPED_AFTER_SUCCESS}\n")
             except OSError:
                 pass  # storage gone: the worker's message still says it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,3 +149,25 @@ def test_paddle_pservers_stopped_after_success_print_no_fatal_error(
         text = alice_api.get(f"/api/v1/jobs/fit/logs?worker=pserver-{index}").json()["text"]
         assert "FatalError" not in text and "Termination signal" not in text, text[-3000:]
         assert last_line(alice_api, "fit", f"pserver-{index}").endswith("stopped after every trainer succeeded")
+
+
+def test_the_engine_never_follows_a_log_link_out_of_the_users_home(
+    alice: User, local_dc: Datacenter, tmp_path: Path
+) -> None:
+    from jobs.engines.local import LocalEngine
+
+    secret = tmp_path / "portal-secret"
+    secret.write_text("[paddlecloud-launch] error: the secret\n")
+    job = Job.objects.create(owner=alice, datacenter=local_dc, name="link", uid="link-1", spec=SPEC)
+    worker = job.workers.create(role="trainer", index=0)
+    engine = LocalEngine(local_dc)
+    directory = engine._worker_dir(job, "trainer", 0)
+    directory.mkdir(parents=True)
+    (directory / "log.txt").symlink_to(secret)
+    assert engine._launcher_reason(job, worker) == ""
+    with pytest.raises(OSError):
+        engine._open_log(job, worker, os.O_WRONLY | os.O_APPEND)
+    assert secret.read_text() == "[paddlecloud-launch] error: the secret\n"
+    (directory / "log.txt").unlink()
+    (directory / "log.txt").write_text("[paddlecloud-launch] error: installing requirements failed: ERROR: x\n")
+    assert engine._launcher_reason(job, worker) == "installing requirements failed: ERROR: x"
