@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,8 @@ def test_layers_are_per_user_and_writable_only_until_installed(
     base = Path(bare.python).parent.parent
     assert bare.writable_cache is None and str(base) in bare.readonly
     assert (base / venvcache.COMPLETE_MARKER).is_file()
-    (package / "requirements.txt").write_text("paddlepaddle==3.0.0\nprotobuf<7\n")
+    # A token in a comment: a layer no earlier run (with the same user ids) has built in the host's cache.
+    (package / "requirements.txt").write_text(f"# {uuid.uuid4()}\npaddlepaddle==3.0.0\nprotobuf<7\n")
     alices = runtimes.runtime_for(job, package)
     bobs = runtimes.runtime_for(Job(owner=bob, datacenter=local_dc, spec={}), package)
     assert alices.writable_cache and bobs.writable_cache and alices.writable_cache != bobs.writable_cache
@@ -98,7 +100,7 @@ def test_no_requirements_runs_on_the_base_and_one_small_package_is_a_layer_not_a
     text = alice_api.get("/api/v1/jobs/bare/logs?worker=trainer-0").json()["text"]
     assert "paddle 3.0.0" in text and "no tabulate" in text and "installing" not in text
 
-    put(local_dc, alice, "layer", "paddlepaddle==3.0.0\nprotobuf<7\ntabulate\n")
+    put(local_dc, alice, "layer", f"# {uuid.uuid4()}\npaddlepaddle==3.0.0\nprotobuf<7\ntabulate\n")
     assert alice_api.post("/api/v1/jobs", {**BODY, "jobname": "layer"}, format="json").status_code == 201
     job = finished("layer", worker, timeout=300)
     assert job.state == "succeeded", job.message
