@@ -61,12 +61,14 @@ def use_sandbox(on: bool) -> None:
 def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
     """Median seconds of `true` in a job's sandbox and of plain `true`."""
     from jobs.engines import local_world, sandbox
+    from jobs.runtimes import RuntimePaths
     from portal.datacenters.models import Datacenter
 
     probe = sandbox.probe()
     dc = Datacenter.objects.get(name="local")
     where = local_world.places(dc, "bench")
-    box = local_world.build(dc, where, where.home_inside, probe)
+    runtime = RuntimePaths(sys.executable, [sys.prefix, sys.base_prefix], None)
+    box = local_world.build(dc, where, where.home_inside, probe, runtime, [])
     argv = [a if a != sandbox.INFO_FD else "1" for a in sandbox.command(box, ["true"])]
     timings: dict[str, list[float]] = {"sandbox": [], "plain": []}
     for _ in range(repeat):
@@ -135,9 +137,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
 
-    from paddlecloud.venvcache import ensure_venv
+    from paddlecloud import venvcache
 
-    venv = ensure_venv(ROOT / "examples" / "fit_a_line" / "requirements.txt", log=lambda line: None)
+    # The local engine's default runtime (the same base venv jobs run in).
+    requirements = "paddlepaddle==3.0.0\nprotobuf<7\n"
+    runtimes = venvcache.default_cache_dir() / "runtimes"
+    venv = venvcache.ensure_base("default", requirements, ROOT / "client", runtimes, log=lambda line: None)
     with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
         work = Path(tmp)
         package = work / "package"

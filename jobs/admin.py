@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobs import services
-from jobs.models import Job, Worker
+from jobs.models import GpuAssignment, Job, Runtime, Worker
 
 
 class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -36,3 +36,24 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def kill(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         killed = sum(1 for job in queryset if services.kill(job))
         self.message_user(request, f"Killed {killed} job(s).", messages.SUCCESS)
+
+
+@admin.register(Runtime)
+class RuntimeAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Runtimes of local datacenters: users pick one with `-image NAME`; built on a host at first use."""
+
+    list_display = ["name", "datacenter", "description", "created_at"]
+    list_filter = ["datacenter"]
+    search_fields = ["name", "description"]
+
+
+@admin.register(GpuAssignment)
+class GpuAssignmentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Which job holds which host GPU right now (rows go when the job's processes are gone)."""
+
+    list_display = ["datacenter", "gpu", "job", "trainer"]
+    list_filter = ["datacenter"]
+    readonly_fields = ["datacenter", "gpu", "job", "trainer"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -81,14 +81,17 @@ def apply(
     if observation.state in (JobState.SUCCEEDED, JobState.FAILED):
         if not _finish(job, engine):
             return  # the next cycle tries again; the job keeps its state meanwhile
-        moved = transition(
-            job.pk,
-            observation.state,
-            reason=observation.reason,
-            message=observation.message,
-            exit_code=observation.exit_code,
-            **counts,
-        )
+        with transaction.atomic():  # the job and its workers become final together
+            moved = transition(
+                job.pk,
+                observation.state,
+                reason=observation.reason,
+                message=observation.message,
+                exit_code=observation.exit_code,
+                **counts,
+            )
+            if moved:
+                workers_stopping(job.pk, observation.state)
         if moved:
             log.info("job %s %s %s", job.uid, observation.state, observation.reason)
             job.refresh_from_db()
@@ -119,10 +122,22 @@ def apply(
             release(job, engine)
 
 
+def workers_stopping(job_id: int, state: str) -> None:
+    """Once a job is final no worker shows running or pending, also while its processes are being stopped."""
+    Worker.objects.filter(job_id=job_id, state__in=[WorkerState.RUNNING, WorkerState.PENDING]).update(
+        state=WorkerState.KILLED, message=f"stopped because the job {state}"
+    )
+
+
 def release(job: Job, engine: Engine) -> bool:
     """Stop whatever of a finished job still runs; mark it released once nothing does."""
+    workers_stopping(job.pk, job.state)
     if not engine.stop(job):
         return False
+    if not job.released:
+        # How each one really ended: a trainer that exited 0 meanwhile is succeeded, a killed one shows its code.
+        final = [w for w in engine.final_workers(job) if w.state not in (WorkerState.RUNNING, WorkerState.PENDING)]
+        _record_workers(job, Observation(JobState(job.state), workers=final))
     if job.state == JobState.SUCCEEDED:
         # pservers never exit by themselves: the engine stopped them because the trainers were done.
         job.workers.filter(role="pserver").update(

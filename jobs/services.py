@@ -12,8 +12,9 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from rest_framework import exceptions
 
-from jobs import packages, spec
+from jobs import packages, runtimes, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
+from jobs.reconcile import workers_stopping
 from jobs.states import transition
 from portal.api.errors import Conflict
 from portal.datacenters import quota
@@ -81,6 +82,7 @@ def check(user: User, payload: Any, upload_pending: bool = False) -> Checked:
         packages.check_upload_target(datacenter, user, data["package"], data["jobname"])
     else:
         packages.resolve_package(datacenter, user, data["package"], data["jobname"])
+    runtimes.check_spec(datacenter, data)  # local engine: `image` names a runtime, enough GPUs exist
     cpu, memory, gpu = spec.requested(data)
     return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter))
 
@@ -150,7 +152,10 @@ def submit(user: User, payload: Any) -> Job:
 
 def kill(job: Job) -> bool:
     """Mark the job killed at once (its name is free again) and let kill_job stop what runs."""
-    killed = transition(job.pk, JobState.KILLED, reason=Reason.KILLED, message="killed by request")
+    with transaction.atomic():
+        killed = transition(job.pk, JobState.KILLED, reason=Reason.KILLED, message="killed by request")
+        if killed:
+            workers_stopping(job.pk, JobState.KILLED)  # no worker shows running once the job is killed
     if killed or (job.state in TERMINAL_STATES and not job.released):
         from jobs.tasks import kill_job
 

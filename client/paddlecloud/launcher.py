@@ -36,8 +36,11 @@ What it does, in order:
    messages, pip's output, the entry's merged stdout+stderr) goes to that file and to stdout.
    The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
 2. PS mode, pserver 0: serves the gloo HTTP rendezvous store (see ``gloo_store``).
-3. ``<package>/requirements.txt`` present: gets a venv from the per-host cache (``venvcache``)
-   and runs the entry with its ``bin`` first on PATH and VIRTUAL_ENV set.
+3. ``<package>/requirements.txt`` present: gets a layer venv on the runtime the launcher runs in
+   from the per-host cache (``venvcache``: only what the runtime lacks is installed) and runs the
+   entry with its ``bin`` first on PATH and VIRTUAL_ENV set; without one, the entry runs in the
+   launcher's own runtime (Paddle and the client). A failed install ends the launcher with
+   ``installing requirements failed: <pip's last error line>`` (exit 70).
 4. Resolves peer host names to IPs (retrying while DNS is not there yet) and exports Paddle's
    variables (``launch_env.paddle_env``): ``paddlecloud`` itself is importable by the entry.
 5. PS-mode trainers: waits until every pserver accepts TCP (paddle-notes trap 3).
@@ -59,6 +62,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -181,6 +185,12 @@ def package_pythonpath(cache: Path) -> Path:
         tmp.symlink_to(pkg, target_is_directory=True)
         os.replace(tmp, link)  # atomic: concurrent launchers never see a missing link
     return d
+
+
+def _installed_in_site_packages() -> bool:
+    """True when paddlecloud is installed in this runtime (a base), so layers and the entry see it."""
+    pkg = Path(__file__).resolve().parent
+    return any(pkg.is_relative_to(Path(d).resolve()) for d in site.getsitepackages())
 
 
 class SignalRelay:
@@ -322,20 +332,21 @@ def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
             raise LaunchError(EXIT_OS_ERROR, f"cannot serve the gloo store on port {facts.gloo_port}: {e}") from None
         tee.line(f"serving the gloo rendezvous store on port {facts.gloo_port}")
     cache = facts.venv_cache or venvcache.default_cache_dir()
-    env = dict(os.environ)
     requirements = facts.package_dir / "requirements.txt"
-    if requirements.is_file():
-        try:
-            venv = venvcache.ensure_venv(requirements, cache, tee.line)
-        except (venvcache.VenvError, OSError) as e:
-            raise LaunchError(EXIT_VENV, f"environment setup failed: {e}") from None
-        env = venvcache.activate(env, venv)
-    env |= launch_env.paddle_env(facts, resolver(facts.pserver_wait_timeout, tee))
     try:
-        link_dir = str(package_pythonpath(cache))
+        # A layer on the runtime this launcher runs in for requirements.txt, else that runtime itself.
+        env = venvcache.job_env(dict(os.environ), requirements if requirements.is_file() else None, cache, tee.line)
+    except venvcache.VenvError as e:
+        raise LaunchError(EXIT_VENV, str(e)) from None
     except OSError as e:
-        raise LaunchError(EXIT_OS_ERROR, f"cannot link paddlecloud into {cache}: {e}") from None
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), link_dir]))
+        raise LaunchError(EXIT_VENV, f"installing requirements failed: {e}") from None
+    env |= launch_env.paddle_env(facts, resolver(facts.pserver_wait_timeout, tee))
+    if not _installed_in_site_packages():
+        try:
+            link_dir = str(package_pythonpath(cache))
+        except OSError as e:
+            raise LaunchError(EXIT_OS_ERROR, f"cannot link paddlecloud into {cache}: {e}") from None
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), link_dir]))
     if facts.ps_mode and facts.role == "trainer":
         wait_for_pservers(launch_env.pserver_endpoints(env), facts.pserver_wait_timeout, tee)
     try:
@@ -387,6 +398,10 @@ def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.get
     except Interrupted as e:
         tee.line(f"stopped by signal {e.signum} before the entry started")
         code = 128 + e.signum
+    # Nothing is left to relay: a late SIGTERM (the engine stopping the job) must not turn the
+    # entry's own code into 143 while the interpreter shuts down with default handlers.
+    for sig in RELAYED_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(code)
 
 

@@ -96,6 +96,10 @@ class Engine(ABC):
         """
         return True
 
+    def final_workers(self, job: Job) -> list[WorkerStatus]:
+        """How each worker of a stopped job ended (state, exit code, message); [] where the engine cannot tell."""
+        return []
+
     def cleanup(self, job: Job) -> bool:
         """Delete what is left of a finished job after the datacenter's TTL; True when done."""
         return self.stop(job)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from jobs import packages
+from jobs import gpus, packages, runtimes
 from jobs.engines import local_world, processes, sandbox
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
 from jobs.logfiles import parse_cursor, read_log_file
-from jobs.models import TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
+from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
 # Only these variables of the worker's own environment reach job processes: the worker's secrets
 # (DATABASE_URL, SECRET_KEY, ...) must never.
@@ -46,6 +45,13 @@ _PASSED_THROUGH = (
     "https_proxy",
     "no_proxy",
 )
+
+
+STOPPED_AFTER_SUCCESS = "stopped after every trainer succeeded"
+# The launcher's own failures (paddlecloud.launcher): their reason is its last `error:` log line.
+_LAUNCHER_CODES = (64, 68, 69, 70, 71)
+_LAUNCHER_ERROR = "[paddlecloud-launch] error: "
+_LOG_TAIL_BYTES = 64 * 1024
 
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
@@ -94,16 +100,19 @@ class LocalEngine(Engine):
             Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
         return dict(job.engine_data["ports"])
 
-    def _env(self, job: Job, role: Role, index: int, package: str, output: str, sandboxed: bool) -> dict[str, str]:
+    def _env(
+        self, job: Job, role: Role, index: int, package: str, output: str, runtime: runtimes.RuntimePaths | None
+    ) -> dict[str, str]:
+        """The job's environment; `runtime` is given when the process runs in the sandbox."""
         ports = self._ports(job)
         spec = job.spec
         env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
-        if sandboxed:
+        if runtime is not None:
             # The worker's own directories do not exist in the sandbox: a private /tmp is home.
             for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
                 env.pop(name, None)
             tmp = sandbox.PRIVATE_TMP
-            env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path()})
+            env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path(runtime)})
         env.update(spec.get("env") or {})
         env.update(
             {
@@ -127,10 +136,8 @@ class LocalEngine(Engine):
                 "PADDLECLOUD_PASSES": str(spec.get("passes", 1)),
             }
         )
-        if sandboxed:
-            env["PADDLECLOUD_VENV_CACHE"] = str(local_world.runtime()[1])
-        elif settings.PADDLECLOUD_VENV_CACHE:
-            env["PADDLECLOUD_VENV_CACHE"] = settings.PADDLECLOUD_VENV_CACHE
+        if role == Role.TRAINER:
+            env.update(gpus.gpu_env(job, index))
         return env
 
     def _spawn(self, job: Job, worker: Worker, package: Path) -> None:
@@ -138,17 +145,23 @@ class LocalEngine(Engine):
         state = self._state_dir(job, worker.role, worker.index)
         state.mkdir(parents=True, exist_ok=True)
         probe = self._sandbox_probe()
-        argv = [sys.executable, "-m", "paddlecloud.launcher"]
+        try:
+            runtime = runtimes.runtime_for(job, package)
+        except runtimes.RuntimeUnavailable as exc:
+            raise EngineError(str(exc)) from None
+        argv = [runtime.python, "-m", "paddlecloud.launcher"]
         role = Role(worker.role)
         if probe is None:
             directory.mkdir(parents=True, exist_ok=True)
-            env = self._env(job, role, worker.index, str(package), str(self._output(job)), sandboxed=False)
+            env = self._env(job, role, worker.index, str(package), str(self._output(job)), runtime=None)
         else:
             where = local_world.places(self.datacenter, job.owner.get_username())
             local_world.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0)
             inside = where.inside(package)
-            env = self._env(job, role, worker.index, inside, where.inside(self._output(job)), sandboxed=True)
-            argv = sandbox.command(local_world.build(self.datacenter, where, inside, probe), argv)
+            env = self._env(job, role, worker.index, inside, where.inside(self._output(job)), runtime=runtime)
+            devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []
+            argv = sandbox.command(local_world.build(self.datacenter, where, inside, probe, runtime, devices), argv)
+        env.update(runtime.env)
         group = local_world.cgroup(
             f"{job.uid}-{worker.name}-{worker.restarts}", local_world.limits(job.spec, worker.role)
         )
@@ -181,6 +194,8 @@ class LocalEngine(Engine):
     def start(self, job: Job) -> None:
         package = self.package(job)
         self._sandbox_probe()  # no sandbox, no job: refused before anything starts
+        if not gpus.acquire(job):
+            return  # waits, pending; the reconciler starts it once its GPUs are free (see _observe)
         self._ports(job)
         for role, index in _plan(job):
             worker, _ = Worker.objects.get_or_create(job=job, role=role, index=index)
@@ -202,11 +217,63 @@ class LocalEngine(Engine):
     def poll(self, jobs: list[Job]) -> dict[int, Observation]:
         return {job.pk: self._observe(job) for job in jobs}
 
+    def _waiting_for_gpus(self, job: Job) -> Observation | None:
+        """Start a job that waited for GPUs once they are free; the pending observation while it waits."""
+        if job.state not in STARTED_STATES or not gpus.needed(job) or gpus.assigned(job):
+            return None
+        if gpus.acquire(job):
+            try:
+                self.start(job)
+            except EngineError as exc:
+                return Observation(JobState.FAILED, Reason.SUBMIT_FAILED, str(exc))
+            return None
+        free = gpus.free_count(self.datacenter)
+        count = gpus.needed(job)
+        message = f"waiting for {count} GPU{'s' if count > 1 else ''} ({free} of {len(self.datacenter.gpus)} free)"
+        return Observation(JobState.PENDING, Reason.UNSCHEDULABLE, message)
+
+    def _open_log(self, job: Job, worker: Worker, flags: int) -> int:
+        """A worker's log.txt opened by the worker: it lies in the user's home, where the job could put a
+        link to a file of the portal, so it must resolve inside that home and not be a link itself."""
+        path = self._worker_dir(job, worker.role, worker.index) / "log.txt"
+        home = packages.home_dir(self.datacenter, job.owner.get_username()).resolve()
+        if not path.resolve().is_relative_to(home):
+            raise OSError(f"{path} leads out of the user's home")
+        return os.open(path, flags | os.O_NOFOLLOW)
+
+    def _launcher_reason(self, job: Job, worker: Worker) -> str:
+        """The launcher's own `error: ...` line (e.g. a failed requirements install), read from the log's end."""
+        try:
+            with os.fdopen(self._open_log(job, worker, os.O_RDONLY), "rb") as log:
+                log.seek(max(0, os.fstat(log.fileno()).st_size - _LOG_TAIL_BYTES))
+                tail = log.read(_LOG_TAIL_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return ""
+        errors = [line for line in tail.splitlines() if line.startswith(_LAUNCHER_ERROR)]
+        return errors[-1][len(_LAUNCHER_ERROR) :].strip()[:500] if errors else ""
+
+    def _ended(self, job: Job, worker: Worker, code: int | None) -> tuple[WorkerState, str]:
+        """State and message of a worker whose process ended (before restarts are considered)."""
+        name = f"{worker.role} {worker.index}"
+        if worker.role == Role.PSERVER and job.engine_data.get("pservers_stopped"):
+            return WorkerState.SUCCEEDED, STOPPED_AFTER_SUCCESS
+        if code == 0:
+            return WorkerState.SUCCEEDED, f"{name} exited with code 0"
+        if code in _LAUNCHER_CODES and (reason := self._launcher_reason(job, worker)):
+            return WorkerState.FAILED, reason
+        if code is not None and code > 128 and "stop_requested_at" in job.engine_data:
+            # We stopped it (the job was killed or failed): killed, with the signal and its exit code.
+            return WorkerState.KILLED, f"{name} {processes.describe_exit(code)}"
+        return WorkerState.FAILED, f"{name} {processes.describe_exit(code)}"
+
     def _observe(self, job: Job) -> Observation:
+        waiting = self._waiting_for_gpus(job)
+        if waiting is not None:
+            return waiting
         workers = {(w.role, w.index): w for w in Worker.objects.filter(job=job)}
         statuses: list[WorkerStatus] = []
         pserver_lost: tuple[int, int | None] | None = None
-        trainer_failed: tuple[int, int | None, int] | None = None
+        trainer_failed: tuple[int, int | None, int, str] | None = None
         trainers_done = 0
         all_running = True
         max_retries = int(job.spec.get("max_retries", 0))
@@ -218,19 +285,21 @@ class LocalEngine(Engine):
             running, code = self._fate(job, worker)
             state, message = WorkerState.RUNNING, ""
             if not running:
-                message = f"{role} {index} {processes.describe_exit(code)}"
-                if role == Role.PSERVER:
-                    state = WorkerState.FAILED
+                state, message = self._ended(job, worker, code)
+                if role == Role.PSERVER and state != WorkerState.SUCCEEDED:
                     pserver_lost = pserver_lost or (index, code)
-                elif code == 0:
-                    state = WorkerState.SUCCEEDED
+                elif role == Role.TRAINER and state == WorkerState.SUCCEEDED:
                     trainers_done += 1
-                elif worker.restarts < max_retries and job.state not in TERMINAL_STATES:
-                    self._restart(job, worker, code)
-                    state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
-                else:
-                    state = WorkerState.FAILED
-                    trainer_failed = trainer_failed or (index, code, worker.restarts)
+                elif role == Role.TRAINER and worker.restarts < max_retries and job.state not in TERMINAL_STATES:
+                    try:
+                        self._restart(job, worker, code)
+                        state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
+                        code = None
+                    except EngineError as exc:  # e.g. its runtime was removed: fail this job, not the loop
+                        message = f"{message}; cannot restart it: {exc}"
+                        trainer_failed = trainer_failed or (index, code, worker.restarts, message)
+                elif role == Role.TRAINER:
+                    trainer_failed = trainer_failed or (index, code, worker.restarts, message)
             statuses.append(
                 WorkerStatus(
                     role=role,
@@ -266,15 +335,55 @@ class LocalEngine(Engine):
                 statuses,
             )
         if trainer_failed is not None:
-            index, code, restarts = trainer_failed
+            index, code, restarts, why = trainer_failed
             reason = Reason.BACKOFF_LIMIT if max_retries else Reason.TRAINER_FAILED
             retries = f" after {restarts} restart(s)" if max_retries else ""
-            return Observation(
-                JobState.FAILED, reason, f"trainer {index} {processes.describe_exit(code)}{retries}", code, statuses
-            )
+            detail = "" if why.startswith(f"trainer {index} ") else f": {why}"
+            message = f"trainer {index} {processes.describe_exit(code)}{retries}{detail}"
+            return Observation(JobState.FAILED, reason, message, code, statuses)
         if trainers_done == job.trainers:
             return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
         return Observation(JobState.RUNNING if all_running else JobState.PENDING, workers=statuses)
+
+    def final_workers(self, job: Job) -> list[WorkerStatus]:
+        return self._observe(job).workers
+
+    def finish(self, job: Job) -> bool:
+        """Every trainer exited 0: stop the pservers (they never exit by themselves) and say so in their logs.
+
+        SIGKILL, not SIGTERM: Paddle answers SIGTERM with a C++ "FatalError: Termination signal" traceback
+        that reads like a crash; a killed pserver prints nothing and our line is the last one of its log.
+        """
+        pservers = [w for w in Worker.objects.filter(job=job, role=Role.PSERVER) if w.name in job.engine_data]
+        if not pservers or job.engine_data.get("pservers_stop_logged"):
+            return True
+        trainers = [w for w in Worker.objects.filter(job=job, role=Role.TRAINER) if w.name in job.engine_data]
+        if len(trainers) < job.trainers or any(self._fate(job, w) != (False, 0) for w in trainers):
+            return True  # not a success: release() stops everything the usual way
+        if not job.engine_data.get("pservers_stopped"):
+            job.engine_data = {**job.engine_data, "pservers_stopped": time.time()}
+            Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+        deadline = time.monotonic() + 3
+        while True:
+            alive = [w for w in pservers if self._fate(job, w)[0]]
+            for w in alive:
+                # The launcher's own group only: the supervisor lives on to record the exit status.
+                processes.signal_groups([job.engine_data[w.name]["pid"]], signal.SIGKILL)
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if alive:
+            return False  # the next cycle checks again
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        for w in pservers:
+            try:
+                with os.fdopen(self._open_log(job, w, os.O_WRONLY | os.O_APPEND), "a") as log:
+                    log.write(f"[paddlecloud] {when} pserver {w.index} {STOPPED_AFTER_SUCCESS}\n")
+            except OSError:
+                pass  # storage gone: the worker's message still says it
+        job.engine_data = {**job.engine_data, "pservers_stop_logged": True}
+        Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+        return True
 
     def _restart(self, job: Job, worker: Worker, code: int | None) -> None:
         worker.restarts += 1
@@ -292,6 +401,7 @@ class LocalEngine(Engine):
         """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
         alive = [g for g in self._groups(job) if processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3])]
         if not alive:
+            gpus.release(job)  # only now: a GPU is free once no process of the job can use it
             return True
         first = job.engine_data.get("stop_requested_at")
         now = time.time()
@@ -299,10 +409,17 @@ class LocalEngine(Engine):
             job.engine_data = {**job.engine_data, "stop_requested_at": now}
             Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
             first = now
-        sig = signal.SIGKILL if now - float(first) >= settings.PADDLECLOUD_KILL_GRACE_SECONDS else signal.SIGTERM
-        for pid, pid_start, supervisor, supervisor_start in alive:
-            targets = [p for p, s in ((pid, pid_start), (supervisor, supervisor_start)) if processes.is_alive(p, s)]
-            processes.signal_groups(targets, sig)
+        waited = now - float(first)
+        grace = settings.PADDLECLOUD_KILL_GRACE_SECONDS
+        if 0 < waited < grace:
+            return False  # SIGTERM went out once; a second one could hit a process mid-exit and change its code
+        sig = signal.SIGKILL if waited >= grace else signal.SIGTERM
+        for pid, pid_start, supervisor, _ in alive:
+            if processes.is_alive(pid, pid_start):
+                # The launcher's group only: its supervisor must live on to record how it ended (143, 137).
+                processes.signal_groups([pid], sig)
+            elif waited >= 2 * grace + 5:
+                processes.signal_groups([supervisor], signal.SIGKILL)  # stuck writing the status: give up on it
         return False
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:

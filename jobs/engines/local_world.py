@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from paddlecloud import launcher
 from paddlecloud.contract import quantity
 
 from jobs.engines import cgroups, sandbox
+from jobs.runtimes import RuntimePaths
 from portal.datacenters.models import Datacenter
 from storage.backends import storage_for
 
@@ -54,27 +53,9 @@ def places(datacenter: Datacenter, username: str) -> Places:
     )
 
 
-def runtime() -> tuple[tuple[Path, ...], Path]:
-    """The runtime a job needs, read-only, and the one cache the launcher writes (its venvs).
-
-    Today: the launcher's interpreter (the portal's venv and the Python it was made from), the
-    client package when it is installed from a source tree, and the launcher's venv cache. The
-    runtime environments of issue 11 replace these: return their directories here.
-    """
-    import paddlecloud
-    from paddlecloud import venvcache
-
-    paths = [Path(sys.prefix), Path(sys.base_prefix)]
-    client = Path(paddlecloud.__file__).resolve().parent.parent
-    if not any(p == client or p in client.parents for p in paths):
-        paths.append(client)
-    cache = Path(settings.PADDLECLOUD_VENV_CACHE or venvcache.default_cache_dir())
-    return tuple(dict.fromkeys(paths)), cache
-
-
-def job_path() -> str:
-    """PATH inside the sandbox: the launcher's interpreter first, then the system's."""
-    dirs = [f"{sys.prefix}/bin", f"{sys.base_prefix}/bin", "/usr/local/bin", "/usr/bin", "/bin"]
+def job_path(runtime: RuntimePaths) -> str:
+    """PATH inside the sandbox: the job's runtime first, then the system's."""
+    dirs = [str(Path(runtime.python).parent), "/usr/local/bin", "/usr/bin", "/bin"]
     return os.pathsep.join(dict.fromkeys(dirs))
 
 
@@ -103,18 +84,18 @@ def prepare_dirs(datacenter: Datacenter, where: Places, dirs: list[Path], runs_a
     storage.makedirs(str(where.public.relative_to(where.root)))
 
 
-def build(datacenter: Datacenter, where: Places, cwd: str, probe: sandbox.Probe) -> sandbox.Sandbox:
+def build(
+    datacenter: Datacenter, where: Places, cwd: str, probe: sandbox.Probe, runtime: RuntimePaths, devices: list[str]
+) -> sandbox.Sandbox:
+    """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.runtimes) read-only,
+    the user's own layer cache writable only while a layer must still be installed, its GPUs."""
     assert probe.bwrap is not None
     system, links = sandbox.system_binds()
-    read_only, cache = runtime()
-    cache.mkdir(parents=True, exist_ok=True)
-    # Made here, by the worker: the launcher in the sandbox then finds the link and writes nothing.
-    launcher.package_pythonpath(cache)
     root = os.geteuid() == 0
     uid, gid = settings.PADDLECLOUD_JOB_UID, settings.PADDLECLOUD_JOB_GID
-    if root:
-        # Interim until runtime environments are built outside the sandbox: the launcher creates
-        # venvs here, so the job's uid must be able to add entries (existing ones stay root's).
+    cache = Path(runtime.writable_cache) if runtime.writable_cache else None
+    if cache is not None and root:
+        # The user's own layer directory (jobs.runtimes keys it per user): the job's pip writes there.
         os.chown(cache, uid, gid)
     etc = sandbox.identity_files(Path(settings.VAR_DIR) / "sandbox" / "etc", uid, gid)
     return sandbox.Sandbox(
@@ -125,10 +106,11 @@ def build(datacenter: Datacenter, where: Places, cwd: str, probe: sandbox.Probe)
         cwd=cwd,
         system=system,
         symlinks=links,
-        runtime=read_only,
+        runtime=tuple(Path(p) for p in dict.fromkeys(runtime.readonly)),
         cache=cache,
         read_write=(sandbox.Bind(where.home, where.home_inside),),
         read_only=(sandbox.Bind(where.public, where.public_inside),),
+        devices=tuple(Path(d) for d in devices),
         etc=etc,
     )
 

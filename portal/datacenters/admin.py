@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from portal.datacenters.models import Datacenter, Quota
 from portal.secret_widgets import WriteOnlySecretField, WriteOnlySecretsForm
@@ -32,6 +36,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     filter_horizontal = ["allowed_users"]
     inlines = [QuotaInline]
     readonly_fields = ["local_host"]
+    actions = ["detect_gpus"]
     fieldsets = [
         (None, {"fields": ["name", "description", "engine", "enabled"]}),
         ("Who may use it", {"fields": ["all_users", "allowed_users"]}),
@@ -61,6 +66,15 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 ]
             },
         ),
+        (
+            "Local engine",
+            {
+                "fields": ["run_without_sandbox", "gpus"],
+                "description": "GPUs: the host GPUs jobs may be given (indexes of `nvidia-smi -L`); "
+                "the action 'Detect GPUs' fills them from this host. Runtimes (what `-image NAME` "
+                "picks) are under Training jobs -> Runtimes.",
+            },
+        ),
         ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "finished_ttl"]}),
         ("Local engine: sandbox and limits", {"fields": ["run_without_sandbox", "local_host"]}),
         (
@@ -83,6 +97,24 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         from jobs.engines.local_world import host_report
 
         return host_report()
+
+    @admin.action(description="Detect GPUs (nvidia-smi -L on this host)")
+    def detect_gpus(self, request: HttpRequest, queryset: QuerySet[Datacenter]) -> None:
+        from jobs.gpus import detect
+
+        found = detect()
+        updated = queryset.filter(engine="local").update(gpus=found)
+        listed = ", ".join(found) or "none"
+        self.message_user(
+            request, f"{len(found)} GPU(s) found ({listed}); {updated} local datacenter(s) updated.", messages.SUCCESS
+        )
+
+    def save_model(self, request: HttpRequest, obj: Datacenter, form: Any, change: bool) -> None:
+        if not change and obj.engine == "local" and not obj.gpus:
+            from jobs.gpus import detect
+
+            obj.gpus = detect()  # a new local datacenter starts with this host's GPUs
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(Quota)

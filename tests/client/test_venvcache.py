@@ -1,4 +1,4 @@
-"""The per-host venv cache: keyed by requirements, reused, safe when two jobs install at once."""
+"""Requirement layers on a base env: keyed by requirements and base, reused, safe when two jobs install at once."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def test_activate_puts_venv_first() -> None:
 CONCURRENT = """
 import sys
 from pathlib import Path
-from paddlecloud.venvcache import ensure_venv
-ensure_venv(Path(sys.argv[1]), Path(sys.argv[2]), log=lambda m: print(m, flush=True))
+from paddlecloud.venvcache import ensure_layer
+ensure_layer(Path(sys.argv[1]), Path(sys.argv[2]), log=lambda m: print(m, flush=True))
 """
 
 
@@ -45,7 +45,7 @@ def test_concurrent_first_installs_make_one_venv_then_reuse(tmp_path: Path) -> N
     req.write_bytes(REQS)
     cache = tmp_path / "cache"
     # A stale partial install (no marker) from a killed job must be wiped, not trusted.
-    key = venvcache.env_key(REQS)
+    key = venvcache.layer_key(REQS, venvcache.current_base())
     (cache / key / "junk").mkdir(parents=True)
     procs = [
         subprocess.Popen([sys.executable, "-c", CONCURRENT, str(req), str(cache)], stdout=subprocess.PIPE, text=True)
@@ -63,7 +63,7 @@ def test_concurrent_first_installs_make_one_venv_then_reuse(tmp_path: Path) -> N
     assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
     # third use: no install at all
     logs: list[str] = []
-    assert venvcache.ensure_venv(req, cache, logs.append) == venv
+    assert venvcache.ensure_layer(req, cache, logs.append) == venv
     assert logs == [f"using cached environment {key}"]
 
 
@@ -73,7 +73,7 @@ def test_launcher_runs_entry_in_the_venv(tmp_path: Path, facts: dict[str, str]) 
     facts["PADDLECLOUD_ENTRY"] = 'echo "venv=$VIRTUAL_ENV"; python -c "import sys; print(\'prefix=\' + sys.prefix)"'
     r = run_launcher(facts, timeout=300)
     assert r.returncode == 0, r.stdout
-    venv = Path(facts["PADDLECLOUD_VENV_CACHE"]) / venvcache.env_key(REQS)
+    venv = Path(facts["PADDLECLOUD_VENV_CACHE"]) / venvcache.layer_key(REQS, venvcache.current_base())
     log = (Path(facts["PADDLECLOUD_OUTPUT_DIR"]) / "trainer_0" / "log.txt").read_text()
     assert f"venv={venv}" in log and f"prefix={venv}" in log
     assert "installing environment" in log and "ready in" in log
@@ -82,13 +82,39 @@ def test_launcher_runs_entry_in_the_venv(tmp_path: Path, facts: dict[str, str]) 
     assert log.count("using cached environment") == 1
 
 
-def test_failed_install_exits_70_and_leaves_no_marker(tmp_path: Path, facts: dict[str, str]) -> None:
+def test_failed_install_exits_70_naming_pips_last_error_and_leaves_no_marker(
+    tmp_path: Path, facts: dict[str, str]
+) -> None:
     pkg = Path(facts["PADDLECLOUD_PACKAGE_DIR"])
     (pkg / "requirements.txt").write_text("-r does-not-exist.txt\n")
     facts["PADDLECLOUD_ENTRY"] = "echo should-not-run"
     r = run_launcher(facts, timeout=300)
     assert r.returncode == 70
     log = (Path(facts["PADDLECLOUD_OUTPUT_DIR"]) / "trainer_0" / "log.txt").read_text()
-    assert "environment setup failed" in log and "should-not-run" not in log
-    key = venvcache.env_key((pkg / "requirements.txt").read_bytes())
+    last = [line for line in log.splitlines() if line.strip()][-1]
+    assert last.startswith("[paddlecloud-launch] error: installing requirements failed: ERROR: "), log
+    assert "does-not-exist.txt" in last and "should-not-run" not in log
+    key = venvcache.layer_key((pkg / "requirements.txt").read_bytes(), venvcache.current_base())
     assert not (Path(facts["PADDLECLOUD_VENV_CACHE"]) / key / venvcache.COMPLETE_MARKER).exists()
+
+
+def test_a_layer_sees_the_base_and_installs_nothing_the_base_has(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("pip\n")  # the base (this venv) has pip: already satisfied, nothing downloaded
+    logs: list[str] = []
+    layer = venvcache.ensure_layer(req, tmp_path / "cache", logs.append)
+    assert any("Requirement already satisfied: pip" in line for line in logs), logs
+    site = next((layer / "lib").glob("python*/site-packages"))
+    assert not (site / "pip").exists() and (site / venvcache.LAYER_PTH).is_file()
+    out = subprocess.run(
+        [str(layer / "bin" / "python"), "-c", "import sys, pip, paddlecloud; print(sys.prefix)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert out == str(layer)
+
+
+def test_last_error_line_prefers_pips_error() -> None:
+    lines = ["Collecting x", "ERROR: No matching distribution found for x==9", "", "notice: something"]
+    assert venvcache.last_error_line(lines) == "ERROR: No matching distribution found for x==9"
+    assert venvcache.last_error_line(["a", "b", " "]) == "b"
+    assert venvcache.last_error_line([]) == "no output"

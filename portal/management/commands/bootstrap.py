@@ -47,10 +47,19 @@ class Command(BaseCommand):
                 "storage_root": str(root),
             },
         )
+        if created:
+            self._detect_gpus(datacenter)
         root = Path(datacenter.storage_root)
         for sub in ("home", datacenter.public_path):
             (root / sub).mkdir(parents=True, exist_ok=True)
         self.stdout.write(f"datacenter {name!r} {'created' if created else 'exists'} (storage {root})")
+
+    def _detect_gpus(self, datacenter: Datacenter) -> None:
+        from jobs.gpus import detect
+
+        datacenter.gpus = detect()
+        datacenter.save(update_fields=["gpus"])
+        self.stdout.write(f"GPUs of this host for {datacenter.name!r}: {', '.join(datacenter.gpus) or 'none'}")
 
     def _demo_user(self, username: str) -> None:
         credentials = Path(settings.VAR_DIR) / "demo-credentials.json"

@@ -1,0 +1,163 @@
+"""GPUs on the local engine, with a fake GPU list: distinct GPUs, waiting, freeing, quota, detection."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.test import Client
+from rest_framework.test import APIClient
+
+from jobs import gpus
+from jobs.models import GpuAssignment, Job
+from portal.datacenters.models import Datacenter, Quota
+from tests.jobs.test_local_engine import finished
+from tests.workers import WorkerProcess, wait_for
+
+SMI = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0d7c6f0e-aaaa-bbbb-cccc-000000000000)
+GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-0d7c6f0e-aaaa-bbbb-cccc-000000000001)
+"""
+
+
+def make_job(user: User, datacenter: Datacenter, name: str, trainers: int, gpu: int) -> Job:
+    spec: dict[str, Any] = {"jobname": name, "parallelism": trainers, "pservers": 0, "gpu": gpu, "entry": "true"}
+    return Job.objects.create(owner=user, datacenter=datacenter, name=name, uid=f"{name}-x", spec=spec)
+
+
+def test_nvidia_smi_list_is_parsed_into_indexes() -> None:
+    assert gpus.parse_nvidia_smi_list(SMI) == ["0", "1"]
+    assert gpus.parse_nvidia_smi_list("No devices were found\n") == []
+
+
+@pytest.mark.django_db
+def test_jobs_get_distinct_gpus_wait_when_none_are_free_and_get_them_once_freed(
+    alice: User, bob: User, local_dc: Datacenter
+) -> None:
+    local_dc.gpus = ["0", "1", "2"]
+    local_dc.save()
+    first = make_job(alice, local_dc, "first", trainers=2, gpu=1)
+    second = make_job(bob, local_dc, "second", trainers=1, gpu=2)
+    assert gpus.acquire(first)
+    held = gpus.assigned(first)
+    assert sorted(held) == [0, 1] and len({g for v in held.values() for g in v}) == 2
+    assert gpus.gpu_env(first, 1) == {"CUDA_VISIBLE_DEVICES": held[1][0], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    # Only one GPU is left: the second job takes none (all or nothing) and waits.
+    assert not gpus.acquire(second) and gpus.assigned(second) == {}
+    assert gpus.free_count(local_dc) == 1
+    gpus.release(first)
+    assert gpus.acquire(second)
+    assert len(gpus.assigned(second)[0]) == 2
+    assert gpus.acquire(second)  # idempotent: nothing more is taken
+    assert GpuAssignment.objects.filter(job=second).count() == 2
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_one_gpu_for_two_jobs(alice: User, local_dc: Datacenter) -> None:
+    a, b = make_job(alice, local_dc, "a", 1, 1), make_job(alice, local_dc, "b", 1, 1)
+    GpuAssignment.objects.create(datacenter=local_dc, gpu="0", job=a, trainer=0)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        GpuAssignment.objects.create(datacenter=local_dc, gpu="0", job=b, trainer=0)
+
+
+@pytest.mark.django_db
+def test_a_job_needing_more_gpus_than_the_datacenter_has_is_refused(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path
+) -> None:
+    Quota.objects.create(user=alice, datacenter=local_dc, gpu=8)
+    local_dc.gpus = ["0"]
+    local_dc.save()
+    body = {"jobname": "fake", "entry": "python train.py", "parallelism": 2, "gpu": 1}
+    response = alice_api.post("/api/v1/jobs", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"field": "gpu", "code": "invalid", "message": "the job needs 2 GPUs but datacenter local has 1"}
+    ]
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_gpu_quota_counts_gpus_of_active_jobs(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path
+) -> None:
+    Quota.objects.create(user=alice, datacenter=local_dc, gpu=1)
+    local_dc.gpus = ["0", "1"]
+    local_dc.save()
+    body = {"jobname": "fake", "entry": "python train.py", "gpu": 1, "package": "/pfs/local/home/alice/jobs/fake"}
+    assert alice_api.post("/api/v1/jobs", body, format="json").status_code == 201
+    response = alice_api.post("/api/v1/jobs", {**body, "jobname": "again"}, format="json")
+    assert response.status_code == 400
+    quota_errors = [e["message"] for e in response.json()["errors"] if e["field"] == "quota"]
+    assert quota_errors and quota_errors[0].startswith("gpu: the job needs 1 but only 0 of your 1 are free")
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_job_waits_unschedulable_for_gpus_then_starts_when_they_free_up(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path, worker: WorkerProcess
+) -> None:
+    Quota.objects.create(user=alice, datacenter=local_dc, gpu=4)
+    local_dc.gpus = ["0", "1"]
+    local_dc.save()
+    entry = 'echo "visible=$CUDA_VISIBLE_DEVICES"; python train.py'
+    holder: dict[str, Any] = {"jobname": "holder", "entry": entry, "parallelism": 2, "gpu": 1}
+    holder |= {"package": "/pfs/local/home/alice/jobs/fake", "env": {"FAKE_STEPS": "600"}}
+    assert alice_api.post("/api/v1/jobs", holder, format="json").status_code == 201
+    wait_for(lambda: Job.objects.filter(name="holder", state="running").exists(), 90, "holder running", worker)
+    waiting = {**holder, "jobname": "waiting", "parallelism": 1, "gpu": 2, "env": {"FAKE_STEPS": "2"}}
+    assert alice_api.post("/api/v1/jobs", waiting, format="json").status_code == 201
+
+    def unschedulable() -> Job | None:
+        return Job.objects.filter(name="waiting", state="pending", reason="Unschedulable").first()
+
+    job = wait_for(unschedulable, 60, "waiting job unschedulable", worker)
+    assert isinstance(job, Job)
+    assert job.message.startswith("waiting for 2 GPUs"), job.message
+    assert not job.workers.exists() and not job.engine_data.get("trainer-0")
+    # The holder's two trainers saw one distinct GPU each.
+    logs = [alice_api.get(f"/api/v1/jobs/holder/logs?worker=trainer-{i}").json()["text"] for i in (0, 1)]
+    seen = sorted(line for text in logs for line in text.splitlines() if line.startswith("visible="))
+    assert seen == ["visible=0", "visible=1"], logs
+    alice_api.delete("/api/v1/jobs/holder")
+    done = finished("waiting", worker, timeout=120)
+    assert (done.state, done.reason) == ("succeeded", ""), done.message
+    text = alice_api.get("/api/v1/jobs/waiting/logs?worker=trainer-0").json()["text"]
+    assert "visible=0,1" in text
+    assert not GpuAssignment.objects.exists()  # both jobs gave their GPUs back
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `nvidia-smi` on PATH that lists two GPUs, as the real one prints them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] || exit 9\ncat <<'EOF'\n{SMI}EOF\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_detect_runs_nvidia_smi_and_finds_nothing_without_it(
+    fake_nvidia_smi: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert gpus.detect() == ["0", "1"]
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert gpus.detect() == []
+
+
+@pytest.mark.django_db
+def test_the_admin_action_fills_a_local_datacenters_gpus(
+    fake_nvidia_smi: None, carol: User, local_dc: Datacenter
+) -> None:
+    client = Client()
+    client.force_login(carol)
+    response = client.post(
+        "/admin/datacenters/datacenter/", {"action": "detect_gpus", "_selected_action": [local_dc.pk]}, follow=True
+    )
+    assert response.status_code == 200
+    local_dc.refresh_from_db()
+    assert local_dc.gpus == ["0", "1"]
+    assert "2 GPU(s) found (0, 1)" in response.content.decode()

@@ -1,0 +1,131 @@
+"""Runtimes on the local engine: `-image` names one or is refused; a job's requirements are a per-user layer."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from paddlecloud import venvcache
+from rest_framework.test import APIClient
+
+from jobs import runtimes
+from jobs.models import Job, Runtime
+from portal.datacenters.models import Datacenter, Engine
+from tests.jobs.test_local_engine import finished
+from tests.workers import WorkerProcess
+
+BODY = {"jobname": "fake", "entry": "python train.py"}
+
+
+@pytest.mark.django_db
+def test_an_unknown_image_is_refused_with_the_runtimes_one_may_choose(
+    alice_api: APIClient, local_dc: Datacenter, fake_package: Path
+) -> None:
+    Runtime.objects.create(datacenter=local_dc, name="nlp", requirements="paddlepaddle==3.0.0\nprotobuf<7\njieba\n")
+    response = alice_api.post("/api/v1/jobs", {**BODY, "image": "paddlepaddle/paddle:3.0.0"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {
+            "field": "image",
+            "code": "invalid",
+            "message": "'paddlepaddle/paddle:3.0.0' is not a runtime of datacenter local; choose one of: default, nlp",
+        }
+    ]
+    assert not Job.objects.exists()
+    for image in ("nlp", "default", ""):
+        body = {**BODY, "jobname": f"j{image}", "image": image, "package": "/pfs/local/home/alice/jobs/fake"}
+        response = alice_api.post("/api/v1/jobs", body, format="json")
+        assert response.status_code == 201, response.json()
+
+
+@pytest.mark.django_db
+def test_image_is_left_alone_on_kubernetes(local_dc: Datacenter) -> None:
+    local_dc.engine = Engine.KUBERNETES
+    runtimes.check_spec(local_dc, {"image": "registry.example.com/me/paddle:1", "parallelism": 1, "gpu": 0})
+
+
+@pytest.mark.django_db
+def test_default_is_the_builtin_runtimes_name(local_dc: Datacenter) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Runtime(datacenter=local_dc, name="default", requirements="x\n").full_clean()
+    assert "built-in" in str(raised.value)
+
+
+@pytest.mark.paddle
+@pytest.mark.django_db
+def test_layers_are_per_user_and_writable_only_until_installed(
+    alice: User, bob: User, local_dc: Datacenter, tmp_path: Path
+) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    job = Job.objects.create(owner=alice, datacenter=local_dc, name="a", uid="a-1", spec={"image": ""})
+    bare = runtimes.runtime_for(job, package)
+    base = Path(bare.python).parent.parent
+    assert bare.writable_cache is None and str(base) in bare.readonly
+    assert (base / venvcache.COMPLETE_MARKER).is_file()
+    # A token in a comment: a layer no earlier run (with the same user ids) has built in the host's cache.
+    (package / "requirements.txt").write_text(f"# {uuid.uuid4()}\npaddlepaddle==3.0.0\nprotobuf<7\n")
+    alices = runtimes.runtime_for(job, package)
+    bobs = runtimes.runtime_for(Job(owner=bob, datacenter=local_dc, spec={}), package)
+    assert alices.writable_cache and bobs.writable_cache and alices.writable_cache != bobs.writable_cache
+    assert alices.env == {"PADDLECLOUD_VENV_CACHE": alices.writable_cache}
+    assert not any(alices.writable_cache.startswith(p) or p.startswith(alices.writable_cache) for p in alices.readonly)
+
+
+def put(datacenter: Datacenter, user: User, name: str, requirements: str | None) -> None:
+    package = Path(datacenter.storage_root) / "home" / user.username / "jobs" / name
+    package.mkdir(parents=True)
+    (package / "train.py").write_text(
+        "import paddle, paddlecloud\nprint('paddle', paddle.__version__, flush=True)\n"
+        "try:\n    import tabulate\n    print('tabulate from', tabulate.__file__, flush=True)\n"
+        "except ImportError:\n    print('no tabulate', flush=True)\n"
+    )
+    if requirements is not None:
+        (package / "requirements.txt").write_text(requirements)
+
+
+@pytest.mark.paddle
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_no_requirements_runs_on_the_base_and_one_small_package_is_a_layer_not_a_new_paddle(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    put(local_dc, alice, "bare", None)
+    assert alice_api.post("/api/v1/jobs", {**BODY, "jobname": "bare"}, format="json").status_code == 201
+    job = finished("bare", worker, timeout=600)
+    assert job.state == "succeeded", job.message
+    text = alice_api.get("/api/v1/jobs/bare/logs?worker=trainer-0").json()["text"]
+    assert "paddle 3.0.0" in text and "no tabulate" in text and "installing" not in text
+
+    put(local_dc, alice, "layer", f"# {uuid.uuid4()}\npaddlepaddle==3.0.0\nprotobuf<7\ntabulate\n")
+    assert alice_api.post("/api/v1/jobs", {**BODY, "jobname": "layer"}, format="json").status_code == 201
+    job = finished("layer", worker, timeout=300)
+    assert job.state == "succeeded", job.message
+    text = alice_api.get("/api/v1/jobs/layer/logs?worker=trainer-0").json()["text"]
+    assert "Requirement already satisfied: paddlepaddle==3.0.0" in text
+    assert "Installing collected packages: tabulate" in text and "Downloading paddlepaddle" not in text
+    assert f"/layers/user-{alice.pk}/" in text and "paddle 3.0.0" in text
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_image_runs_the_job_in_the_registered_runtime(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    # A runtime of only the client (no Paddle): built in seconds, and plainly not the default one.
+    Runtime.objects.create(datacenter=local_dc, name="bare", requirements="# the client only\n")
+    package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "rt"
+    package.mkdir(parents=True)
+    (package / "check.py").write_text(
+        "import importlib.util, sys, paddlecloud\n"
+        "print('prefix', sys.prefix, 'paddle', importlib.util.find_spec('paddle') is not None, flush=True)\n"
+    )
+    body = {"jobname": "rt", "entry": "python check.py", "image": "bare"}
+    assert alice_api.post("/api/v1/jobs", body, format="json").status_code == 201
+    job = finished("rt", worker, timeout=300)
+    assert job.state == "succeeded", job.message
+    text = alice_api.get("/api/v1/jobs/rt/logs?worker=trainer-0").json()["text"]
+    assert "/runtimes/bare-" in text and "paddle False" in text, text
