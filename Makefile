@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 DEPS_HASH := $(shell cat requirements.txt requirements-dev.txt client/pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(DEPS_HASH)
 
-.PHONY: install run stop test lint typecheck pytest k8s-build k8s-up k8s-down k8s-status clean
+.PHONY: install run stop test lint typecheck pytest k8s-build k8s-up k8s-up-node k8s-down k8s-status clean
 
 $(STAMP): requirements.txt requirements-dev.txt client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ k8s-build:
 
 k8s-up: install
 	$(PY) -m tools.k8s.testcluster up
+
+# The same plus a real node (containerd, CNI bridge, CoreDNS, kubelet): root, after `make k8s-build`.
+k8s-up-node: install
+	$(PY) -m tools.k8s.testcluster up --node
 
 k8s-down: install
 	$(PY) -m tools.k8s.testcluster down
