@@ -20,10 +20,9 @@ from tools.k8s.images import read_manifest
 from tools.k8s.testcluster.processes import die_with_parent, free_ports, kill_group
 
 HERE = Path(__file__).resolve().parent.parent
-NODE_BINARIES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "coredns", "pause")
+NODE_BINARIES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "coredns", "pause")
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
-RUNC = "runc"
 NAMESPACE = "k8s.io"  # containerd namespace the CRI plugin uses
 NODE_LABEL = "paddlecloud.org/node"  # = "real" on this node, so tests and users can choose it
 
@@ -45,8 +44,6 @@ def node_missing(bin_dir: Path | None = None) -> list[str]:
     missing = [] if os.geteuid() == 0 else ["root"]
     missing += [b for b in NODE_BINARIES if not os.access(bin_dir / b, os.X_OK)]
     missing += [f"{CNI_BIN_DIR}/{p}" for p in CNI_PLUGINS if not os.access(CNI_BIN_DIR / p, os.X_OK)]
-    if shutil.which(RUNC) is None:
-        missing.append("runc")
     if read_manifest() is None:
         missing.append("images (tools/k8s/images.py build)")
     return missing
@@ -134,7 +131,7 @@ class NodeRunner:
             ],
         }
         (self.dir / "cni" / "10-paddlecloud.conflist").write_text(json.dumps(conflist, indent=2))
-        runc = shutil.which(RUNC) or RUNC
+        runc = self.node.bin_dir / "runc"
         config = f"""version = 3
 root = "{self.dir / "containerd-root"}"
 state = "{self.run_dir / "state"}"
@@ -159,6 +156,8 @@ state = "{self.run_dir / "state"}"
 
 [plugins.'io.containerd.cri.v1.runtime']
   enable_selinux = false
+  # This machine refuses lowering oom_score_adj (-998 for sandboxes): clamp to containerd's own.
+  restrict_oom_score_adj = true
 
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = ["{CNI_BIN_DIR}"]
@@ -209,12 +208,13 @@ state = "{self.run_dir / "state"}"
             # This machine has the cgroup v1 (hybrid) hierarchy; kubelet >= 1.35 refuses it unless told.
             "failCgroupV1": False,
             "cgroupDriver": "cgroupfs",
-            "address": "127.0.0.1",
+            # The kubelet refuses a loopback node IP, so the node's address is its own bridge's.
+            "address": self.node.gateway,
             "port": self.ports["kubelet"],
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": self.ports["kubelet-healthz"],
-            # The API server reaches the kubelet (logs) over loopback with no client cert: test-only trust.
+            # The API server reaches the kubelet (logs) on the bridge address with no client cert: test-only trust.
             "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
             "authorization": {"mode": "AlwaysAllow"},
             "clusterDNS": [self.node.gateway],
@@ -245,7 +245,7 @@ state = "{self.run_dir / "state"}"
             f"--root-dir={self.dir / 'kubelet'}",
             f"--cert-dir={self.dir / 'kubelet-pki'}",
             f"--hostname-override={self.node.name}",
-            "--node-ip=127.0.0.1",
+            f"--node-ip={self.node.gateway}",
             f"--node-labels={labels}",
             "--v=1",
         )
