@@ -46,7 +46,7 @@ debian_packages() {
   [[ -f /usr/include/seccomp.h ]] || need+=(libseccomp-dev pkg-config)  # CRI asks runc for seccomp
   [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
   command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
-  command -v iptables >/dev/null || need+=(iptables)
+  command -v ip >/dev/null || need+=(iproute2)  # the node's bridge
   if [[ ${#need[@]} -gt 0 ]]; then
     if [[ "$(id -u)" != 0 ]]; then echo "missing Debian packages (need root to install): ${need[*]}" >&2; return 0; fi
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
