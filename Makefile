@@ -9,7 +9,7 @@ LOCK := requirements-lock.txt
 DEPS_HASH := $(shell cat $(LOCK) client/pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(DEPS_HASH)
 
-.PHONY: install lock run stop test lint typecheck pytest k8s-build k8s-up k8s-down k8s-status clean
+.PHONY: install lock run stop test lint typecheck pytest k8s-build k8s-up k8s-up-node k8s-down k8s-status clean
 
 $(STAMP): $(LOCK) client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ k8s-build:
 
 k8s-up: install
 	$(PY) -m tools.k8s.testcluster up
+
+# The same plus a real node (containerd, CNI bridge, CoreDNS, kubelet): root, after `make k8s-build`.
+k8s-up-node: install
+	$(PY) -m tools.k8s.testcluster up --node
 
 k8s-down: install
 	$(PY) -m tools.k8s.testcluster down
