@@ -215,7 +215,7 @@ def _become_subreaper() -> None:
     # descendants (sh died first, or the entry left a background process) must come back to
     # us so that the launcher exits only when the whole job process is gone.
     try:
-        import ctypes
+        import ctypes  # only here: Linux's prctl, and nothing else of the launcher needs ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
@@ -299,7 +299,7 @@ def run_entry(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -
 def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
     store = None
     if facts.ps_mode and facts.role == "pserver" and facts.index == 0:
-        from paddlecloud.gloo_store import GlooStore
+        from paddlecloud.gloo_store import GlooStore  # only pserver 0 of a PS job serves the store
 
         assert facts.gloo_port is not None
         try:

@@ -217,6 +217,23 @@ def read_stdin_secret(what: str) -> str:
     return secret
 
 
+def password_from(
+    password: str | None, password_stdin: bool, flag: str, prompt: str, required: bool = False
+) -> str | None:
+    """The password of `flag`, of --password-stdin, or asked on the terminal (when there is one)."""
+    if password_stdin and password is not None:
+        raise UsageProblem(f"give {flag} or --password-stdin, not both")
+    if password_stdin:
+        return read_stdin_secret("password")
+    if password is None:
+        ask = password_prompt()
+        if ask is not None:
+            return ask(prompt)
+        if required:
+            raise UsageProblem(f"{flag} or --password-stdin is required without a terminal")
+    return password
+
+
 def state(ctx: click.Context) -> State:
     obj = ctx.find_object(State)
     if obj is None:  # a command invoked on its own (tests, completion)

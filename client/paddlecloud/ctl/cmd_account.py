@@ -16,13 +16,14 @@ from paddlecloud.ctl.app import (
     delete,
     get,
     note,
+    password_from,
     password_prompt,
     read_stdin_secret,
     session_of,
     state,
     warn,
 )
-from paddlecloud.ctl.errors import ConfigError, UsageProblem
+from paddlecloud.ctl.errors import ConfigError
 from paddlecloud.ctl.output import datacenters_table, emit, quota_table, registry_table
 
 
@@ -65,15 +66,7 @@ def logout(ctx: click.Context) -> None:
 def registry(ctx: click.Context, name: str, username: str, password: str | None, password_stdin: bool,
              server: str) -> None:
     """Store registry credentials (the password is write-only) for jobs with private images."""
-    if password_stdin and password is not None:
-        raise UsageProblem("give -password or --password-stdin, not both")
-    if password_stdin:
-        password = read_stdin_secret("password")
-    if password is None:
-        ask = password_prompt()
-        if ask is None:
-            raise UsageProblem("-password or --password-stdin is required without a terminal")
-        password = ask(f"Password for {username} at {server}")
+    password = password_from(password, password_stdin, "-password", f"Password for {username} at {server}", True)
     session_of(ctx).post("/registry", {"name": name, "server": server, "username": username, "password": password})
     click.echo(f"registry secret {name} added for {server}; use it with: paddlectl submit -registry {name} ...")
 

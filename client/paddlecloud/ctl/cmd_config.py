@@ -6,7 +6,7 @@ import click
 
 from paddlecloud.ctl import config as configfile
 from paddlecloud.ctl.api import Session
-from paddlecloud.ctl.app import AliasGroup, cli, password_prompt, read_stdin_secret, state, warn
+from paddlecloud.ctl.app import AliasGroup, cli, password_from, state, warn
 from paddlecloud.ctl.errors import UsageProblem
 from paddlecloud.ctl.output import config_table
 
@@ -40,14 +40,7 @@ def config_init(ctx: click.Context, endpoint: str, username: str, password: str 
     problem = configfile.check_endpoint(endpoint)
     if problem:
         raise UsageProblem(f"--endpoint: {problem}")
-    if password_stdin and password is not None:
-        raise UsageProblem("give --password or --password-stdin, not both")
-    if password_stdin:
-        password = read_stdin_secret("password")
-    if password is None:
-        ask = password_prompt()
-        if ask is not None:
-            password = ask(f"Password for {username} at {endpoint}")
+    password = password_from(password, password_stdin, "--password", f"Password for {username} at {endpoint}")
     path = state(ctx).config_path
     probe = configfile.Datacenter(name=name or datacenter or "?", username=username, endpoint=endpoint,
                                   password=password, portal_name=datacenter or "?")

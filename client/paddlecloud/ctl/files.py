@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+import xxhash
+
 from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.errors import APIError, NetworkError, PaddleCloudError, UsageProblem
 
@@ -110,8 +112,6 @@ def check_remote(path: str, session: Session | None = None) -> str:
 
 
 def xxh3_file(path: Path) -> str:
-    import xxhash
-
     hasher = xxhash.xxh3_128()
     with path.open("rb") as handle:
         while piece := handle.read(HASH_PIECE):
@@ -120,8 +120,6 @@ def xxh3_file(path: Path) -> str:
 
 
 def xxh3_bytes(data: bytes) -> str:
-    import xxhash
-
     return CHECKSUM_PREFIX + xxhash.xxh3_128_hexdigest(data)
 
 
@@ -322,7 +320,7 @@ class Files:
                         raise PaddleCloudError(f"cannot write {local}: {exc.strerror or exc}") from None
                     progress.advance(len(piece))
         except Exception as exc:
-            import requests
+            import requests  # loaded already: the download went through it
 
             if isinstance(exc, requests.exceptions.RequestException):
                 raise NetworkError(
