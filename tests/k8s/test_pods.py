@@ -19,7 +19,8 @@ from rest_framework.test import APIClient
 from jobs.models import Job
 from portal.datacenters.models import Datacenter, Engine, StorageKind
 from tests.k8s.engine_helpers import nothing_left
-from tests.workers import WorkerProcess, start_worker, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess, start_worker
 from tools.k8s.images import read_manifest
 from tools.k8s.testcluster import TestCluster
 
@@ -163,7 +164,7 @@ def test_a_pod_resolves_another_pods_headless_name_and_logs_come_back_through_th
             status = core.read_namespaced_pod(name, ns).status
             return (status.phase if status else None) or ""
 
-        wait_for(lambda: phase("cli") in ("Succeeded", "Failed"), 120, "the client pod to finish")
+        wait_for(lambda: phase("cli") in ("Succeeded", "Failed"), "the client pod to finish", 120)
         log = core.read_namespaced_pod_log("cli", ns)
         srv_ip = core.read_namespaced_pod("srv", ns).status.pod_ip  # type: ignore[union-attr]
         assert (phase("cli"), log.strip()) == ("Succeeded", f"resolved {srv_ip}")
@@ -177,9 +178,9 @@ def test_the_ps_example_runs_in_pods_with_falling_loss_logs_by_cursor_and_nothin
     put(pods_dc, alice, "fit", EXAMPLES / "fit_a_line")
     spec = {"jobname": "fit", "entry": "python train.py", "parallelism": 2, "pservers": 2, "passes": 4}
     job = submit(alice_api, pods_dc, spec)
-    wait_for(lambda: state_of(job, "running", "succeeded", "failed"), 240, "running", worker)
+    wait_for(lambda: state_of(job, "running", "succeeded", "failed"), "running", 240, watch=worker)
     live = log_of(alice_api, "fit", "trainer-0")
-    job = wait_for(lambda: done(job), 300, "released", worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 300, watch=worker)  # type: ignore[assignment]
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
     after = log_of(alice_api, "fit", "trainer-0", live["cursor"])
     assert after["complete"] is True
@@ -189,7 +190,7 @@ def test_the_ps_example_runs_in_pods_with_falling_loss_logs_by_cursor_and_nothin
         assert len(values) >= 3, text[-2000:]
         assert values[-1] < values[0] / 5, values
     with k8s_node_cluster.api_client() as api:
-        wait_for(lambda: nothing_left(api, job.uid), 60, "every object gone after the TTL", worker)
+        wait_for(lambda: nothing_left(api, job.uid), "every object gone after the TTL", 60, watch=worker)
 
 
 @UNFIXED
@@ -199,7 +200,7 @@ def test_the_collective_example_runs_in_pods(
     put(pods_dc, alice, "dp", EXAMPLES / "fit_a_line_collective")
     spec = {"jobname": "dp", "entry": "python train.py", "parallelism": 2, "pservers": 0, "passes": 2}
     job = submit(alice_api, pods_dc, spec)
-    job = wait_for(lambda: done(job), 300, "released", worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 300, watch=worker)  # type: ignore[assignment]
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
     assert len(losses(log_of(alice_api, "dp", "trainer-1")["text"])) >= 2
 
@@ -211,7 +212,7 @@ def test_a_trainer_exiting_3_is_retried_then_fails_backoff_limit(
     put(pods_dc, alice, "three", EXAMPLES / "fit_a_line")
     spec = {"jobname": "three", "entry": "exit 3", "parallelism": 1, "pservers": 0, "max_retries": 1}
     job = submit(alice_api, pods_dc, spec)
-    job = wait_for(lambda: done(job), 180, "released", worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 180, watch=worker)  # type: ignore[assignment]
     assert (job.state, job.reason, job.exit_code) == ("failed", "BackoffLimit", 3), job.message
 
 
@@ -222,17 +223,19 @@ def test_a_pserver_container_killed_fails_the_job_pserver_lost(
     put(pods_dc, alice, "fit", EXAMPLES / "fit_a_line")
     spec = {"jobname": "fit", "entry": "python train.py", "parallelism": 2, "pservers": 2, "passes": 400}
     job = submit(alice_api, pods_dc, spec)
-    wait_for(lambda: "step 50 loss" in log_of(alice_api, "fit", "trainer-0").get("text", ""), 300, "training", worker)
+    wait_for(
+        lambda: "step 50 loss" in log_of(alice_api, "fit", "trainer-0").get("text", ""), "training", 300, watch=worker
+    )
     runner = k8s_node_cluster.node_runner
     assert runner is not None
     tasks = runner.ctr("containers", "ls", "labels.io.kubernetes.container.name==pserver").stdout.split()[1::3]
     assert tasks, "no pserver container found"
     killed_at = time.monotonic()
     runner.ctr("tasks", "kill", "-s", "SIGKILL", tasks[0])
-    failed = wait_for(lambda: state_of(job, "failed"), 60, "PserverLost", worker)
+    failed = wait_for(lambda: state_of(job, "failed"), "PserverLost", 60, watch=worker)
     assert isinstance(failed, Job) and failed.reason == "PserverLost", failed
     print(f"PserverLost {time.monotonic() - killed_at:.1f}s after the kill")
-    wait_for(lambda: done(job), 60, "released", worker)
+    wait_for(lambda: done(job), "released", 60, watch=worker)
 
 
 @UNFIXED
@@ -242,12 +245,12 @@ def test_kill_from_the_api_stops_every_container(
     put(pods_dc, alice, "long", EXAMPLES / "fit_a_line")
     spec = {"jobname": "long", "entry": "sleep 600", "parallelism": 2, "pservers": 1}
     job = submit(alice_api, pods_dc, spec)
-    wait_for(lambda: state_of(job, "running"), 180, "running", worker)
+    wait_for(lambda: state_of(job, "running"), "running", 180, watch=worker)
     assert alice_api.post("/api/v1/jobs/long/kill").status_code in (200, 202)
-    wait_for(lambda: done(job), 60, "released", worker)
+    wait_for(lambda: done(job), "released", 60, watch=worker)
     runner = k8s_node_cluster.node_runner
     assert runner is not None
-    wait_for(lambda: runner.running_tasks() == [], 60, "no container left", worker)
+    wait_for(lambda: runner.running_tasks() == [], "no container left", 60, watch=worker)
 
 
 @UNFIXED
@@ -260,7 +263,7 @@ def test_the_same_job_gives_the_same_loss_on_the_local_engine_and_in_pods(
         name = f"same{dc.engine[:3]}"
         put(dc, alice, name, EXAMPLES / "fit_a_line_collective")
         job = submit(alice_api, dc, {"jobname": name, **spec})
-        job = wait_for(lambda job=job: done(job), 300, f"{name} released", worker)  # type: ignore[misc]
+        job = wait_for(lambda job=job: done(job), f"{name} released", 300, watch=worker)  # type: ignore[misc]
         assert job.state == "succeeded", job.message
         finals[dc.engine] = losses(log_of(alice_api, name, "trainer-0")["text"])[-1]
     assert abs(finals["local"] - finals["kubernetes"]) <= 0.05 * max(finals.values()) + 1e-3, finals
