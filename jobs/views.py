@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -23,6 +24,9 @@ from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
 from portal.datacenters.models import Datacenter
 from portal.registry.models import RegistrySecret
 from storage import files, paths
+
+# Browser uploads hash with XXH3-128 in WebAssembly (hash-wasm): compiling it needs this, eval() does not get it.
+WASM = "'wasm-unsafe-eval'"
 
 PAGE_SIZE = 25
 PACKAGE_CHOICES = 200  # folders offered as packages, at most
@@ -187,6 +191,7 @@ def _package_folders(request: HttpRequest, datacenters: list[Datacenter]) -> lis
     return sorted(set(found))[:PACKAGE_CHOICES]
 
 
+@csp_update({"script-src": WASM})
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
     datacenters = list(Datacenter.objects.usable_by(request.user))

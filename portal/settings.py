@@ -181,8 +181,7 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
-        # wasm-unsafe-eval compiles WebAssembly only (the XXH3 hashing of browser uploads), never eval().
-        "script-src": [SELF, "'wasm-unsafe-eval'"],
+        "script-src": [SELF],
         "style-src": [SELF, NONCE],
         "img-src": [SELF, "data:"],
         "object-src": [NONE],

@@ -41,8 +41,8 @@ urlpatterns = [
     path("files/", storage_views.browser, name="file-browser"),
     path("files/mkdir", storage_views.make_folder, name="file-mkdir"),
     path("files/rm", storage_views.remove, name="file-rm"),
-    path("registries/", registry_views.registry_list, name="registry-list"),
-    path("registries/<str:name>/delete", registry_views.registry_delete, name="registry-delete"),
+    path("registries/", registry_views.registry_list, name="registries"),
+    path("registries/<str:name>/delete", registry_views.registry_delete, name="registries-delete"),
     path("quota/", datacenters_views.quota_page, name="quota"),
     path("admin/login/", accounts_views.admin_login),  # before admin/: the throttle's 429
     path("admin/", admin.site.urls),

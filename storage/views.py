@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
@@ -14,6 +15,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 from rest_framework import exceptions
 
+from jobs.views import WASM
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter
 from storage import files, paths
@@ -36,6 +38,7 @@ def _browse(path: str) -> HttpResponse:
     return redirect(f"{reverse('file-browser')}?{urlencode({'path': path})}")
 
 
+@csp_update({"script-src": WASM})
 @login_required
 def browser(request: HttpRequest) -> HttpResponse:
     datacenters = list(Datacenter.objects.usable_by(request.user))

@@ -31,7 +31,7 @@ def registry_list(request: HttpRequest) -> HttpResponse:
                 errors = {"name": [f"you already have a registry secret named {data['name']!r}"]}
             else:
                 messages.success(request, f"Registry secret {data['name']} added.")
-                return redirect("registry-list")
+                return redirect("registries")
         else:
             errors = {key: [str(v) for v in value] for key, value in serializer.errors.items()}
         values = {key: data[key][:255] for key in values}  # never the password back
@@ -49,4 +49,4 @@ def registry_delete(request: HttpRequest, name: str) -> HttpResponse:
     if not deleted:
         raise Http404("no such registry secret")
     messages.success(request, f"Registry secret {name} deleted.")
-    return redirect("registry-list")
+    return redirect("registries")
