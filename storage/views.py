@@ -60,8 +60,10 @@ def browser(request: HttpRequest) -> HttpResponse:
         messages.error(request, _problem(exc))
         return render(request, "storage/browser.html", {"datacenters": datacenters, "path": path}, status=400)
     logical = target.logical
-    parts = logical.strip("/").split("/")
-    crumbs = [{"name": part, "path": "/" + "/".join(parts[: i + 1])} for i, part in enumerate(parts)][2:]
+    root = logical[: len(logical) - len("/".join(target.parts))].rstrip("/") if target.parts else logical
+    crumbs = [{"name": root.removeprefix("/pfs/"), "path": root}]  # the area's root: nothing above is browsable
+    for i, part in enumerate(target.parts):
+        crumbs.append({"name": part, "path": "/".join([root, *target.parts[: i + 1]])})
     report = quota.report(request.user, target.datacenter)
     context: dict[str, Any] = {
         "datacenters": datacenters,
