@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from jobs import services
 from jobs.models import GpuAssignment, Job, Runtime, Worker
@@ -22,12 +24,16 @@ class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["name", "uid", "owner", "datacenter", "state", "reason", "exit_code", "created_at", "finished_at"]
+    list_display = ["name", "page", "owner", "datacenter", "state", "reason", "exit_code", "created_at", "finished_at"]
     list_filter = ["state", "reason", "datacenter"]
     search_fields = ["name", "uid", "owner__username"]
     readonly_fields = [f.name for f in Job._meta.fields]
     inlines = [WorkerInline]
     actions = ["kill"]
+
+    @admin.display(description="uid (job page)", ordering="uid")
+    def page(self, job: Job) -> str:
+        return format_html('<a href="{}">{}</a>', reverse("job-detail", args=[job.uid]), job.uid)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs are submitted through the API, which validates and checks quota

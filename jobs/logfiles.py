@@ -137,7 +137,8 @@ def read_chunk(handle: IO[bytes], offset: int, final: bool, limit: int = MAX_CHU
     handle.seek(min(offset, size))
     data = handle.read(limit)
     if not final and len(data) < limit:
-        # Hold back an unfinished line; a line longer than `limit` is passed on in pieces.
-        data = data[: data.rfind(b"\n") + 1]
+        # Hold back an unfinished line; a line longer than `limit` is passed on in pieces. Text up to
+        # a `\r` is passed on: a progress bar's update shows now, and the reader replaces the line.
+        data = data[: max(data.rfind(b"\n"), data.rfind(b"\r")) + 1]
     end = min(offset, size) + len(data)
     return LogChunk(text=data.decode("utf-8", errors="replace"), cursor=str(end), complete=final and end >= size)

@@ -1,4 +1,4 @@
-"""Job pages, mounted at /jobs/."""
+"""Job pages, mounted at /jobs/; <ref> is a job's uid or its name (the newest run)."""
 
 from django.urls import path
 
@@ -6,6 +6,11 @@ from jobs import views
 
 urlpatterns = [
     path("", views.job_list, name="job-list"),
-    path("<str:uid>/", views.job_detail, name="job-detail"),
-    path("<str:uid>/kill", views.job_kill, name="job-kill"),
+    path("new", views.job_new, name="job-new"),
+    path("<str:ref>/", views.job_detail, name="job-detail"),
+    path("<str:ref>/live", views.job_live, name="job-live"),
+    path("<str:ref>/logs", views.job_logs, name="job-logs"),
+    path("<str:ref>/logs/<str:worker>/download", views.log_download, name="job-log-download"),
+    path("<str:ref>/kill", views.job_kill, name="job-kill"),
+    path("<str:ref>/delete", views.job_delete, name="job-delete"),
 ]

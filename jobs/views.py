@@ -1,49 +1,234 @@
-"""Job pages: the user's jobs, and one job with its workers and live logs (polled by cursor)."""
+"""Job pages: the list (filtered, self-refreshing), one job live, its logs, the log download, submit and clone."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any
+
+from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.db.models import QuerySet
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
+from rest_framework import exceptions
 
-from jobs import services
-from jobs.models import Job
+from jobs import packages, services
+from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec
+from jobs.logfiles import LogRefused, open_log
+from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
+from portal.datacenters.models import Datacenter
+from portal.registry.models import RegistrySecret
+from storage import files, paths
+
+# Browser uploads hash with XXH3-128 in WebAssembly (hash-wasm): compiling it needs this, eval() does not get it.
+WASM = "'wasm-unsafe-eval'"
+
+PAGE_SIZE = 25
+PACKAGE_CHOICES = 200  # folders offered as packages, at most
 
 
-def _job_for(request: HttpRequest, uid: str) -> Job:
+def visible_jobs(request: HttpRequest) -> QuerySet[Job]:
+    """The one place pages decide whose jobs a user sees: their own, or everyone's for operators."""
     jobs = Job.objects.select_related("owner", "datacenter")
-    if not request.user.is_staff:
-        jobs = jobs.filter(owner_id=request.user.pk)
-    job = jobs.filter(uid=uid).first()
+    return jobs if request.user.is_staff else jobs.filter(owner_id=request.user.pk)
+
+
+def _job_for(request: HttpRequest, ref: str) -> Job:
+    """A job by uid, or the newest run of that name (the user's own first; operators then anyone's)."""
+    jobs = visible_jobs(request).order_by("-created_at")
+    job = jobs.filter(uid=ref).first() or jobs.filter(owner_id=request.user.pk, name=ref).first()
+    if job is None and request.user.is_staff:
+        job = jobs.filter(name=ref).first()
     if job is None:
         raise Http404("job not found")
     return job
 
 
+def duration(job: Job, now: datetime | None = None) -> timedelta | None:
+    """How long it ran: started to finished, or to now while it runs."""
+    if job.started_at is None:
+        return None
+    end = job.finished_at or (now or timezone.now())
+    return max(end - job.started_at, timedelta(0))
+
+
+def _decorate(jobs: list[Job]) -> list[Job]:
+    now = timezone.now()
+    for job in jobs:
+        job.duration = duration(job, now)  # type: ignore[attr-defined]
+    return jobs
+
+
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")
-    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
-    return render(request, "jobs/list.html", {"page": page})
+    form = JobFilterForm(request.GET)
+    jobs = visible_jobs(request).order_by("-created_at")
+    status = 200
+    if form.is_valid():
+        wanted = form.cleaned_data
+        if wanted["state"] == "active":
+            jobs = jobs.filter(state__in=ACTIVE_STATES)
+        elif wanted["state"]:
+            jobs = jobs.filter(state=wanted["state"])
+        if wanted["datacenter"]:
+            jobs = jobs.filter(datacenter__name=wanted["datacenter"])
+        if wanted["q"]:
+            jobs = jobs.filter(name__icontains=wanted["q"])
+        if wanted["owner"] and request.user.is_staff:
+            jobs = jobs.filter(owner__username=wanted["owner"])
+    else:
+        jobs, status = jobs.none(), 400
+    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = _decorate(list(page.object_list))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page": page,
+        "rows": rows,
+        "form": form,
+        "query": query.urlencode(),
+        "any_active": any(job.is_active for job in rows),
+        "datacenters": Datacenter.objects.usable_by(request.user).values_list("name", flat=True),
+    }
+    template = "jobs/_table.html" if request.headers.get("HX-Request") else "jobs/list.html"
+    return render(request, template, context, status=status)
+
+
+def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
+    real = packages.output_dir(job.datacenter, job.owner.username, job.name, job.uid)
+    output = packages.logical(job.datacenter, real)
+    return {
+        "job": job,
+        "workers": job.workers.order_by("role", "index"),
+        "duration": duration(job),
+        "output": output,
+        "may_browse_output": job.owner_id == request.user.pk,
+        "worker_names": _worker_names(job),
+    }
+
+
+def _worker_names(job: Job) -> list[str]:
+    return [f"trainer-{i}" for i in range(job.trainers)] + [f"pserver-{i}" for i in range(job.pservers)]
 
 
 @login_required
-def job_detail(request: HttpRequest, uid: str) -> HttpResponse:
-    job = _job_for(request, uid)
-    workers = job.workers.order_by("role", "index")
-    names = [f"trainer-{i}" for i in range(job.trainers)] + [f"pserver-{i}" for i in range(job.pservers)]
-    return render(request, "jobs/detail.html", {"job": job, "workers": workers, "worker_names": names})
+def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
+    job = _job_for(request, ref)
+    context = _detail_context(request, job)
+    runs = Job.objects.filter(owner_id=job.owner_id, name=job.name).order_by("-created_at")[:20]
+    context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()))
+    return render(request, "jobs/detail.html", context)
+
+
+@login_required
+def job_live(request: HttpRequest, ref: str) -> HttpResponse:
+    """The parts of the job page that change (state, timeline, counts, workers), polled while it is active."""
+    return render(request, "jobs/_live.html", _detail_context(request, _job_for(request, ref)))
+
+
+@login_required
+def job_logs(request: HttpRequest, ref: str) -> HttpResponse:
+    job = _job_for(request, ref)
+    return render(request, "jobs/logs.html", {"job": job, "worker_names": _worker_names(job)})
+
+
+@login_required
+def log_download(request: HttpRequest, ref: str, worker: str) -> HttpResponse | FileResponse:
+    """The worker's whole log file, streamed through the API's reader (beneath the root, no links)."""
+    job = _job_for(request, ref)
+    if worker not in _worker_names(job):
+        raise Http404("no such worker")
+    try:
+        handle = open_log(job, worker)
+    except LogRefused as exc:
+        return HttpResponse(str(exc.detail), status=403, content_type="text/plain; charset=utf-8")
+    if handle is None:
+        raise Http404("this worker has written no log yet")
+    return FileResponse(
+        handle, as_attachment=True, filename=f"{job.uid}-{worker}.log", content_type="text/plain; charset=utf-8"
+    )
 
 
 @login_required
 @require_POST
-def job_kill(request: HttpRequest, uid: str) -> HttpResponse:
-    job = _job_for(request, uid)
+def job_kill(request: HttpRequest, ref: str) -> HttpResponse:
+    job = _job_for(request, ref)
     if services.kill(job):
         messages.success(request, f"Job {job.name} killed; its name is free again.")
     else:
         messages.info(request, f"Job {job.name} had already ended ({job.state}).")
-    return redirect("job-detail", uid=job.uid)
+    return redirect("job-detail", ref=job.uid)
+
+
+@login_required
+@require_POST
+def job_delete(request: HttpRequest, ref: str) -> HttpResponse:
+    job = _job_for(request, ref)
+    if job.state not in TERMINAL_STATES:
+        messages.error(request, f"Job {job.name} is still {job.state}; kill it before deleting it.")
+        return redirect("job-detail", ref=job.uid)
+    services.remove(job)
+    messages.success(request, f"Job {job.uid} deleted (its output folder stays in your files).")
+    return redirect("job-list")
+
+
+def _package_folders(request: HttpRequest, datacenters: list[Datacenter]) -> list[str]:
+    """Folders of the user's homes offered as packages: the home's folders and those under jobs/."""
+    found: list[str] = []
+    for datacenter in datacenters:
+        home = paths.home_logical(request.user, datacenter)
+        for folder in (home, f"{home}/jobs"):
+            try:
+                entries = files.listing(request.user, folder, recursive=False)[0:PACKAGE_CHOICES]
+            except exceptions.APIException:
+                continue  # not there yet, or the storage is not mounted: offer nothing from it
+            found += [entry["path"] for entry in entries if entry["kind"] == "dir"]
+    return sorted(set(found))[:PACKAGE_CHOICES]
+
+
+@csp_update({"script-src": WASM})
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    datacenters = list(Datacenter.objects.usable_by(request.user))
+    registries = list(RegistrySecret.objects.filter(owner_id=request.user.pk).values_list("name", flat=True))
+    choices = {"datacenters": [dc.name for dc in datacenters], "registries": registries}
+    dry_run_result = None
+    if request.method == "POST":
+        form = SubmitForm(request.POST, **choices)
+        if form.is_valid():
+            payload = form.payload()
+            if form.is_valid():  # the env lines parsed
+                try:
+                    if "dry_run" in request.POST:
+                        job, checked = services.dry_run(request.user, payload)  # type: ignore[arg-type]
+                        dry_run_result = {"job": job, "cpu": checked.cpu, "memory": checked.memory, "gpu": checked.gpu}
+                    else:
+                        job = services.submit(request.user, payload)  # type: ignore[arg-type]
+                        messages.success(request, f"Job {job.name} submitted.")
+                        return redirect("job-detail", ref=job.uid)
+                except exceptions.APIException as exc:
+                    form.add_api_errors(exc)
+        status = 400 if form.errors else 200
+    else:
+        initial: dict[str, Any] = {}
+        clone = request.GET.get("clone")
+        if clone:
+            source = _job_for(request, clone[:48])
+            # Env values may be the owner's tokens: an operator cloning another's job gets the names only.
+            initial = initial_from_spec(source.spec, with_env_values=source.owner_id == request.user.pk)
+            initial.update(jobname=source.name, datacenter=source.datacenter.name)
+        form = SubmitForm(initial=initial, **choices)
+        status = 200
+    context = {
+        "form": form,
+        "folders": _package_folders(request, datacenters),
+        "homes": [paths.home_logical(request.user, dc) for dc in datacenters],
+        "dry_run": dry_run_result,
+        "uploads_api": reverse("files-uploads"),
+    }
+    return render(request, "jobs/new.html", context, status=status)

@@ -10,7 +10,10 @@ from portal.accounts import api as accounts_api
 from portal.accounts import views as accounts_views
 from portal.api.views import VersionView
 from portal.datacenters import api as datacenters_api
+from portal.datacenters import views as datacenters_views
+from portal.registry import views as registry_views
 from portal.registry.api import RegistrySecretViewSet
+from storage import views as storage_views
 
 router = SimpleRouter()
 router.trailing_slash = "/?"  # paddlectl calls paths both with and without the slash
@@ -35,6 +38,12 @@ urlpatterns = [
     path("profile/", accounts_views.profile, name="profile"),
     path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
     path("jobs/", include("jobs.page_urls")),
+    path("files/", storage_views.browser, name="file-browser"),
+    path("files/mkdir", storage_views.make_folder, name="file-mkdir"),
+    path("files/rm", storage_views.remove, name="file-rm"),
+    path("registries/", registry_views.registry_list, name="registries"),
+    path("registries/<str:name>/delete", registry_views.registry_delete, name="registries-delete"),
+    path("quota/", datacenters_views.quota_page, name="quota"),
     path("admin/login/", accounts_views.admin_login),  # before admin/: the throttle's 429
     path("admin/", admin.site.urls),
     path("api-token-auth/", accounts_api.LegacyTokenView.as_view(), name="api-token-auth"),

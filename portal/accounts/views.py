@@ -127,7 +127,12 @@ def profile(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "accounts/profile.html",
-        {"token": token, "registries": registries, "public_url": settings.PADDLECLOUD_PUBLIC_URL},
+        {
+            "token": token,
+            "registries": registries,
+            "public_url": settings.PADDLECLOUD_PUBLIC_URL,
+            "datacenters": list(Datacenter.objects.usable_by(request.user).values_list("name", flat=True)),
+        },
     )
 
 

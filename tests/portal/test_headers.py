@@ -41,7 +41,7 @@ def _admin_pages() -> list[str]:
 
 def _pages() -> list[str]:
     return sorted(set(_plain_routes(get_resolver().url_patterns)) | set(_admin_pages())
-                  | {"/api/docs/?script=", "/static/css/portal.css", "/static/js/job.js", "/no/such/page/"})
+                  | {"/api/docs/?script=", "/static/css/portal.css", "/static/js/logs.js", "/no/such/page/"})
 
 
 EXPECTED = {
@@ -56,7 +56,8 @@ def assert_security_headers(response: HttpResponse, page: str) -> None:
     csp = response.headers.get("Content-Security-Policy", "")
     assert "default-src 'self'" in csp and "script-src 'self'" in csp, page
     assert "frame-ancestors 'none'" in csp and "object-src 'none'" in csp, page
-    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp, page
+    # 'wasm-unsafe-eval' (WebAssembly only, on the pages that hash uploads) is allowed; eval() never is.
+    assert "unsafe-inline" not in csp and "'unsafe-eval'" not in csp, page
     policy = response.headers.get("Permissions-Policy", "")
     assert "camera=()" in policy and "geolocation=()" in policy and "microphone=()" in policy, page
     for name, value in EXPECTED.items():

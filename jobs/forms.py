@@ -1,0 +1,116 @@
+"""The page forms of jobs: list filters, and the submit form whose rules are the API's (jobs.services).
+
+The submit form keeps every field as text and hands it to `services.submit`/`dry_run` unchanged, so
+the browser gets the same checks and the same messages as `POST /api/v1/jobs`; the only rule of its
+own is how the env text area is split into NAME=value lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from paddlecloud.contract import spec as rules
+from rest_framework import exceptions
+
+from jobs.models import JobState
+
+MAX_SEARCH = 40  # a job name is at most 40 characters
+MAX_ENV_TEXT = 64 * 1024
+
+
+class JobFilterForm(forms.Form):
+    """`/jobs/?state=&datacenter=&q=&owner=`: bounded, and a bad value is a message, not a 500."""
+
+    state = forms.ChoiceField(choices=[("", "any state"), ("active", "active"), *JobState.choices], required=False)
+    datacenter = forms.CharField(max_length=40, required=False)
+    q = forms.CharField(max_length=MAX_SEARCH, required=False, label="Name contains")
+    owner = forms.CharField(max_length=150, required=False)
+
+
+def _text(label: str = "", *, max_length: int = 200, help_text: str = "", required: bool = False) -> forms.CharField:
+    return forms.CharField(label=label or None, max_length=max_length, required=required, help_text=help_text)
+
+
+class SubmitForm(forms.Form):
+    """Every field of the job spec (jobs.spec.JobSpecSerializer), as text; the API's rules check them."""
+
+    jobname = _text("Job name", max_length=200, required=True, help_text="a DNS label, at most 40 characters")
+    datacenter = forms.ChoiceField(choices=[], required=False)
+    package = _text(
+        max_length=rules.MAX_PACKAGE,
+        help_text="a folder of your PFS home; empty: /pfs/<datacenter>/home/<you>/jobs/<job name>",
+    )
+    entry = _text(max_length=rules.MAX_ENTRY, required=True, help_text="the command each trainer runs")
+    parallelism = _text("Trainers", max_length=12, help_text=f"default {rules.DEFAULTS.get('parallelism', 1)}")
+    pservers = _text("Parameter servers", max_length=12, help_text="0: collective mode")
+    cpu = _text("CPU per trainer", max_length=40, help_text=f"default {rules.DEFAULTS['cpu']}")
+    memory = _text("Memory per trainer", max_length=40, help_text=f"default {rules.DEFAULTS['memory']}")
+    gpu = _text("GPUs per trainer", max_length=12)
+    pscpu = _text("CPU per pserver", max_length=40, help_text=f"default {rules.DEFAULTS['pscpu']}")
+    psmemory = _text("Memory per pserver", max_length=40, help_text=f"default {rules.DEFAULTS['psmemory']}")
+    passes = _text(max_length=12)
+    image = _text(max_length=rules.MAX_IMAGE, help_text="a runtime name (local engine) or an image")
+    registry = forms.ChoiceField(choices=[], required=False, help_text="a registry secret of yours, to pull the image")
+    env = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
+        max_length=MAX_ENV_TEXT,
+        help_text="one NAME=value a line",
+    )
+    max_retries = _text("Retries per trainer", max_length=12)
+    pending_timeout = _text("Pending timeout (s)", max_length=12)
+
+    def __init__(self, *args: Any, datacenters: list[str], registries: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["datacenter"].choices = [(name, name) for name in datacenters]  # type: ignore[attr-defined]
+        self.fields["registry"].choices = [("", "none"), *((n, n) for n in registries)]  # type: ignore[attr-defined]
+        self.fields["package"].widget.attrs["list"] = "package-folders"
+        for name, field in self.fields.items():
+            field.widget.attrs.setdefault("data-testid", f"submit-{name}")
+
+    def payload(self) -> dict[str, Any]:
+        """The spec as the API receives it: empty fields left out, so the API's defaults apply."""
+        data = {name: value for name, value in self.cleaned_data.items() if value not in ("", None)}
+        env_text = data.pop("env", "")
+        if env_text:
+            env: dict[str, str] = {}
+            for number, line in enumerate(env_text.splitlines(), 1):
+                if not line.strip():
+                    continue
+                name, sep, value = line.partition("=")
+                if not sep:
+                    self.add_error("env", f"line {number}: NAME=value expected")
+                    continue
+                env[name.strip()] = value
+            data["env"] = env
+        return data
+
+    def add_api_errors(self, error: exceptions.APIException) -> None:
+        """Put each message of the API's error on its field (quota and the like on the form)."""
+        detail = error.detail
+        if not isinstance(detail, dict):
+            self.add_error(None, [str(item) for item in (detail if isinstance(detail, list) else [detail])])
+            return
+        for field, problems in detail.items():
+            messages = [str(p) for p in _flatten(problems)]
+            self.add_error(
+                field if field in self.fields else None,
+                [f"{field}: {m}" for m in messages] if field not in self.fields else messages,
+            )
+
+
+def _flatten(problems: Any) -> list[Any]:
+    if isinstance(problems, dict):
+        return [f"{key}: {item}" for key, value in problems.items() for item in _flatten(value)]
+    if isinstance(problems, list):
+        return [item for value in problems for item in _flatten(value)]
+    return [problems]
+
+
+def initial_from_spec(spec: dict[str, Any], with_env_values: bool) -> dict[str, Any]:
+    """The form's fields from a job's spec (clone); env values only for the job's own owner."""
+    initial = {key: value for key, value in spec.items() if key != "env" and value is not None}
+    env = spec.get("env") or {}
+    initial["env"] = "\n".join(f"{name}={value if with_env_values else ''}" for name, value in env.items())
+    return initial

@@ -1,0 +1,35 @@
+"""Template filters of the job pages: elapsed time and usage percentages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def elapsed(value: timedelta | None) -> str:
+    """1h 02m 03s, 4m 05s or 6s."""
+    if value is None:
+        return ""
+    seconds = int(value.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {seconds:02d}s"
+    return f"{minutes}m {seconds:02d}s" if minutes else f"{seconds}s"
+
+
+@register.filter
+def percent(used: int | float | Decimal | str | None, limit: int | float | Decimal | str | None) -> int:
+    """used as a whole percentage of limit, 0 to 100 (a bar's value)."""
+    try:
+        used_f, limit_f = float(used or 0), float(limit or 0)
+    except (TypeError, ValueError):
+        return 0
+    if limit_f <= 0:
+        return 100 if used_f > 0 else 0
+    return max(0, min(100, round(100 * used_f / limit_f)))
