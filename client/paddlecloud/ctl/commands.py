@@ -48,7 +48,7 @@ def note(message: str) -> None:
 # --- the root group: aliases, sections in help, one-line errors -------------------------------
 
 SECTIONS = (
-    ("Jobs", ("submit", "get", "logs", "kill", "wait", "delete", "registry")),
+    ("Jobs", ("submit", "get", "logs", "metrics", "kill", "wait", "delete", "registry")),
     ("Files on the PFS", ("file", "cp", "ls", "mkdir", "rm")),
     ("Account and configuration", ("login", "logout", "config")),
     ("Other", ("version", "commands", "help", "completion")),
@@ -1038,3 +1038,5 @@ def completion(shell: str) -> None:
     completer = get_completion_class(shell)
     assert completer is not None
     click.echo(completer(cli, {}, "paddlectl", "_PADDLECTL_COMPLETE").source())
+
+from paddlecloud.ctl import cmd_metrics  # noqa: E402, F401  (attaches `paddlectl metrics`)
