@@ -7,6 +7,7 @@ need=()
 command -v pg_ctlcluster >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v bwrap >/dev/null || need+=(bubblewrap)  # the local engine's job sandbox
+command -v chromium >/dev/null || need+=(chromium)  # the browser tests (tests/browser)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -1,4 +1,4 @@
-"""Jobs API: submit (or a dry run), list, get, kill (and remove), workers, and logs by cursor."""
+"""Jobs API: submit (or a dry run), list, get, kill (and remove), workers, and logs and metrics by cursor."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import packages, services
+from jobs import metrics, packages, services
 from jobs.engines import engine_for
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
@@ -230,12 +230,7 @@ class JobLogs(APIView):
     )
     def get(self, request: Request, name: str) -> Response:
         job = get_job(request, name)
-        worker = request.query_params.get("worker", "trainer-0")
-        names = {f"trainer-{i}" for i in range(job.trainers)} | {f"pserver-{i}" for i in range(job.pservers)}
-        if worker not in names:
-            raise exceptions.ValidationError(
-                {"worker": [f"{quote(worker)} is not a worker of {job.name}; it has {_listed(sorted(names))}"]}
-            )
+        worker = _worker_of(request, job)
         engine = engine_for(job.datacenter)
         cursor = request.query_params.get("cursor", "")
         tail = request.query_params.get("tail")
@@ -263,6 +258,53 @@ class JobLogs(APIView):
                 "state": job.state,
             }
         )
+
+
+def _worker_of(request: Request, job: Job) -> str:
+    """The ?worker= of a logs or metrics request (default trainer-0); a 400 naming it if the job has none such."""
+    worker = request.query_params.get("worker", "trainer-0")
+    names = {f"trainer-{i}" for i in range(job.trainers)} | {f"pserver-{i}" for i in range(job.pservers)}
+    if worker not in names:
+        raise exceptions.ValidationError(
+            {"worker": [f"{quote(worker)} is not a worker of {job.name}; it has {_listed(sorted(names))}"]}
+        )
+    return worker
+
+
+class JobMetrics(APIView):
+    """Metric points a worker logged with paddlecloud.metrics.log, after `cursor`: read like its log."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("worker", str, description="trainer-0 (default), trainer-1, ..."),
+            OpenApiParameter("cursor", str, description="from the previous answer; empty: from the start"),
+        ],
+        responses=inline_serializer(
+            "MetricPoints",
+            {
+                "job": serializers.CharField(),
+                "worker": serializers.CharField(),
+                "points": inline_serializer(
+                    "MetricPoint",
+                    {
+                        "step": serializers.IntegerField(),
+                        "time": serializers.FloatField(allow_null=True),
+                        "values": serializers.DictField(child=serializers.FloatField()),
+                    },
+                    many=True,
+                ),
+                "skipped": serializers.IntegerField(help_text="lines that were not metric points"),
+                "cursor": serializers.CharField(),
+                "complete": serializers.BooleanField(),
+                "state": serializers.ChoiceField(JobState.choices),
+            },
+        ),
+    )
+    def get(self, request: Request, name: str) -> Response:
+        job = get_job(request, name)
+        worker = _worker_of(request, job)
+        answer = metrics.read_points(job, worker, request.query_params.get("cursor", ""))
+        return Response({"job": job.name, "worker": worker, **answer, "state": job.state})
 
 
 def _listed(names: list[str], limit: int = 10) -> str:

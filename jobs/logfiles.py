@@ -46,10 +46,10 @@ def parse_cursor(cursor: str | None) -> int:
     return int(text)
 
 
-def log_parts(job: Job, worker: str) -> list[str]:
-    """Where worker "trainer-0" of `job` writes its log, below its owner's home."""
+def log_parts(job: Job, worker: str, file_name: str = "log.txt") -> list[str]:
+    """Where worker "trainer-0" of `job` writes its log (or its metrics.jsonl), below its owner's home."""
     role, _, index = worker.partition("-")
-    return ["jobs", job.name, "output", job.uid, f"{role}_{index}", "log.txt"]
+    return ["jobs", job.name, "output", job.uid, f"{role}_{index}", file_name]
 
 
 def _refuse(job: Job, worker: str, why: str) -> LogRefused:
@@ -61,10 +61,10 @@ def _refuse(job: Job, worker: str, why: str) -> LogRefused:
     return LogRefused(f"{worker}: {message}")
 
 
-def open_log(job: Job, worker: str) -> IO[bytes] | None:
+def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | None:
     """The worker's log file opened for reading; None while it does not exist; LogRefused (403) if unsafe."""
     try:
-        target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker), follow_last=False)
+        target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker, file_name), follow_last=False)
     except exceptions.PermissionDenied as exc:  # a folder on the way is a link out of the home
         raise _refuse(job, worker, str(exc.detail)) from None
     try:
@@ -121,10 +121,12 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
     return True
 
 
-def read_log_file(job: Job, worker: str, cursor: str, final: bool, limit: int = MAX_CHUNK) -> LogChunk | None:
-    """The worker's log file after `cursor`; None while the file does not exist."""
+def read_log_file(
+    job: Job, worker: str, cursor: str, final: bool, limit: int = MAX_CHUNK, file_name: str = "log.txt"
+) -> LogChunk | None:
+    """The worker's log file (or another file of its folder) after `cursor`; None while it does not exist."""
     offset = parse_cursor(cursor)
-    handle = open_log(job, worker)
+    handle = open_log(job, worker, file_name)
     if handle is None:
         return None
     with handle:

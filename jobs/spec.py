@@ -64,9 +64,16 @@ class JobSpecSerializer(StrictSerializer):
     )
     max_retries = _integer("max_retries", default=0)
     pending_timeout = _integer("pending_timeout", required=False)
+    notify = serializers.JSONField(
+        required=False, default=None, help_text='{"email": true, "webhook": "https://..."}; absent: the profile default'
+    )
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         _raise(rules.env_problem(value))
+        return value
+
+    def validate_notify(self, value: object) -> object:
+        _raise(rules.notify_problem(value))
         return value
 
     def validate_entry(self, value: str) -> str:

@@ -30,4 +30,9 @@ def transition(job_id: int, to: JobState, *, from_states: Iterable[JobState] | N
         fields.setdefault("finished_at", now)
     if to == JobState.RUNNING:
         fields.setdefault("started_at", now)
-    return bool(Job.objects.filter(pk=job_id, state__in=allowed).update(state=to, updated_at=now, **fields))
+    moved = bool(Job.objects.filter(pk=job_id, state__in=allowed).update(state=to, updated_at=now, **fields))
+    if moved and to in TERMINAL_STATES:
+        from portal.notifications.tasks import enqueue_job_ended  # the app imports jobs; not at the top
+
+        enqueue_job_ended(job_id)  # only the move that won: one notification per finished job
+    return moved

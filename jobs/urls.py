@@ -10,4 +10,5 @@ urlpatterns = [
     path("jobs/<str:name>", api.JobDetail.as_view(), name="api-job"),
     path("jobs/<str:name>/workers", api.JobWorkers.as_view(), name="api-job-workers"),
     path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
+    path("jobs/<str:name>/metrics", api.JobMetrics.as_view(), name="api-job-metrics"),
 ]

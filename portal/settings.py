@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "portal.datacenters",
     "portal.registry",
     "portal.health",
+    "portal.notifications",
     "jobs",
     "storage",
 ]
@@ -211,6 +212,23 @@ PADDLECLOUD_LOGIN_RATE = env_str("PADDLECLOUD_LOGIN_RATE", "10/min")
 # Proxies in front of the portal that append to X-Forwarded-For; 0 believes only the socket's address.
 PADDLECLOUD_TRUSTED_PROXIES = env_int("PADDLECLOUD_TRUSTED_PROXIES", 0, minimum=0)
 PADDLECLOUD_PUBLIC_URL = env_str("PADDLECLOUD_PUBLIC_URL", "http://127.0.0.1:8000")
+
+# --- Notifications (portal/notifications) ---------------------------------------------------------
+# Email: the console backend (printed to the worker's log) unless an SMTP host is named.
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "paddlecloud@localhost")
+# Webhooks go to public addresses only unless this is true (a portal on a private network).
+PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = env_bool("PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE", False)
+PADDLECLOUD_WEBHOOK_TIMEOUT = env_int("PADDLECLOUD_WEBHOOK_TIMEOUT", 10, minimum=1)
 
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -11,6 +11,7 @@ from portal.accounts import views as accounts_views
 from portal.api.views import VersionView
 from portal.datacenters import api as datacenters_api
 from portal.datacenters import views as datacenters_views
+from portal.notifications.api import NotifyPreferenceView
 from portal.registry import views as registry_views
 from portal.registry.api import RegistrySecretViewSet
 from storage import views as storage_views
@@ -24,6 +25,7 @@ api_v1 = [
     path("auth/token", accounts_api.TokenView.as_view(), name="api-token"),
     path("datacenters", datacenters_api.DatacenterList.as_view(), name="api-datacenters"),
     path("quota", datacenters_api.QuotaView.as_view(), name="api-quota"),
+    path("notifications", NotifyPreferenceView.as_view(), name="api-notifications"),
     path("quota/<str:datacenter>/<str:username>", datacenters_api.QuotaAdminView.as_view(), name="api-quota-admin"),
     path("files/", include("storage.urls")),
     path("", include("jobs.urls")),

@@ -52,6 +52,7 @@ if fleet.is_server():
     fleet.run_server()  # never returns: the job system stops pservers when the trainers are done
 else:
     import prepare_data
+    from paddlecloud import metrics
     from paddlecloud.dataset import cluster_files_reader
 
     me, n = fleet.worker_index(), fleet.worker_num()
@@ -66,6 +67,7 @@ else:
     for pass_id in range(PASSES):
         for xb, yb in batches(records):
             (value,) = exe.run(main_program, feed={"x": xb, "y": yb}, fetch_list=[loss])
+            metrics.log(step=step, loss=float(np.mean(value)))  # the job page's loss curve
             if step % 50 == 0:
                 print(f"pass {pass_id} step {step} loss {float(np.mean(value)):.4f}", flush=True)
             step += 1

@@ -24,6 +24,7 @@ dist.init_parallel_env()
 rank, world = dist.get_rank(), dist.get_world_size()
 
 import prepare_data  # noqa: E402
+from paddlecloud import metrics  # noqa: E402
 from paddlecloud.dataset import cluster_files_reader  # noqa: E402 (after init: rank known)
 
 records = list(cluster_files_reader(prepare_data.prepare(), world, rank)())
@@ -47,6 +48,7 @@ for pass_id in range(PASSES):
         loss.backward()  # gradients are all-reduced across trainers here
         opt.step()
         opt.clear_grad()
+        metrics.log(step=step, loss=float(loss))  # the job page's loss curve
         if step % 50 == 0:
             print(f"pass {pass_id} step {step} loss {float(loss):.4f}", flush=True)
         step += 1

@@ -36,6 +36,8 @@ CASES = [
     ((*SUBMIT, "-memory", "1Gb", "PKG"), 2, "-memory: '1Gb' is not a quantity; use 1Gi, 1G or 512Mi"),
     ((*SUBMIT, "-cpu", "two", "PKG"), 2, "-cpu: 'two' is not a quantity; use a number of cores"),
     ((*SUBMIT, "-psmemory", "0", "PKG"), 2, "-psmemory: '0' must be greater than zero"),
+    ((*SUBMIT, "-notify", "sms", "PKG"), 2, "-notify: 'sms' is not email, webhook=URL or none"),
+    ((*SUBMIT, "-notify", "webhook=ftp://x", "PKG"), 2, "-notify: "),
     (("submit", "-jobname", "My_Job", "-entry", "x", "PKG"), 2, "-jobname: '_' is not allowed in DNS names"),
     (("submit", "-jobname", "a" * 41, "-entry", "x", "PKG"), 2, "-jobname: must be at most 40 characters (got 41)"),
     (("submit", "-jobname", "9lives", "-entry", "x", "PKG"), 2, "-jobname: must start with a letter"),

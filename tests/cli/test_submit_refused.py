@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,13 @@ def test_a_dry_run_uploads_and_creates_nothing(portal: Portal, tmp_path: Path) -
     result = portal.run(*submit_args(package(tmp_path), "-dry-run"))
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("the portal would accept job fit on local (1 cores, 1GiB memory, 0 GPUs")
+    assert_nothing_left(portal)
+
+
+def test_notify_reaches_the_portal_in_the_spec(portal: Portal, tmp_path: Path) -> None:
+    result = portal.run(*submit_args(package(tmp_path), "-notify", "email", "-dry-run", "-o", "json"))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["job"]["spec"]["notify"] == {"email": True, "webhook": ""}
     assert_nothing_left(portal)
 
 

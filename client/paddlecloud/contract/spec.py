@@ -162,6 +162,72 @@ def env_problem(env: object) -> str | None:
     return None
 
 
+MAX_WEBHOOK_URL = 2000
+
+
+def webhook_url_problem(url: object) -> str | None:
+    """What is wrong with a webhook URL (http or https, a host, no user:password@), or None.
+
+    Where it may point (no loopback or private address) is the portal's check at send time, when
+    the name is resolved: a name can resolve elsewhere later.
+    """
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str):
+        return "the webhook must be a URL string"
+    if len(url) > MAX_WEBHOOK_URL:
+        return f"the webhook URL must be at most {MAX_WEBHOOK_URL} characters"
+    if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
+        return "the webhook URL must be ASCII without spaces (percent-encode the rest)"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"the webhook URL is malformed: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "the webhook must be an http:// or https:// URL with a host"
+    if parts.username is not None or parts.password is not None:
+        return "the webhook URL must not carry a user or password (put a token in its path or query)"
+    if port == 0:
+        return "the webhook URL's port must be 1-65535"
+    return None
+
+
+def notify_problem(notify: object) -> str | None:
+    """What is wrong with a job's notify ({"email": bool, "webhook": URL or ""}), or None."""
+    if notify is None:
+        return None
+    if not isinstance(notify, dict):
+        return 'must be an object like {"email": true, "webhook": "https://..."}'
+    unknown = set(notify) - {"email", "webhook"}
+    if unknown:
+        return f"unknown key {sorted(map(str, unknown))[0][:40]!r}; the keys are email and webhook"
+    if not isinstance(notify.get("email", False), bool):
+        return "email must be true or false"
+    webhook = notify.get("webhook", "")
+    return webhook_url_problem(webhook) if webhook else None
+
+
+def parse_notify(text: str) -> dict[str, Any]:
+    """paddlectl's `-notify email,webhook=URL` (or `none`) as the spec's notify object; ValueError naming the rule.
+
+    `webhook=` comes last: everything after it is the URL (which may hold commas).
+    """
+    notify: dict[str, Any] = {"email": False, "webhook": ""}
+    head, found, url = text.partition("webhook=")
+    if found:
+        notify["webhook"] = url
+    for item in filter(None, (part.strip() for part in head.split(","))):
+        if item == "email":
+            notify["email"] = True
+        elif item != "none":
+            raise ValueError(f"{item[:40]!r} is not email, webhook=URL or none")
+    problem = notify_problem(notify)
+    if problem:
+        raise ValueError(problem)
+    return notify
+
+
 def requested(spec: dict[str, Any]) -> tuple[Decimal, int, int]:
     """(cores, memory bytes, GPUs) a whole valid job asks for: trainers and pservers together."""
     trainers, pservers = int(spec.get("parallelism", 1)), int(spec.get("pservers", 0))

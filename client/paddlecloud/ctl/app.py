@@ -42,7 +42,7 @@ def note(message: str) -> None:
 
 
 SECTIONS = (
-    ("Jobs", ("submit", "get", "logs", "kill", "wait", "delete", "registry")),
+    ("Jobs", ("submit", "get", "logs", "metrics", "kill", "wait", "delete", "registry")),
     ("Files on the PFS", ("file", "cp", "ls", "mkdir", "rm")),
     ("Account and configuration", ("login", "logout", "config")),
     ("Other", ("version", "commands", "help", "completion")),

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from paddlecloud.contract import spec as contract_spec
 from paddlecloud.ctl import jobs, spec
 from paddlecloud.ctl.app import (
     OUTPUT,
@@ -55,6 +56,9 @@ def _default_jobname(package: str) -> str:
               help="Restarts of a failed trainer before the job fails.")
 @click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
               help="Seconds the job may wait for resources before it fails.")
+@click.option("-notify", "--notify", default=None, metavar="email,webhook=URL",
+              help="Tell you when the job ends: email, webhook=URL, both (webhook last) or none "
+              "(default: your profile's choice).")
 @click.option("-topology", "--topology", hidden=True, help="PaddlePaddle v1 config (retired; ignored).")
 @click.option("-chunk-size", "--chunk-size", "chunk_size", default=None, metavar="SIZE",
               help="Upload chunk size, a multiple of 64Ki (default: the portal's).")
@@ -94,6 +98,11 @@ def submit(ctx: click.Context, package: str, **flags: Any) -> None:
         "pending_timeout": flags["pending_timeout"],
         "datacenter": flags["datacenter"],
     }
+    if flags["notify"] is not None:
+        try:
+            body["notify"] = contract_spec.parse_notify(flags["notify"])
+        except ValueError as exc:
+            raise UsageProblem(f"-notify: {exc}") from None
     spec.check(body)  # before the config is even read
     chunk = parse_chunk_size(flags["chunk_size"])
     if not is_remote(package) and not Path(package).expanduser().is_dir():

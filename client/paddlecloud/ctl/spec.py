@@ -30,6 +30,7 @@ FLAGS = {
     "env": "-env",
     "max_retries": "-max-retries",
     "pending_timeout": "-pending-timeout",
+    "notify": "-notify",
 }
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:

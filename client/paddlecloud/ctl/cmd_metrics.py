@@ -1,0 +1,63 @@
+"""paddlectl metrics JOB: the last value of every metric each trainer logged with paddlecloud.metrics.log."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, session_of
+from paddlecloud.ctl.jobs import get, job_path, worker_names
+
+MAX_ANSWERS = 10_000  # answers read per trainer (each at most 256 KiB): a bound, not a limit met in practice
+
+
+def last_values(session: Any, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The job, and per trainer its last step and the last value of each metric (read to the end by cursor)."""
+    job = get(session, name)
+    found: dict[str, dict[str, Any]] = {}
+    for worker in (w for w in worker_names(job) if w.startswith("trainer-")):
+        cursor, last_step, values = "", None, {}
+        for _ in range(MAX_ANSWERS):
+            answer = session.get(f"{job_path(job['uid'])}/metrics", {"worker": worker, "cursor": cursor})
+            for point in answer.get("points", []):
+                last_step = point["step"]
+                values.update(point["values"])
+            if answer.get("cursor", cursor) == cursor:
+                break
+            cursor = answer["cursor"]
+        if last_step is not None:
+            found[worker] = {"step": last_step, "values": values}
+    return job, found
+
+
+def table(found: dict[str, dict[str, Any]]) -> list[str]:
+    names = sorted({name for row in found.values() for name in row["values"]})
+    rows = [["WORKER", "STEP", *names]]
+    for worker, row in found.items():
+        cells = (f"{row['values'][n]:.6g}" if n in row["values"] else "-" for n in names)
+        rows.append([worker, str(row["step"]), *cells])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+@cli.command(short_help="Print the last metric values (loss...) of each trainer of a job.")
+@click.option("-o", "--output", type=OUTPUT, default="table", help="table (default), json or yaml.")
+@click.argument("job", shell_complete=complete_jobs)
+@click.pass_context
+def metrics(ctx: click.Context, job: str, output: str) -> None:
+    """Print, for each trainer of JOB, its last step and the last value of every metric it logged."""
+    found_job, found = last_values(session_of(ctx), job)
+    if output == "table":
+        if not found:
+            click.echo(f"job {found_job['name']}: no metrics yet (log them with paddlecloud.metrics.log)", err=True)
+            return
+        for line in table(found):
+            click.echo(line)
+    elif output == "json":
+        click.echo(json.dumps(found, indent=2))
+    else:
+        import yaml  # paddlectl imports PyYAML only where it is used
+
+        click.echo(yaml.safe_dump(found, sort_keys=False), nl=False)

@@ -1,0 +1,36 @@
+"""Celery tasks: create a finished job's deliveries, then send each one, retrying with backoff."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from celery import shared_task
+from django.db import transaction
+
+from portal.notifications import services
+from portal.notifications.webhook import WebhookTransient
+
+
+@shared_task(name="notifications.job_ended", acks_late=True, ignore_result=True)
+def job_ended(job_id: int) -> None:
+    for delivery_id in services.job_ended(job_id):
+        transaction.on_commit(partial(send_delivery.delay, delivery_id))
+
+
+@shared_task(
+    name="notifications.send",
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(WebhookTransient,),
+    retry_backoff=5,  # 5 s, 10 s, 20 s, ... (jittered), at most services.MAX_ATTEMPTS sends
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=services.MAX_ATTEMPTS,
+)
+def send_delivery(delivery_id: int) -> None:
+    services.send(delivery_id)
+
+
+def enqueue_job_ended(job_id: int) -> None:
+    """Called where a job reaches a terminal state: once its transaction commits."""
+    transaction.on_commit(lambda: job_ended.delay(job_id))

@@ -1,0 +1,123 @@
+// Job page: each metric over steps as an SVG chart, one line per trainer, read by cursor from
+// /api/v1/jobs/<uid>/metrics while the job runs. Names are set with textContent only (never HTML).
+(function () {
+  const root = document.getElementById("metrics");
+  if (!root) return;
+  const api = root.dataset.api;
+  const trainers = Math.min(parseInt(root.dataset.trainers, 10) || 0, 64); // more would not be readable
+  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+  const MAX_DRAWN = 1500; // points per line drawn; more are thinned evenly (the API keeps them all)
+  const W = 640, H = 240, PAD = { left: 56, right: 12, top: 12, bottom: 28 };
+  const NS = "http://www.w3.org/2000/svg";
+  const series = new Map(); // metric name -> Map(worker -> [[step, value], ...])
+  const cursors = {}, complete = {};
+  for (let i = 0; i < trainers; i++) { cursors[`trainer-${i}`] = ""; complete[`trainer-${i}`] = false; }
+
+  function el(name, attrs, text) {
+    const node = document.createElementNS(NS, name);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function thin(points) {
+    if (points.length <= MAX_DRAWN) return points;
+    const every = points.length / MAX_DRAWN, out = [];
+    for (let i = 0; i < MAX_DRAWN; i++) out.push(points[Math.floor(i * every)]);
+    out.push(points[points.length - 1]);
+    return out;
+  }
+
+  function chart(name, lines) {
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const pts of lines.values()) for (const [x, y] of pts) {
+      x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+    }
+    if (x1 === x0) x1 = x0 + 1;
+    if (y1 === y0) { y1 = y0 + 1; y0 -= 1; }
+    const sx = (x) => PAD.left + ((x - x0) / (x1 - x0)) * (W - PAD.left - PAD.right);
+    const sy = (y) => H - PAD.bottom - ((y - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "metric-chart", role: "img", "data-metric": name });
+    svg.appendChild(el("title", {}, name));
+    svg.appendChild(el("rect", { x: PAD.left, y: PAD.top, width: W - PAD.left - PAD.right,
+      height: H - PAD.top - PAD.bottom, fill: "none", stroke: "#ccc" }));
+    const label = (x, y, text, anchor) => svg.appendChild(
+      el("text", { x, y, "font-size": 11, fill: "#555", "text-anchor": anchor }, text));
+    label(PAD.left - 4, PAD.top + 10, y1.toPrecision(4), "end");
+    label(PAD.left - 4, H - PAD.bottom, y0.toPrecision(4), "end");
+    label(PAD.left, H - 8, String(x0), "start");
+    label(W - PAD.right, H - 8, `step ${x1}`, "end");
+    let i = 0;
+    for (const [worker, pts] of lines) {
+      const color = COLORS[parseInt(worker.split("-")[1], 10) % COLORS.length] || COLORS[i % COLORS.length];
+      const d = thin(pts).map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(" ");
+      svg.appendChild(el("polyline", { points: d, fill: "none", stroke: color, "stroke-width": 1.5,
+        "data-worker": worker, "data-points": pts.length }));
+      i += 1;
+    }
+    return svg;
+  }
+
+  function render() {
+    const box = document.getElementById("metrics-charts");
+    document.getElementById("metrics-empty").hidden = series.size > 0;
+    box.replaceChildren();
+    for (const name of [...series.keys()].sort()) {
+      const lines = series.get(name);
+      const figure = document.createElement("figure");
+      figure.className = "metric";
+      const caption = document.createElement("figcaption");
+      const title = document.createElement("strong");
+      title.className = "metric-name";
+      title.textContent = name;
+      caption.appendChild(title);
+      for (const [worker, pts] of lines) {
+        const key = document.createElement("span");
+        key.className = `metric-key metric-key-${parseInt(worker.split("-")[1], 10) % COLORS.length}`;
+        key.textContent = ` ${worker}: ${pts[pts.length - 1][1].toPrecision(4)}`;
+        caption.appendChild(key);
+      }
+      figure.appendChild(caption);
+      figure.appendChild(chart(name, lines));
+      box.appendChild(figure);
+    }
+  }
+
+  async function readWorker(worker) {
+    let got = false;
+    for (let page = 0; page < 50; page++) { // drain what is there (each answer is at most 256 KiB)
+      const url = `${api}?worker=${encodeURIComponent(worker)}&cursor=${encodeURIComponent(cursors[worker])}`;
+      const response = await fetch(url, { credentials: "same-origin" });
+      if (!response.ok) return got;
+      const data = await response.json();
+      for (const p of data.points) {
+        for (const [name, value] of Object.entries(p.values)) {
+          if (!series.has(name)) series.set(name, new Map());
+          const lines = series.get(name);
+          if (!lines.has(worker)) lines.set(worker, []);
+          lines.get(worker).push([p.step, value]);
+        }
+      }
+      const moved = data.cursor !== cursors[worker];
+      cursors[worker] = data.cursor;
+      complete[worker] = data.complete;
+      if (data.points.length) { got = true; root.dataset.updated = String(Date.now()); }
+      if (!moved || data.complete) return got;
+    }
+    return got;
+  }
+
+  async function poll() {
+    let changed = false;
+    try {
+      for (const worker of Object.keys(cursors)) {
+        if (!complete[worker] && (await readWorker(worker))) changed = true;
+      }
+    } catch (e) { /* the portal restarted: the cursors stay, nothing is lost or repeated */ }
+    if (changed) render();
+    if (Object.values(complete).every(Boolean)) { root.dataset.complete = "true"; return; }
+    setTimeout(poll, 2000);
+  }
+
+  poll();
+})();

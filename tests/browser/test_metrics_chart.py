@@ -1,0 +1,65 @@
+"""The job page's loss curve in a real browser: one line per trainer, growing while the job runs, names as text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from jobs.models import Job, JobState, Role, Worker
+from portal.datacenters.models import Datacenter
+from tests.browser.conftest import Page
+
+pytestmark = pytest.mark.django_db(transaction=True)
+HTML_NAME = '<img src=x onerror="document.title=1">'
+
+
+def running_job(dc: Datacenter, owner: User) -> Job:
+    job = Job.objects.create(owner=owner, datacenter=dc, name="fit", uid="fit-ab12c",
+                             spec={"parallelism": 2, "pservers": 0, "entry": "python train.py"},
+                             state=JobState.RUNNING)
+    for index in range(2):
+        Worker.objects.create(job=job, role=Role.TRAINER, index=index, state="running")
+    return job
+
+
+def append_points(job: Job, trainer: int, steps: range, **extra: float) -> None:
+    folder = Path(job.datacenter.storage_root, "home", job.owner.username, "jobs", job.name, "output", job.uid,
+                  f"trainer_{trainer}")
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "metrics.jsonl").open("a") as out:
+        for step in steps:
+            values = {"loss": 1.0 / (step + 1) + trainer * 0.05, **extra}
+            out.write(json.dumps({"step": step, "time": 0.0, "values": values}) + "\n")
+
+
+def test_the_loss_curve_has_a_line_per_trainer_and_grows_without_reload(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(0, 50))
+    append_points(job, 1, range(0, 40))
+    logged_in.goto(f"/jobs/{job.uid}/")
+    page = logged_in.page
+    line = 'svg[data-metric="loss"] polyline[data-worker="trainer-{}"]'
+    page.wait_for_selector(line.format(0), state="attached", timeout=15_000)
+    page.wait_for_selector(line.format(1), state="attached", timeout=15_000)
+    assert page.get_attribute(line.format(0), "data-points") == "50"
+    append_points(job, 1, range(40, 80))  # trainer 1 goes on; the page picks it up by cursor
+    page.wait_for_selector(line.format(1) + '[data-points="80"]', state="attached", timeout=15_000)
+    logged_in.screenshot("job-page-chart")
+    assert logged_in.problems == []
+
+
+def test_a_metric_named_with_html_shows_as_text(logged_in: Page, local_dc: Datacenter, alice: User) -> None:
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(3), **{HTML_NAME: 1.0})
+    logged_in.goto(f"/jobs/{job.uid}/")
+    page = logged_in.page
+    page.wait_for_selector(".metric-name", timeout=15_000)
+    names = page.eval_on_selector_all(".metric-name", "els => els.map(e => e.textContent)")
+    assert HTML_NAME in names
+    assert page.locator("#metrics img").count() == 0 and page.title() != "1"
+    assert logged_in.problems == []

@@ -1,0 +1,118 @@
+"""paddlecloud.metrics.log: JSON lines in the worker's folder, buffered, bounded, never raising into training."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from paddlecloud import metrics
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_job_process_writes_into_its_worker_folder() -> None:
+    env = {"PADDLECLOUD_OUTPUT_DIR": "/pfs/dc/home/u/jobs/fit/output/fit-x", "PADDLECLOUD_ROLE": "trainer",
+           "PADDLECLOUD_INDEX": "1"}
+    assert metrics.default_path(env) == Path("/pfs/dc/home/u/jobs/fit/output/fit-x/trainer_1/metrics.jsonl")
+
+
+def test_outside_a_job_it_writes_to_the_named_file_or_the_current_folder() -> None:
+    assert metrics.default_path({"PADDLECLOUD_METRICS_FILE": "/tmp/m.jsonl"}) == Path("/tmp/m.jsonl")
+    assert metrics.default_path({}) == Path("metrics.jsonl")
+
+
+def test_lines_are_written_at_flush_with_step_time_and_values(tmp_path: Path) -> None:
+    writer = metrics.MetricsWriter(tmp_path / "w" / "metrics.jsonl", flush_seconds=60)
+    writer.log(3, {"loss": 0.5, "acc": 1})
+    assert not (tmp_path / "w").exists()  # buffered, not one write per call
+    writer.flush()
+    (line,) = lines(tmp_path / "w" / "metrics.jsonl")
+    assert line["step"] == 3 and line["values"] == {"loss": 0.5, "acc": 1}
+    assert abs(float(line["time"]) - time.time()) < 5  # type: ignore[arg-type]
+
+
+def test_the_thread_flushes_within_a_second_without_more_calls(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    writer = metrics.MetricsWriter(path, flush_seconds=0.2)
+    writer.log(1, {"loss": 2.0})
+    deadline = time.monotonic() + 3
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [line["values"] for line in lines(path)] == [{"loss": 2.0}]
+
+
+@pytest.mark.parametrize(
+    ("step", "values"),
+    [
+        (-1, {"loss": 1.0}),
+        (1.5, {"loss": 1.0}),
+        (True, {"loss": 1.0}),
+        (2**53, {"loss": 1.0}),
+        (1, {"loss": math.nan}),
+        (1, {"loss": math.inf}),
+        (1, {"loss": "0.5"}),
+        (1, {"loss": True}),
+        (1, {"x" * 65: 1.0}),
+        (1, {"bad\nname": 1.0}),
+        (1, {}),
+    ],
+)
+def test_bad_steps_names_and_values_are_dropped_with_a_warning_not_raised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], step: object, values: dict[str, object]
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    writer = metrics.MetricsWriter(path, flush_seconds=60)
+    writer.log(step, values)
+    writer.flush()
+    assert not path.exists()
+    if values:
+        assert "paddlecloud.metrics" in capsys.readouterr().err
+
+
+def test_good_values_of_a_call_are_kept_when_one_is_bad(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    writer = metrics.MetricsWriter(path, flush_seconds=60)
+    writer.log(1, {"loss": 0.25, "lr": math.nan})
+    writer.flush()
+    assert [line["values"] for line in lines(path)] == [{"loss": 0.25}]
+
+
+def test_a_folder_that_cannot_be_written_warns_once_and_never_raises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    writer = metrics.MetricsWriter(blocker / "sub" / "metrics.jsonl", flush_seconds=60)
+    for step in range(3):
+        writer.log(step, {"loss": 1.0})
+        writer.flush()
+    assert capsys.readouterr().err.count("cannot write") == 1
+
+
+def test_the_buffer_is_bounded(tmp_path: Path) -> None:
+    writer = metrics.MetricsWriter(tmp_path / "m.jsonl", flush_seconds=3600)
+    writer._thread = object()  # type: ignore[assignment]  # no writer thread: the buffer only grows
+    for step in range(metrics.MAX_BUFFERED + 50):
+        writer.log(step, {"loss": 1.0})
+    assert len(writer._lines) == metrics.MAX_BUFFERED
+
+
+def test_a_process_that_exits_right_after_logging_keeps_its_lines(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    code = "from paddlecloud import metrics\nfor s in range(100): metrics.log(step=s, loss=1.0 / (s + 1))\n"
+    subprocess.run([sys.executable, "-c", code], env={"PADDLECLOUD_METRICS_FILE": str(path)}, check=True, timeout=60)
+    assert [line["step"] for line in lines(path)] == list(range(100))
+
+
+def test_outside_a_job_it_writes_metrics_jsonl_in_the_current_folder(tmp_path: Path) -> None:
+    code = "from paddlecloud import metrics\nmetrics.log(step=0, loss=1.5)\n"
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={}, check=True, timeout=60)
+    assert lines(tmp_path / "metrics.jsonl")[0]["values"] == {"loss": 1.5}
+
