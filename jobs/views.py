@@ -14,9 +14,8 @@ from jobs.models import Job
 
 
 def _job_for(request: HttpRequest, uid: str) -> Job:
-    jobs = Job.objects.select_related("owner", "datacenter")
-    if not request.user.is_staff:
-        jobs = jobs.filter(owner_id=request.user.pk)
+    """One run by its uid: its owner's, and an operator's as with the API's ?all=1 (the admin links here)."""
+    jobs = Job.objects.select_related("owner", "datacenter").visible_to(request.user, everyone=True)
     job = jobs.filter(uid=uid).first()
     if job is None:
         raise Http404("job not found")
@@ -25,7 +24,7 @@ def _job_for(request: HttpRequest, uid: str) -> Job:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")
+    jobs = Job.objects.visible_to(request.user).select_related("datacenter").order_by("-created_at")
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     return render(request, "jobs/list.html", {"page": page})
 
@@ -34,8 +33,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 def job_detail(request: HttpRequest, uid: str) -> HttpResponse:
     job = _job_for(request, uid)
     workers = job.workers.order_by("role", "index")
-    names = [f"trainer-{i}" for i in range(job.trainers)] + [f"pserver-{i}" for i in range(job.pservers)]
-    return render(request, "jobs/detail.html", {"job": job, "workers": workers, "worker_names": names})
+    return render(request, "jobs/detail.html", {"job": job, "workers": workers, "worker_names": job.worker_names})
 
 
 @login_required

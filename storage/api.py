@@ -32,8 +32,8 @@ except ImportError:  # pragma: no cover
 from portal.api.errors import quote
 from portal.api.pagination import PageQuery, Pagination
 from portal.api.serializers import StrictSerializer
+from portal.errors import Invalid
 from storage import conf, files, paths, uploads
-from storage.errors import Refused
 from storage.models import Upload, UploadState
 
 PATH_HELP = "Logical path: /pfs/<datacenter>/home/<user>/... or /pfs/<datacenter>/public/..."
@@ -400,7 +400,7 @@ def request_body(request: Request) -> uploads.Readable:
 def chunk_index(text: str) -> int:
     """The chunk number in the URL: a whole number from 0 (a 400 naming `index` otherwise)."""
     if not _INDEX.fullmatch(text):
-        raise Refused("index", f"must be a whole number from 0 (got {quote(text)})", "invalid")
+        raise Invalid(f"must be a whole number from 0 (got {quote(text)})", "index")
     return int(text)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from paddlecloud.contract.units import free_ports
 
 from jobs import gpus, packages, runtimes
 from jobs.engines import local_world, processes, sandbox
@@ -89,7 +90,7 @@ class LocalEngine(Engine):
     def _ports(self, job: Job) -> dict[str, Any]:
         """Ports are chosen once and kept on the job, so a retried start reuses them."""
         if "ports" not in job.engine_data:
-            free = processes.free_ports(job.pservers + job.trainers + 2)
+            free = free_ports(job.pservers + job.trainers + 2)
             ports = {
                 "pservers": free[: job.pservers],
                 "trainers": free[job.pservers : job.pservers + job.trainers],
