@@ -12,6 +12,8 @@ Life of an upload (`Upload.state`):
                Missing or wrong chunks send it back to open (resumable); anything else fails it.
   abort / expiry / failure -> the temp file is removed and the reservation released, exactly once:
                whoever moves the row out of a live state with a conditional UPDATE does it.
+
+The checksum format lives in storage.checksums, the streaming reads and writes in storage.descriptors.
 """
 
 from __future__ import annotations
@@ -19,57 +21,27 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import stat
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
-import xxhash
 from django.db import transaction
 from django.utils import timezone
 
 from portal.errors import Conflict, DomainError, Invalid, NotFound
-from storage import conf, paths, usage
+from storage import conf, descriptors, paths, usage
 from storage.backends import TEMP_PREFIX, PfsStorage, storage_for
+from storage.checksums import format_checksum, parse_checksum
+from storage.descriptors import hash_fd, hash_range, write_at
 from storage.errors import LengthRequired, raise_os_error
 from storage.models import LIVE_STATES, Upload, UploadChunk, UploadState
 
 log = logging.getLogger(__name__)
 
-PIECE = 1024 * 1024  # bytes read from the request and written per pwrite
 ACTIVITY_PRECISION = timedelta(minutes=1)  # an upload's updated_at is refreshed by chunks at most this often
-VERIFY_BEAT = timedelta(seconds=10)  # a verifier refreshes updated_at this often while it hashes
 VERIFY_STALE = timedelta(minutes=5)  # a verifying upload silent this long is taken over by the next complete
-HASH_PIECE = 4 * 1024 * 1024  # bytes per read when hashing the whole file
-CHECKSUM_ALGORITHM = "xxh3_128"
-_CHECKSUM = re.compile(r"^(?:xxh3_128:)?([0-9a-fA-F]{32})$")
-
-
-class Readable(Protocol):
-    """A request body: read(n) gives at most n bytes, b"" at its end; it may also offer readinto()."""
-
-    def read(self, size: int = ..., /) -> bytes: ...
-
-
-def new_hasher() -> Any:
-    return xxhash.xxh3_128()
-
-
-def parse_checksum(value: Any, field: str) -> str:
-    """'xxh3_128:<32 hex digits>' (the prefix may be left out) -> lowercase hex."""
-    match = _CHECKSUM.match(value.strip()) if isinstance(value, str) else None
-    if match is None:
-        raise Invalid(
-            f"must be an XXH3-128 checksum: 'xxh3_128:' followed by 32 hex digits (got {str(value)[:80]!r})", field
-        )
-    return match.group(1).lower()
-
-
-def format_checksum(digest: str) -> str:
-    return f"{CHECKSUM_ALGORITHM}:{digest}"
 
 
 def ranges(indexes: Iterable[int]) -> list[list[int]]:
@@ -206,7 +178,9 @@ def _refuse_unless_open(upload: Upload) -> None:
 # --- chunks -----------------------------------------------------------------------------------
 
 
-def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int | None, checksum: Any) -> Upload:
+def put_chunk(
+    user: Any, upload_id: str, index: int, body: descriptors.Readable, length: int | None, checksum: Any
+) -> Upload:
     """Write chunk `index` from `body` (exactly `length` bytes) at its offset; 400 if its checksum differs."""
     upload = get_upload(user, upload_id)
     _refuse_unless_open(upload)
@@ -217,9 +191,7 @@ def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int
     if length is None:
         raise LengthRequired()
     if length != expected:
-        raise Invalid(
-            f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length"
-        )
+        raise Invalid(f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length")
     want = parse_checksum(checksum, "X-Chunk-Checksum")
     storage = storage_for(upload.datacenter)
     try:
@@ -238,7 +210,7 @@ def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int
         if resent.exists():  # a read first: most chunks arrive once, and a write costs a commit
             resent.delete()
         try:
-            digest, written = _write_at(fd, index * upload.chunk_size, body, expected)
+            digest, written = write_at(fd, index * upload.chunk_size, body, expected)
         except OSError as exc:
             raise_os_error(exc, upload.path)
         if written != expected:
@@ -271,59 +243,8 @@ def _temp_gone(upload: Upload) -> Conflict:
     return Conflict(f"upload {upload.id} failed: its temporary file was removed; start again", code="upload_failed")
 
 
-def _write_at(fd: int, offset: int, body: Readable, length: int) -> tuple[str, int]:
-    """Stream `length` bytes of body to fd at offset in 1 MiB pieces; returns (xxh3_128 hex, bytes written)."""
-    hasher = new_hasher()
-    readinto = getattr(body, "readinto", None)
-    buffer = memoryview(bytearray(PIECE)) if readinto is not None else None
-    done = 0
-    while done < length:
-        want = min(PIECE, length - done)
-        try:
-            if readinto is not None and buffer is not None:
-                got = readinto(buffer[:want])
-                piece: memoryview | bytes = buffer[:got]
-            else:
-                piece = body.read(want)
-                got = len(piece)
-        except OSError:  # the client's connection broke or timed out: the chunk is short
-            break
-        if not got:
-            break
-        hasher.update(piece)
-        view = memoryview(piece)
-        while view:
-            wrote = os.pwrite(fd, view, offset + done)
-            view = view[wrote:]
-            done += wrote
-    return hasher.hexdigest(), done
-
-
 def _beat(upload: Upload) -> None:
     Upload.objects.filter(pk=upload.pk, state=UploadState.VERIFYING).update(updated_at=timezone.now())
-
-
-def _hash_fd(fd: int, size: int, beat: Callable[[], None] | None = None) -> str:
-    """XXH3-128 of the first `size` bytes of fd, read in 4 MiB pieces into one buffer; beat() every 10 s."""
-    hasher = new_hasher()
-    last_beat = time.monotonic()
-    buffer = bytearray(HASH_PIECE)
-    view = memoryview(buffer)
-    offset = 0
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-    except OSError:
-        pass
-    while offset < size:
-        got = os.preadv(fd, [view[: min(HASH_PIECE, size - offset)]], offset)
-        if got <= 0:
-            break
-        hasher.update(view[:got])
-        offset += got
-        if beat is not None and time.monotonic() - last_beat > VERIFY_BEAT.total_seconds():
-            beat()
-            last_beat = time.monotonic()
-    return str(hasher.hexdigest())
 
 
 # --- status -----------------------------------------------------------------------------------
@@ -360,16 +281,7 @@ def _verify_chunks(upload: Upload, rows: list[tuple[int, bool, str]]) -> list[tu
         fcntl.flock(fd, fcntl.LOCK_SH)
         for index, ok, digest in rows:
             if ok:
-                hasher = new_hasher()
-                offset, remaining = index * upload.chunk_size, upload.chunk_length(index)
-                while remaining > 0:
-                    piece = os.pread(fd, min(HASH_PIECE, remaining), offset)
-                    if not piece:
-                        break
-                    hasher.update(piece)
-                    offset += len(piece)
-                    remaining -= len(piece)
-                if remaining or hasher.hexdigest() != digest:
+                if hash_range(fd, index * upload.chunk_size, upload.chunk_length(index)) != digest:
                     ok = False
                     UploadChunk.objects.filter(upload=upload, index=index).update(ok=False)
             checked.append((index, ok, digest))
@@ -476,7 +388,7 @@ def finish(upload: Upload) -> None:
             message = f"the file is {actual} bytes, not the {upload.size} declared"
             fail(upload, message)
             raise Invalid(f"upload {upload.id} failed: {message}", "size", code="size_mismatch")
-        digest = _hash_fd(fd, actual, beat=lambda: _beat(upload))
+        digest = hash_fd(fd, actual, beat=lambda: _beat(upload))
         if digest != upload.checksum:
             message = (
                 f"the file's checksum is {format_checksum(digest)}, not the declared {format_checksum(upload.checksum)}"
