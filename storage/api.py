@@ -324,7 +324,12 @@ class UploadChunkView(APIView):
         except ValueError:
             length = -1
         upload = uploads.put_chunk(
-            request.user, upload_id, number, request_body(request), length, request.headers.get("X-Chunk-Checksum", "")
+            request.user,
+            upload_id,
+            number,
+            request_body(request._request),
+            length,
+            request.headers.get("X-Chunk-Checksum", ""),
         )
         return Response(
             {

@@ -6,7 +6,7 @@ import io
 import socket
 from typing import Any
 
-from rest_framework.request import Request
+from django.http import HttpRequest
 
 from storage.descriptors import Readable
 
@@ -55,9 +55,8 @@ class GunicornBody:
         return bytes(buffer[:got])
 
 
-def request_body(request: Request) -> Readable:
+def request_body(django_request: HttpRequest) -> Readable:
     """The request body as a stream that ends at Content-Length, read without parsing it."""
-    django_request = request._request
     stream = django_request.META.get("wsgi.input")
     sock = django_request.META.get("gunicorn.socket")
     reader = getattr(stream, "reader", None)
