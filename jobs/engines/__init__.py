@@ -32,7 +32,7 @@ class EngineEntry:
 
 
 ENGINES: dict[str, EngineEntry] = {
-    EngineName.LOCAL: EngineEntry("jobs.engines.local.LocalEngine", "jobs.engines.local_rules.LocalRules"),
+    EngineName.LOCAL: EngineEntry("jobs.engines.local.engine.LocalEngine", "jobs.engines.local.rules.LocalRules"),
     EngineName.KUBERNETES: EngineEntry(
         "jobs.engines.kubernetes.KubernetesEngine", "jobs.engines.k8s_rules.KubernetesRules"
     ),

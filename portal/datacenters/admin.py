@@ -95,7 +95,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="this host")
     def local_host(self, obj: Datacenter) -> str:
-        from jobs.engines.local_world import host_report
+        from jobs.engines.local.world import host_report
 
         return host_report()
 

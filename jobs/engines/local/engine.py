@@ -19,8 +19,9 @@ from django.utils import timezone
 from paddlecloud.contract.units import free_ports
 
 from jobs import gpus, packages, runtimes
-from jobs.engines import local_world, processes, sandbox
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
+from jobs.engines.local import processes, sandbox
+from jobs.engines.local import world as local_world
 from jobs.logfiles import parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 

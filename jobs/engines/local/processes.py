@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from jobs.engines import cgroups
+from jobs.engines.local import cgroups
 
 _SUPERVISOR = r"""
 import json, os, signal, subprocess, sys, time
