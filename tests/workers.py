@@ -6,8 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -50,6 +48,11 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def failure(self) -> str | None:
+        """Why waiting on this worker is pointless (it exited), or None."""
+        code = self.process.poll()
+        return None if code is None else f"worker exited ({code})"
+
 
 def start_worker(
     log_dir: Path,
@@ -88,18 +91,3 @@ def start_worker(
             args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     return WorkerProcess(queue=queue, process=process, log_path=log_path)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, worker: WorkerProcess | None = None) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if worker is not None and worker.process.poll() is not None:
-            raise AssertionError(
-                f"worker exited ({worker.process.returncode}) while waiting for {what}:\n{worker.log()}"
-            )
-        time.sleep(0.2)
-    log = worker.log() if worker else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{log}")

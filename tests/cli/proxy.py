@@ -7,6 +7,7 @@ follower of `logs -f` must carry on): `stop()` closes the listener and every con
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from urllib.parse import urlsplit
@@ -49,10 +50,8 @@ class Proxy:
                 self._listener.close()
                 self._listener = None
             for sock in self._sockets:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
             self._sockets.clear()
 
@@ -107,7 +106,5 @@ class Proxy:
             pass
         finally:
             for sock in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass

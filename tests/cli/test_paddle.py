@@ -16,7 +16,8 @@ import pytest
 from jobs.models import Job
 from tests.cli.conftest import EXAMPLES, PADDLECTL, Portal, config_text, write_config
 from tests.cli.proxy import Proxy
-from tests.workers import WorkerProcess, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess
 
 pytestmark = [pytest.mark.paddle, pytest.mark.celery, pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -45,7 +46,7 @@ def test_logs_f_follows_a_ps_job_to_the_end_through_a_portal_restart(
     reader = threading.Thread(target=lambda: out.extend(iter(follower.stdout.readline, "")), daemon=True)
     reader.start()
     try:
-        wait_for(lambda: any("loss" in line for line in out), 300, "the first loss line", worker)
+        wait_for(lambda: any("loss" in line for line in out), "the first loss line", 300, watch=worker)
         proxy.stop()  # the portal "restarts": every connection drops and nothing answers for 3 s
         time.sleep(3)
         proxy.start()

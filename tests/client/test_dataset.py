@@ -114,10 +114,9 @@ def test_recordio_detects_corruption(tmp_path: Path) -> None:
 
 def test_recordio_writer_is_atomic(tmp_path: Path) -> None:
     path = tmp_path / "r"
-    with pytest.raises(RuntimeError):
-        with recordio.Writer(path) as w:
-            w.write(b"x")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), recordio.Writer(path) as w:
+        w.write(b"x")
+        raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
 
 

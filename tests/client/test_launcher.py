@@ -17,6 +17,8 @@ from paddlecloud import launcher
 from paddlecloud.gloo_store import GlooStore
 from paddlecloud.launcher import EXIT_BAD_FACTS, EXIT_DNS, EXIT_PSERVER_UNREACHABLE, LaunchError, Tee
 
+from tests.wait import wait_for
+
 from .conftest import LAUNCHER, base_facts, launch_env, run_launcher
 
 PY = shlex.quote(sys.executable)
@@ -32,13 +34,6 @@ def log_of(facts: dict[str, str]) -> str:
     worker = f"{facts['PADDLECLOUD_ROLE']}_{facts['PADDLECLOUD_INDEX']}"
     path = Path(facts["PADDLECLOUD_OUTPUT_DIR"]) / worker / "log.txt"
     return path.read_text() if path.exists() else ""
-
-
-def wait_for(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_exit_code_and_log(facts: dict[str, str]) -> None:
@@ -105,7 +100,7 @@ def test_leftover_background_processes_are_stopped(facts: dict[str, str]) -> Non
     p = _start(facts)
     assert p.wait(timeout=30) == 5
     assert "sending SIGTERM to 1 process(es) the entry left running" in log_of(facts)
-    wait_for(lambda: _group_gone(p.pid), timeout=5)
+    wait_for(lambda: _group_gone(p.pid), "the process group to be gone", 5, interval=0.05)
 
 
 def test_launcher_waits_for_a_grandchild_that_outlives_the_shell(facts: dict[str, str]) -> None:
@@ -137,27 +132,27 @@ def _group_gone(pgid: int) -> bool:
 def test_sigterm_to_launcher_alone_is_forwarded(facts: dict[str, str]) -> None:
     facts["PADDLECLOUD_ENTRY"] = TRAP_ENTRY
     p = _start(facts)
-    wait_for(lambda: "ready" in log_of(facts))
+    wait_for(lambda: "ready" in log_of(facts), "the entry to be ready", 20, interval=0.05)
     os.kill(p.pid, signal.SIGTERM)  # what k8s does to PID 1
     assert p.wait(timeout=20) == 7
     assert "got-term" in log_of(facts)
-    wait_for(lambda: _group_gone(p.pid))
+    wait_for(lambda: _group_gone(p.pid), "the process group to be gone", 20, interval=0.05)
 
 
 def test_sigterm_to_group_exits_with_entry_code(facts: dict[str, str]) -> None:
     facts["PADDLECLOUD_ENTRY"] = TRAP_ENTRY
     p = _start(facts)
-    wait_for(lambda: "ready" in log_of(facts))
+    wait_for(lambda: "ready" in log_of(facts), "the entry to be ready", 20, interval=0.05)
     os.killpg(p.pid, signal.SIGTERM)  # what the local engine does
     assert p.wait(timeout=20) == 7
-    wait_for(lambda: _group_gone(p.pid))
+    wait_for(lambda: _group_gone(p.pid), "the process group to be gone", 20, interval=0.05)
 
 
 def test_launcher_leads_its_own_group_when_started_without_one(facts: dict[str, str]) -> None:
     # Started by hand from a script (no new session): relaying must not hit the script's group.
     facts["PADDLECLOUD_ENTRY"] = TRAP_ENTRY
     p = subprocess.Popen(LAUNCHER, env=launch_env(facts), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: "ready" in log_of(facts))
+    wait_for(lambda: "ready" in log_of(facts), "the entry to be ready", 20, interval=0.05)
     assert os.getpgid(p.pid) == p.pid != os.getpgrp()
     os.kill(p.pid, signal.SIGTERM)
     assert p.wait(timeout=20) == 7

@@ -16,7 +16,8 @@ from jobs import gpus
 from jobs.models import GpuAssignment, Job
 from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.test_local_engine import finished
-from tests.workers import WorkerProcess, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess
 
 SMI = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0d7c6f0e-aaaa-bbbb-cccc-000000000000)
 GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-0d7c6f0e-aaaa-bbbb-cccc-000000000001)
@@ -106,14 +107,14 @@ def test_a_job_waits_unschedulable_for_gpus_then_starts_when_they_free_up(
     holder: dict[str, Any] = {"jobname": "holder", "entry": entry, "parallelism": 2, "gpu": 1}
     holder |= {"package": "/pfs/local/home/alice/jobs/fake", "env": {"FAKE_STEPS": "600"}}
     assert alice_api.post("/api/v1/jobs", holder, format="json").status_code == 201
-    wait_for(lambda: Job.objects.filter(name="holder", state="running").exists(), 90, "holder running", worker)
+    wait_for(lambda: Job.objects.filter(name="holder", state="running").exists(), "holder running", 90, watch=worker)
     waiting = {**holder, "jobname": "waiting", "parallelism": 1, "gpu": 2, "env": {"FAKE_STEPS": "2"}}
     assert alice_api.post("/api/v1/jobs", waiting, format="json").status_code == 201
 
     def unschedulable() -> Job | None:
         return Job.objects.filter(name="waiting", state="pending", reason="Unschedulable").first()
 
-    job = wait_for(unschedulable, 60, "waiting job unschedulable", worker)
+    job = wait_for(unschedulable, "waiting job unschedulable", 60, watch=worker)
     assert isinstance(job, Job)
     assert job.message.startswith("waiting for 2 GPUs"), job.message
     assert not job.workers.exists() and not job.engine_data.get("trainer-0")

@@ -20,7 +20,8 @@ from jobs.models import Job
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import alive
-from tests.workers import WorkerProcess, start_worker, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess, start_worker
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +33,7 @@ def finished(name: str, worker: WorkerProcess, timeout: float = 90) -> Job:
         job = Job.objects.filter(name=name).order_by("-created_at").first()
         return job if job and job.state in ("succeeded", "failed", "killed") and job.released else None
 
-    job = wait_for(done, timeout, f"job {name} to finish", worker)
+    job = wait_for(done, f"job {name} to finish", timeout, watch=worker)
     assert isinstance(job, Job)
     return job
 
@@ -58,7 +59,7 @@ def test_a_ps_job_succeeds_and_every_process_is_gone(
     assert "SECRET" not in log["text"] and "DATABASE_URL" not in log["text"]
     # Its logs were written straight to alice's home; the quota counts them once the job is released.
     output = sum(f.stat().st_size for f in Path(local_dc.storage_root, "home", "alice").rglob("*") if f.is_file())
-    wait_for(lambda: quota.usage(alice, local_dc).storage == output, 30, "storage usage recomputed", worker)
+    wait_for(lambda: quota.usage(alice, local_dc).storage == output, "storage usage recomputed", 30, watch=worker)
 
 
 def test_a_trainer_exiting_3_fails_the_job_with_its_code(
@@ -91,12 +92,12 @@ def test_a_pserver_killed_fails_the_job_as_pserver_lost(
 ) -> None:
     spec = {**SPEC, "env": {"FAKE_STEPS": "600"}}
     alice_api.post("/api/v1/jobs", spec, format="json")
-    running = wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), 60, "running", worker)
+    running = wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), "running", 60, watch=worker)
     assert isinstance(running, Job)
     pid = running.engine_data["pserver-1"]["pid"]
     os.kill(pid, signal.SIGKILL)
     killed_at = time.monotonic()
-    job = wait_for(lambda: Job.objects.filter(name="fake", state="failed").first(), 30, "failure", worker)
+    job = wait_for(lambda: Job.objects.filter(name="fake", state="failed").first(), "failure", 30, watch=worker)
     assert isinstance(job, Job)
     assert time.monotonic() - killed_at < 10
     assert (job.reason, job.exit_code) == ("PserverLost", 137)
@@ -109,14 +110,14 @@ def test_kill_while_running_leaves_nothing_and_frees_the_name(
     alice_api: APIClient, fake_package: Path, worker: WorkerProcess
 ) -> None:
     alice_api.post("/api/v1/jobs", {**SPEC, "env": {"FAKE_STEPS": "600"}}, format="json")
-    wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), 60, "running", worker)
+    wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), "running", 60, watch=worker)
     response = alice_api.delete("/api/v1/jobs/fake")
     assert response.json()["state"] == "killed"
     again = alice_api.post("/api/v1/jobs", SPEC, format="json")
     assert again.status_code == 201, again.json()
     first = finished("fake", worker)  # the newer run
     killed = Job.objects.get(state="killed")
-    wait_for(lambda: Job.objects.get(pk=killed.pk).released, 30, "kill to release", worker)
+    wait_for(lambda: Job.objects.get(pk=killed.pk).released, "kill to release", 30, watch=worker)
     assert alive(killed) == [] and alive(first) == []
     assert first.state == "succeeded"
 
@@ -127,7 +128,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_still_succeeds(
     first = start_worker(tmp_path, beat=True)
     try:
         alice_api.post("/api/v1/jobs", {**SPEC, "env": {"FAKE_STEPS": "40"}}, format="json")
-        wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), 60, "running", first)
+        wait_for(lambda: Job.objects.filter(name="fake", state="running").first(), "running", 60, watch=first)
     finally:
         first.stop(signal.SIGKILL)
     assert Job.objects.get(name="fake").state == "running"

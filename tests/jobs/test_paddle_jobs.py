@@ -20,7 +20,8 @@ from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import EXAMPLES, alive, put_package
 from tests.jobs.test_local_engine import finished
-from tests.workers import WorkerProcess, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess
 
 pytestmark = [pytest.mark.paddle, pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -69,11 +70,11 @@ def test_a_pserver_killed_mid_training_is_reported_although_trainers_exit_0(
         log = alice_api.get("/api/v1/jobs/fit/logs?worker=trainer-0").json()["text"]
         return "step 50 loss" in log
 
-    wait_for(training, 300, "trainer 0 to train", worker)
+    wait_for(training, "trainer 0 to train", 300, watch=worker)
     job = Job.objects.get(name="fit")
     os.kill(job.engine_data["pserver-0"]["pid"], signal.SIGKILL)
     killed_at = time.monotonic()
-    failed = wait_for(lambda: Job.objects.filter(name="fit", state="failed").first(), 30, "PserverLost", worker)
+    failed = wait_for(lambda: Job.objects.filter(name="fit", state="failed").first(), "PserverLost", 30, watch=worker)
     assert isinstance(failed, Job)
     assert failed.reason == "PserverLost" and time.monotonic() - killed_at < 10
     assert alive(finished("fit", worker)) == []

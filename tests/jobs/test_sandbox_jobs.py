@@ -19,7 +19,8 @@ from rest_framework.test import APIClient
 from jobs.engines.local import cgroups, sandbox
 from portal.datacenters.models import Datacenter
 from tests.jobs.test_local_engine import finished
-from tests.workers import WorkerProcess, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -130,7 +131,7 @@ def test_a_detached_child_ends_with_the_job_that_succeeded(
     assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
     job = finished("detach", worker)
     assert job.state == "succeeded" and "detached" in _log(job)
-    wait_for(lambda: not _marked(marker), 10, "the detached child to be gone", worker)
+    wait_for(lambda: not _marked(marker), "the detached child to be gone", 10, watch=worker)
 
 
 def test_a_detached_child_ends_with_the_job_that_was_killed(
@@ -146,7 +147,7 @@ def test_a_detached_child_ends_with_the_job_that_was_killed(
         "env": {"MARKER": marker, "HOLD": "600"},
     }
     assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
-    pids = wait_for(lambda: _marked(marker), 60, "the detached child to start", worker)
+    pids = wait_for(lambda: _marked(marker), "the detached child to start", 60, watch=worker)
     assert isinstance(pids, list) and pids
     assert alice_api.delete("/api/v1/jobs/detachk").status_code == 200
     job = finished("detachk", worker, timeout=60)

@@ -69,8 +69,8 @@ def test_quota_message_says_which_limit_and_by_how_much(
     alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path
 ) -> None:
     Quota.objects.create(user=alice, datacenter=local_dc, memory="3Gi", gpu=1)
-    local_dc.gpus = ["0", "1"]  # the host has the GPUs; the quota is what refuses them
-    local_dc.save(update_fields=["gpus"])
+    local_dc.gpus = ["0", "1"]  # the datacenter has the GPUs; the quota is what refuses them
+    local_dc.save()
     response = alice_api.post("/api/v1/jobs", {**GOOD, "gpu": 1}, format="json")
     messages = [e["message"] for e in response.json()["errors"] if e["field"] == "quota"]
     assert any(

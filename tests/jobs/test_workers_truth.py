@@ -16,7 +16,8 @@ from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import EXAMPLES, put_package
 from tests.jobs.test_local_engine import finished
-from tests.workers import WorkerProcess, start_worker, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess, start_worker
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -79,7 +80,7 @@ def test_once_the_job_failed_no_worker_is_running_and_a_killed_one_shows_sigkill
 ) -> None:
     spec = {**SPEC, "env": {"TRUTH_0": "stubborn", "TRUTH_1": "fail"}}
     alice_api.post("/api/v1/jobs", spec, format="json")
-    wait_for(lambda: Job.objects.filter(name="truth", state="failed").exists(), 60, "failure", quick_worker)
+    wait_for(lambda: Job.objects.filter(name="truth", state="failed").exists(), "failure", 60, watch=quick_worker)
     # At once, while trainer 0 still ignores its SIGTERM: nothing is shown running or pending.
     states = {name: w["state"] for name, w in workers(alice_api, "truth").items()}
     assert "running" not in states.values() and "pending" not in states.values(), states
@@ -94,7 +95,7 @@ def test_a_killed_job_shows_each_worker_killed_by_sigterm_with_143(
     alice_api: APIClient, truth_package: Path, quick_worker: WorkerProcess
 ) -> None:
     alice_api.post("/api/v1/jobs", SPEC, format="json")
-    wait_for(lambda: Job.objects.filter(name="truth", state="running").exists(), 60, "running", quick_worker)
+    wait_for(lambda: Job.objects.filter(name="truth", state="running").exists(), "running", 60, watch=quick_worker)
     assert alice_api.delete("/api/v1/jobs/truth").json()["state"] == "killed"
     states = {name: w["state"] for name, w in workers(alice_api, "truth").items()}
     assert set(states.values()) == {"killed"}, states

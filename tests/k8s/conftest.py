@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:  # `tools` lives at the repo root, which plain `py
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
-from tools.k8s.testcluster import TestCluster, default_bin_dir, missing_binaries  # noqa: E402
+from tools.k8s.testcluster import RealNode, TestCluster, default_bin_dir, missing_binaries, node_missing  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,15 +31,46 @@ def _missing_message() -> str | None:
     return f"k8s control plane binaries not found in {bin_dir}: run `make k8s-build` (tools/k8s/build.sh) to build them"
 
 
+def _node_missing_message() -> str | None:
+    missing = _missing_message() or (", ".join(node_missing()) or None)
+    if not missing:
+        return None
+    return (
+        f"real-node (pods) tests need root and the built node, missing: {missing}; "
+        "run `sudo bash tools/k8s/build.sh` (CI builds and runs them)"
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests under tests/k8s `k8s`; without binaries, skip every test needing the cluster (one summary line)."""
-    missing = None if os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1" else _missing_message()
+    required = os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1"
+    missing = None if required else _missing_message()
+    wants_node = [i for i in items if "k8s_node_cluster" in getattr(i, "fixturenames", ())]
+    node_missing_reason = None if required or not wants_node else _node_missing_message()
     for item in items:
         if item.path.is_relative_to(HERE):
             item.add_marker(pytest.mark.k8s)
         # A skip *marker* (not pytest.skip() in the fixture) lets pytest fold the reports into one line per file.
         if missing and "k8s_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.skip(reason=missing))
+        if item in wants_node:
+            item.add_marker(pytest.mark.pods)
+            if node_missing_reason:
+                item.add_marker(pytest.mark.skip(reason=node_missing_reason))
+
+
+@pytest.fixture(scope="session")
+def k8s_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    """A control plane whose only node is a real one (kubelet + containerd + CNI + CoreDNS): pods run."""
+    missing = _node_missing_message()
+    if missing:  # only reached with PADDLECLOUD_REQUIRE_K8S=1 (CI): otherwise skipped at collection
+        pytest.fail(missing, pytrace=False)
+    cluster = TestCluster(default_bin_dir(), tmp_path_factory.mktemp("k8s-node"), nodes=(), node=RealNode())
+    cluster.start(timeout=300)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,8 @@ import pytest
 
 from portal.health.models import WorkerHeartbeat
 from portal.health.tasks import heartbeat
-from tests.workers import start_worker, wait_for
+from tests.wait import wait_for
+from tests.workers import start_worker
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -22,7 +23,7 @@ def test_a_worker_process_runs_the_heartbeat_task_into_the_database(tmp_path: Pa
             lambda: WorkerHeartbeat.objects.filter(hostname="test-host-1", beats=2).first(),
             timeout=90,
             what="two heartbeats recorded by the worker",
-            worker=worker,
+            watch=worker,
         )
         assert isinstance(row, WorkerHeartbeat)
     finally:

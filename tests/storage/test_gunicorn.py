@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from portal.accounts.models import issue_token
 from portal.datacenters.models import Datacenter
 from tests import workers
 from tests.storage.conftest import CHUNK, HOME, checksum, recorded
+from tests.wait import WatchedProcess, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -42,17 +42,16 @@ def gunicorn(tmp_path: Path) -> Iterator[str]:
             cwd=workers.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        # Any failure (refused, reset, timed out while the worker boots, a 5xx) means "not yet".
+        try:
+            return requests.get(f"{url}/api/v1/version", timeout=2).ok
+        except requests.RequestException:
+            return False
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(f"{url}/api/v1/version", timeout=2).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"gunicorn did not start:\n{log.read_text()}")
-            time.sleep(0.2)
+        wait_for(ready, "gunicorn to answer", 60, watch=WatchedProcess("gunicorn", process, log))
         yield url
     finally:
         os.killpg(process.pid, signal.SIGTERM)

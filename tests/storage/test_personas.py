@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from portal.datacenters.models import Datacenter
+from tests.adversarial.conftest import operations
 from tests.storage.conftest import CHUNK, put_chunk, start, upload_file
 
 BOB = "/pfs/local/home/bob"
@@ -104,19 +106,24 @@ def test_an_upload_id_is_useless_to_anyone_else(
     assert bob_api.get(f"/api/v1/files/uploads/{upload['id']}").status_code == 404
 
 
-ANONYMOUS_ROUTES = [
-    ("get", "/api/v1/files/ls?path=/pfs/local/public"),
-    ("get", "/api/v1/files/stat?path=/pfs/local/public"),
-    ("get", "/api/v1/files/download?path=/pfs/local/public/x"),
-    ("post", "/api/v1/files/mkdir"),
-    ("post", "/api/v1/files/rm"),
-    ("get", "/api/v1/files/uploads"),
-    ("post", "/api/v1/files/uploads"),
-    ("get", "/api/v1/files/uploads/00000000-0000-0000-0000-000000000000"),
-    ("delete", "/api/v1/files/uploads/00000000-0000-0000-0000-000000000000"),
-    ("put", "/api/v1/files/uploads/00000000-0000-0000-0000-000000000000/chunks/0"),
-    ("post", "/api/v1/files/uploads/00000000-0000-0000-0000-000000000000/complete"),
-]
+FILL = {"upload_id": "00000000-0000-0000-0000-000000000000", "index": "0"}
+
+
+def storage_routes() -> list[tuple[str, str]]:
+    """Every storage operation the API serves (from the OpenAPI generator), path parameters filled in."""
+    return [
+        (method.lower(), re.sub(r"\{(\w+)\}", lambda m: FILL[m[1]], path))
+        for method, path in operations()
+        if path.startswith("/api/v1/files/")
+    ]
+
+
+ANONYMOUS_ROUTES = storage_routes()
+
+
+def test_the_storage_route_list_comes_from_the_url_configuration() -> None:
+    assert ("put", f"/api/v1/files/uploads/{FILL['upload_id']}/chunks/0") in ANONYMOUS_ROUTES
+    assert len(ANONYMOUS_ROUTES) >= 11  # ls, stat, download, mkdir, rm and the six upload operations
 
 
 @pytest.mark.parametrize(("method", "url"), ANONYMOUS_ROUTES)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build the test control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok)
-# from published Go modules into a version-keyed cache outside the repo.
+# and the real node (kubelet, containerd, CoreDNS, pause; then the runtime images, build-node.sh)
+# from published Go modules into version-keyed caches outside the repo.
 #
-#   tools/k8s/build.sh                 build (no-op in ~1s when the cache is complete)
+#   tools/k8s/build.sh                 build everything (no-op in ~1s when the caches are complete)
+#   tools/k8s/build.sh --control-plane build only the control plane
 #   tools/k8s/build.sh --print-bin-dir print the bin directory for the pinned versions and exit
 #
 # Env: PADDLECLOUD_K8S_CACHE (default ~/.cache/paddlecloud/k8s), K8S_VERSION / ETCD_VERSION /
@@ -33,8 +35,13 @@ complete() {
   for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
 }
 
+build_node() {
+  if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-node.sh"; fi
+}
+
 if complete; then
   echo "k8s test control plane $key is already built in $bin"
+  build_node "${1:-}"
   exit 0
 fi
 
@@ -152,3 +159,4 @@ for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || { echo "missing $bin/$b" >&2
 elapsed=$(( $(date +%s) - start ))
 echo "$key built $(date -u +%FT%TZ) in ${elapsed}s with $("$GO" version)" > "$out/.complete"
 echo "build of $key took ${elapsed}s ($((elapsed / 60))m$((elapsed % 60))s); binaries in $bin"
+build_node "${1:-}"

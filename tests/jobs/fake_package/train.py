@@ -5,7 +5,7 @@ import socket
 import sys
 import time
 
-role = os.environ["TRAINING_ROLE"] if "TRAINING_ROLE" in os.environ else "TRAINER"
+role = os.environ.get("TRAINING_ROLE", "TRAINER")
 if role == "PSERVER":
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

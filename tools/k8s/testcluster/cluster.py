@@ -1,24 +1,17 @@
-"""A real Kubernetes control plane for tests: etcd, apiserver, controller-manager, scheduler and kwok on free ports."""
+"""The test control plane: etcd, apiserver, controller-manager, scheduler and kwok on free ports (plus a real node)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import datetime as dt
-import json
 import os
 import secrets
-import signal
-import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,15 +21,17 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from tools.k8s.pki import make_pki
+from tools.k8s.testcluster.kwok_logs import KwokLogs
+from tools.k8s.testcluster.node import NodeRunner, RealNode
+from tools.k8s.testcluster.processes import die_with_parent, free_ports, kill_group
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent
 STAGES_FILE = HERE / "stages.yaml"
 KWOK_CRDS = (HERE / "kwok-crds" / "kwok.x-k8s.io_logs.yaml", HERE / "kwok-crds" / "kwok.x-k8s.io_clusterlogs.yaml")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 CONTEXT = "paddlecloud-test"
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Service
-KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
 
 # Pod annotations understood by tools/k8s/stages.yaml.
 FATE = "paddlecloud.org/fake-fate"
@@ -89,70 +84,6 @@ class ClusterError(RuntimeError):
     """A component failed to start or become ready; the message names its log file."""
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out for port 0, all held open together so they are distinct."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG: if the test process is SIGKILLed, the kernel kills the component too.
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def kill_group(pid: int, grace: float = 5.0) -> None:
-    """SIGTERM the process group led by pid, SIGKILL it after `grace` seconds; returns once it is gone."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _group_alive(pid):
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    while _group_alive(pid):
-        time.sleep(0.02)
-
-
-def _group_alive(pgid: int) -> bool:
-    # Reap the leader if it is our child, otherwise it lingers as a zombie and the group looks alive.
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pgid, os.WNOHANG)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A group whose only members are zombies not reaped by us (e.g. `down` from another shell) is dead.
-    return any(_is_live(p) for p in _pids_in_group(pgid))
-
-
-def _pids_in_group(pgid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid:
-                    pids.append(int(entry.name))
-    return pids
-
-
-def _is_live(pid: int) -> bool:
-    with contextlib.suppress(OSError, IndexError):
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return False
-
-
 _LIVE: set[TestCluster] = set()
 
 
@@ -163,7 +94,7 @@ def _stop_all_at_exit() -> None:
         cluster.stop()
 
 
-class TestCluster:
+class TestCluster(KwokLogs):
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok, on 127.0.0.1 with free ports.
 
     After start(): `server` (https URL), `token` (bearer, group system:masters), `ca_file`, `kubeconfig_path`
@@ -179,6 +110,7 @@ class TestCluster:
         nodes: Sequence[FakeNode] = DEFAULT_NODES,
         stages_file: Path | str = STAGES_FILE,
         die_with_parent: bool = True,
+        node: RealNode | None = None,
     ) -> None:
         self.bin_dir = Path(bin_dir)
         self.work_dir = Path(work_dir).resolve()
@@ -195,6 +127,9 @@ class TestCluster:
         self.ports: dict[str, int] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._args: dict[str, tuple[str, ...]] = {}  # each component's arguments, for start_component
+        self.exes: dict[str, Path] = {}  # each component's binary
+        self.node = node
+        self.node_runner: NodeRunner | None = None
 
     # ----- lifecycle -----
 
@@ -223,15 +158,32 @@ class TestCluster:
         return any("address already in use" in p.read_text(errors="replace") for p in logs)
 
     def stop(self) -> None:
-        """Kill every component's process group (SIGTERM, then SIGKILL) and wait until none is left."""
+        """Kill every component's process group (SIGTERM, then SIGKILL) and wait until none is left.
+
+        With a real node: its pods are deleted first (the kubelet tears their sandboxes and networks
+        down), then whatever containerd still holds is killed, then shims, mounts, the bridge and the
+        kubelet's cgroups are removed, so nothing of the node is left on the host.
+        """
+        runner = self.node_runner
+        if runner is not None and "kubelet" in self.procs and "kube-apiserver" in self.procs:
+            with contextlib.suppress(Exception), self.api_client() as api:
+                runner.drain(api, lambda ready: self._wait("kubelet", time.monotonic() + 30, ready, "pods gone"))
+        if runner is not None and "kubelet" in self.procs:
+            self._kill("kubelet")
+        if runner is not None and "containerd" in self.procs:
+            runner.remove_containers()
         # Reverse start order, so controllers do not log storms about a vanished apiserver first.
         for name in reversed(list(self.procs)):
-            proc = self.procs[name]
-            kill_group(proc.pid)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=1)
-        self.procs.clear()
+            self._kill(name)
+        if runner is not None:
+            runner.cleanup_host()
         _LIVE.discard(self)
+
+    def _kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        kill_group(proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=1)
 
     def detach(self) -> None:
         """Leave the components running after this Python process exits (used by `up`)."""
@@ -340,7 +292,8 @@ class TestCluster:
             "kwok",
             f"--kubeconfig={self.kubeconfig_path}",
             f"--config={self.stages_file}",
-            "--manage-all-nodes=true",
+            # Only the fake nodes: a real node beside them belongs to its kubelet.
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--node-ip=127.0.0.1",
             f"--node-port={kwok_port}",
             f"--server-address=127.0.0.1:{kwok_port}",
@@ -370,19 +323,39 @@ class TestCluster:
                 lambda: self._has_default_sa(core, "default"),
                 what="default ServiceAccount",
             )
+        if self.node is not None:
+            self._start_node(deadline)
 
-    def _spawn(self, name: str, *args: str) -> None:
+    def _start_node(self, deadline: float) -> None:
+        node = self.node
+        assert node is not None
+        runner = self.node_runner = NodeRunner(node, self.work_dir, self.kubeconfig_path, self.context)
+        args = runner.prepare()
+        env = {**os.environ, "PATH": f"{node.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+        self._spawn("containerd", *args["containerd"], exe=node.bin_dir / "containerd", env=env)
+        self._wait("containerd", deadline, runner.containerd_ready)
+        runner.import_images()
+        self._spawn("coredns", *args["coredns"], exe=node.bin_dir / "coredns")
+        self._wait("coredns", deadline, runner.coredns_ready)
+        self._spawn("kubelet", *args["kubelet"], exe=node.bin_dir / "kubelet", env=env)
+        with self.api_client() as api:
+            core = k8s.CoreV1Api(api)
+            self._wait("kubelet", deadline, lambda: runner.node_ready(core), what=f"node {node.name} Ready")
+
+    def _spawn(self, name: str, *args: str, exe: Path | None = None, env: dict[str, str] | None = None) -> None:
         self._args[name] = args
+        self.exes[name] = exe = exe or self.bin_dir / name
         log = (self.log_dir / f"{name}.log").open("ab")
         try:
             self.procs[name] = subprocess.Popen(
-                [str(self.bin_dir / name), *args],
+                [str(exe), *args],
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.work_dir,
                 start_new_session=True,  # own process group: stop() kills the whole group
-                preexec_fn=_die_with_parent if self.die_with_parent else None,
+                preexec_fn=die_with_parent if self.die_with_parent else None,
             )
         finally:
             log.close()
@@ -501,16 +474,13 @@ class TestCluster:
 
     def stop_component(self, name: str) -> None:
         """Stop one running component (e.g. "kube-apiserver": an unreachable cluster) and wait until it is gone."""
-        proc = self.procs.pop(name)
-        kill_group(proc.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=1)
+        self._kill(name)
 
     def start_component(self, name: str, timeout: float = 60.0) -> None:
         """Start a component stopped by stop_component again (same arguments, same port) and wait until it serves."""
         if name in self.procs:
             return
-        self._spawn(name, *self._args[name])
+        self._spawn(name, *self._args[name], exe=self.exes[name])
         deadline = time.monotonic() + timeout
         urls = {
             "kube-apiserver": (f"{self.server}/readyz", b"ok"),
@@ -529,175 +499,3 @@ class TestCluster:
             self._wait(
                 "kube-controller-manager", time.monotonic() + timeout, lambda: self._has_default_sa(core, namespace)
             )
-
-    def set_pod_log_lines(
-        self, namespace: str, pod_name: str, lines: Iterable[str], container: str | None = None
-    ) -> Path:
-        """Make `read_namespaced_pod_log(pod_name, namespace[, container])` return exactly these lines.
-
-        Works before or after the pod exists. Without `container` the lines serve every container of the pod.
-        Returns once kwok serves them, so a test can read the log right away.
-        """
-        lines = list(lines)
-        path = self._write_cri_log(f"{namespace}_{pod_name}_{container or 'all'}", lines)
-        entry: dict[str, Any] = {"logsFile": str(path)}
-        if container:
-            entry["containers"] = [container]
-        with self.api_client() as api:
-            custom = k8s.CustomObjectsApi(api)
-            try:
-                current: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
-                    KWOK_GROUP, KWOK_VERSION, namespace, "logs", pod_name
-                )
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                body = {
-                    "apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}",
-                    "kind": "Logs",
-                    "metadata": {"name": pod_name, "namespace": namespace},
-                    "spec": {"logs": [entry]},
-                }
-                custom.create_namespaced_custom_object(KWOK_GROUP, KWOK_VERSION, namespace, "logs", body)
-            else:
-                keep = [e for e in current["spec"]["logs"] if (e.get("containers") or [None]) != [container]]
-                current["spec"]["logs"] = [*keep, entry]
-                custom.replace_namespaced_custom_object(KWOK_GROUP, KWOK_VERSION, namespace, "logs", pod_name, current)
-        self._wait_kwok_serves(namespace, pod_name, container or "any", lines)
-        return path
-
-    def set_namespace_log_lines(self, namespace: str, lines: Iterable[str]) -> Path:
-        """Default log lines for every container of every pod in `namespace` (per-pod lines take precedence)."""
-        lines = list(lines)
-        path = self._write_cri_log(f"{namespace}_ns", lines)
-        name = f"paddlecloud-test-{namespace}"
-        body: dict[str, Any] = {
-            "apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}",
-            "kind": "ClusterLogs",
-            "metadata": {"name": name},
-            "spec": {"selector": {"matchNamespaces": [namespace]}, "logs": [{"logsFile": str(path)}]},
-        }
-        with self.api_client() as api:
-            custom = k8s.CustomObjectsApi(api)
-            try:
-                current_cl: dict[str, Any] = custom.get_cluster_custom_object(  # type: ignore[assignment]
-                    KWOK_GROUP, KWOK_VERSION, "clusterlogs", name
-                )
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                custom.create_cluster_custom_object(KWOK_GROUP, KWOK_VERSION, "clusterlogs", body)
-            else:
-                body["metadata"]["resourceVersion"] = current_cl["metadata"]["resourceVersion"]
-                custom.replace_cluster_custom_object(KWOK_GROUP, KWOK_VERSION, "clusterlogs", name, body)
-        self._wait_kwok_serves(namespace, f"probe-{uuid.uuid4().hex[:8]}", "any", lines)
-        return path
-
-    def _write_cri_log(self, stem: str, lines: list[str]) -> Path:
-        # A new file per call: kwok's informer may still point at the previous file for a moment,
-        # and _wait_kwok_serves tells the two apart by content.
-        path = self.pod_log_dir / f"{stem}_{uuid.uuid4().hex[:8]}.log"
-        start = dt.datetime.now(dt.UTC)
-        with path.open("w") as f:
-            for i, line in enumerate(lines):
-                ts = (start + dt.timedelta(microseconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
-                f.write(f"{ts} stdout F {line}\n")
-        return path
-
-    def _wait_kwok_serves(self, namespace: str, pod: str, container: str, lines: list[str]) -> None:
-        url = f"http://127.0.0.1:{self.ports['kwok']}/containerLogs/{namespace}/{pod}/{container}"
-        want = "".join(f"{line}\n" for line in lines).encode()
-        self._wait("kwok", time.monotonic() + 30, lambda: self._http_get(url) == want, what=f"logs for {pod}")
-
-
-# ----- `python -m tools.k8s.testcluster up|down|status` -----
-
-
-def state_dir() -> Path:
-    """Where `up` keeps the cluster's files and state.json: ${PADDLECLOUD_VAR_DIR:-./var}/k8s."""
-    return Path(os.environ.get("PADDLECLOUD_VAR_DIR") or "var").resolve() / "k8s"
-
-
-def _read_state() -> dict[str, Any] | None:
-    path = state_dir() / "state.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def _pid_is(pid: int, exe: str) -> bool:
-    # Guards against a recycled pid: only signal a process still running the binary we started.
-    try:
-        cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == exe
-
-
-def _down() -> int:
-    state = _read_state()
-    if state is None:
-        print("no test cluster state in", state_dir())
-        return 0
-    for name, info in reversed(list(state["components"].items())):
-        if _pid_is(info["pid"], info["exe"]):
-            kill_group(info["pid"])
-            print(f"stopped {name} (pid {info['pid']})")
-    (state_dir() / "state.json").unlink()
-    return 0
-
-
-def _status() -> int:
-    state = _read_state()
-    if state is None:
-        print("test cluster is down (no state in", state_dir(), ")")
-        return 1
-    alive = True
-    for name, info in state["components"].items():
-        up = _pid_is(info["pid"], info["exe"])
-        alive &= up
-        print(f"{name:24} pid {info['pid']:>7}  {'running' if up else 'NOT RUNNING'}")
-    print(f"server     {state['server']}\nkubeconfig {state['kubeconfig']}")
-    return 0 if alive else 1
-
-
-def _up() -> int:
-    state = _read_state()
-    if state is not None:
-        if all(_pid_is(i["pid"], i["exe"]) for i in state["components"].values()):
-            print(f"test cluster already running\nexport KUBECONFIG={state['kubeconfig']}")
-            return 0
-        _down()  # half-dead leftovers: clean up and start over
-    bin_dir = default_bin_dir()
-    missing = missing_binaries(bin_dir)
-    if missing:
-        print(f"k8s control plane binaries not found in {bin_dir}: run `make k8s-build` (tools/k8s/build.sh)")
-        return 1
-    cluster = TestCluster(bin_dir, state_dir() / "cluster", die_with_parent=False)
-    started = time.monotonic()
-    cluster.start()
-    cluster.detach()
-    state = {
-        "server": cluster.server,
-        "kubeconfig": str(cluster.kubeconfig_path),
-        "context": cluster.context,
-        "ca_file": str(cluster.ca_file),
-        "work_dir": str(cluster.work_dir),
-        "components": {n: {"pid": p.pid, "exe": str(cluster.bin_dir / n)} for n, p in cluster.procs.items()},
-    }
-    (state_dir() / "state.json").write_text(json.dumps(state, indent=2))
-    print(f"test cluster up in {time.monotonic() - started:.1f}s at {cluster.server} (logs: {cluster.log_dir})")
-    print(f"export KUBECONFIG={cluster.kubeconfig_path}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point: up | down | status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    commands = {"up": _up, "down": _down, "status": _status}
-    if len(args) != 1 or args[0] not in commands:
-        print("usage: python -m tools.k8s.testcluster up|down|status", file=sys.stderr)
-        return 2
-    return commands[args[0]]()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

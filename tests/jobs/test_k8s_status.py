@@ -1,0 +1,153 @@
+"""The Kubernetes status rules (jobs/engines/k8s_status.py) on objects recorded from the real control plane.
+
+No cluster needed: each case in tests/jobs/k8s_status_cases/ is what the engine listed of one job at one
+poll (re-record them with tests/jobs/k8s_status_cases/record.py). Every case states the rule it shows by
+hand; the whole observation (workers included) is also kept as a syrupy snapshot, so any change in what
+the rules say shows up in review (`pytest --snapshot-update` after an intended change).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from jobs.engines import k8s_status
+from jobs.engines.k8s_status import VANISHED_AFTER, Facts, JobObjects
+from jobs.models import JobState, Reason, WorkerState
+from tests.jobs.k8s_status_cases import HERE, load
+
+CASES = sorted(path.stem for path in HERE.glob("*.json"))
+
+# case -> (state, reason, a piece of the message, exit code): what the module docstring's rules say.
+EXPECTED: dict[str, tuple[str, str, str, int | None]] = {
+    "first_poll": (JobState.PENDING, "", "", None),
+    "running": (JobState.RUNNING, "", "", None),
+    "succeeded": (JobState.SUCCEEDED, "", "", 0),
+    "trainer_restarting": (JobState.RUNNING, "", "", None),  # it had run: a restart does not make it pending
+    "backoff_limit": (JobState.FAILED, Reason.BACKOFF_LIMIT, "trainer 0 exited with code 3 after 1 restart(s)", 3),
+    "trainer_failed": (JobState.FAILED, Reason.TRAINER_FAILED, "exited with code 2", 2),
+    "oomkilled": (JobState.FAILED, Reason.OOM_KILLED, "trainer 0 was OOMKilled (exit code 137)", 137),
+    "pserver_failed": (JobState.FAILED, Reason.PSERVER_LOST, "; the job cannot go on without it", None),
+    "pserver_pod_deleted": (JobState.FAILED, Reason.PSERVER_LOST, "pserver 0 ", None),
+    "image_pull": (JobState.PENDING, Reason.IMAGE_PULL, "trainer 0: ErrImagePull: ", None),
+    "unschedulable": (JobState.PENDING, Reason.UNSCHEDULABLE, "trainer 0: 0/3 nodes are available", None),
+    "quota_exceeded": (JobState.PENDING, Reason.QUOTA_EXCEEDED, "exceeded quota: paddlecloud-quota", None),
+    "trainers_job_deleted": (JobState.RUNNING, "", "", None),
+}
+
+
+def test_every_recorded_case_has_an_expectation() -> None:
+    assert set(CASES) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_recorded_case(name: str, snapshot: SnapshotAssertion) -> None:
+    facts, objs = load(name)
+    observed = k8s_status.observe(facts, objs)
+    state, reason, message, exit_code = EXPECTED[name]
+    assert (observed.state, observed.reason) == (state, reason)
+    assert message in observed.message
+    if exit_code is not None or observed.state == JobState.FAILED:
+        assert observed.exit_code == exit_code or name.startswith("pserver")
+    assert len(observed.workers) == facts.trainers + facts.pservers
+    assert dataclasses.asdict(observed) == snapshot
+
+
+def _aged(facts: Facts, age: float) -> Facts:
+    return dataclasses.replace(facts, age=age)
+
+
+def test_a_quota_rejection_fails_the_job_once_it_outlasts_the_grace() -> None:
+    facts, objs = load("quota_exceeded")
+    assert k8s_status.missing_pods(facts, objs)
+    within = k8s_status.observe(_aged(facts, facts.quota_grace - 1), objs)
+    assert (within.state, within.reason) == (JobState.PENDING, Reason.QUOTA_EXCEEDED)
+    after = k8s_status.observe(_aged(facts, facts.quota_grace + 1), objs)
+    assert (after.state, after.reason) == (JobState.FAILED, Reason.QUOTA_EXCEEDED)
+    assert "exceeded quota" in after.message
+
+
+def test_a_trainers_job_deleted_behind_our_back_fails_the_job_after_a_while() -> None:
+    facts, objs = load("trainers_job_deleted")
+    assert objs.trainer_job is None
+    soon = k8s_status.observe(_aged(facts, VANISHED_AFTER - 1), objs)
+    assert soon.state != JobState.FAILED
+    later = k8s_status.observe(_aged(facts, VANISHED_AFTER + 1), objs)
+    assert (later.state, later.reason) == (JobState.FAILED, Reason.LAUNCH_FAILED)
+    assert later.message == f"the Job {facts.uid}-trainer of the job disappeared (deleted outside PaddleCloud?)"
+
+
+def test_a_restarting_trainer_is_pending_with_its_attempt() -> None:
+    facts, objs = load("trainer_restarting")
+    observed = k8s_status.observe(facts, objs)
+    [trainer] = observed.workers
+    assert trainer.state == WorkerState.PENDING
+    assert trainer.message == "restarting after it exited with code 3 (attempt 2 of 2)"
+    assert (trainer.exit_code, trainer.restarts) == (3, 1)
+
+
+def test_a_pserver_missing_after_it_ran_is_lost() -> None:
+    facts, objs = load("running")
+    ran = {i: "a-uid-seen-before" for i in range(facts.pservers)}
+    without = JobObjects(
+        objs.trainer_job, objs.pserver_set, [p for p in objs.pods if "ps-" not in p["metadata"]["name"]]
+    )
+    observed = k8s_status.observe(dataclasses.replace(facts, pserver_pods=ran), without)
+    assert (observed.state, observed.reason) == (JobState.FAILED, Reason.PSERVER_LOST)
+    assert observed.message == "pserver 0 vanished (its pod was deleted); the job cannot go on without it"
+
+
+def test_a_pserver_replaced_by_a_new_pod_is_lost() -> None:
+    facts, objs = load("running")
+    observed = k8s_status.observe(dataclasses.replace(facts, pserver_pods={0: "the-first-pod"}), objs)
+    assert (observed.state, observed.reason) == (JobState.FAILED, Reason.PSERVER_LOST)
+    assert "was replaced by a new pod" in observed.message
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_group_finds_every_object_of_a_case_by_its_job_label(name: str) -> None:
+    facts, objs = load(name)
+    jobs = [objs.trainer_job] if objs.trainer_job else []
+    sets = [objs.pserver_set] if objs.pserver_set else []
+    grouped = k8s_status.group(objs.pods, jobs, sets).get(facts.uid, JobObjects())
+    assert (grouped.trainer_job, grouped.pserver_set, grouped.pods) == (objs.trainer_job, objs.pserver_set, objs.pods)
+
+
+@pytest.mark.parametrize(
+    ("text", "indexes"),
+    [(None, set()), ("", set()), ("3", {3}), ("0,2-4", {0, 2, 3, 4}), (" 1 , 5-5 ", {1, 5})],
+)
+def test_index_set(text: str | None, indexes: set[int]) -> None:
+    assert k8s_status.index_set(text) == indexes
+
+
+@pytest.mark.parametrize(
+    ("term", "said"),
+    [
+        (None, "ended without an exit status"),
+        ({"exitCode": 0, "reason": "Completed"}, "exited with code 0"),
+        ({"exitCode": 3, "reason": "Error"}, "exited with code 3"),
+        ({"exitCode": 137, "reason": "OOMKilled"}, "was OOMKilled (exit code 137)"),
+        ({"exitCode": 128, "reason": "ContainerCannotRun"}, "exited with code 128 (ContainerCannotRun)"),
+    ],
+)
+def test_describe(term: dict[str, Any] | None, said: str) -> None:
+    assert k8s_status.describe(term) == said
+
+
+@pytest.mark.parametrize(
+    ("meta", "role", "index"),
+    [
+        ({"labels": {"apps.kubernetes.io/pod-index": "1"}}, "pserver", 1),
+        ({"name": "j-ps-2"}, "pserver", 2),
+        ({"name": "j-ps-x"}, "pserver", None),
+        ({"labels": {"batch.kubernetes.io/job-completion-index": "4"}}, "trainer", 4),
+        ({"annotations": {"batch.kubernetes.io/job-completion-index": "5"}}, "trainer", 5),
+        ({"labels": {"batch.kubernetes.io/job-completion-index": "five"}}, "trainer", None),
+    ],
+)
+def test_pod_index(meta: dict[str, Any], role: str, index: int | None) -> None:
+    assert k8s_status.pod_index({"metadata": meta}, role) == index

@@ -1,0 +1,380 @@
+"""Build the test node's OCI images without Docker: the runtime image from deploy/Dockerfile, and pause.
+
+`python3 tools/k8s/images.py build` (root; standard library only, so it runs before the venv exists):
+
+- The runtime image is *derived from deploy/Dockerfile*: `FROM debian:<suite>-slim` becomes an
+  mmdebstrap minbase root filesystem, and ENV / RUN / COPY / USER / WORKDIR / CMD are carried out in
+  it (RUN in a bubblewrap sandbox rooted there). Everything before the first COPY is the cached base
+  layer; the rest runs on an overlay above it and its upper directory is the second layer. So a change
+  to the client rebuilds one small layer in seconds, and the Dockerfile is the one description.
+- The pause image is one layer holding the static `pause` binary build-node.sh made.
+
+Layers, configs and manifests are written as OCI layouts under `<cache>/images/`, keyed by the hash
+of what went in; `<cache>/images/images.json` names the current refs and layout directories, which
+tools/k8s/node.py imports into containerd (`ctr images import`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+DOCKERFILE = REPO / "deploy" / "Dockerfile"
+RUNTIME_REPO = "paddlecloud.local/paddle"
+PAUSE_REF = "paddlecloud.local/pause:1"
+DEBIAN_MIRROR = "http://deb.debian.org"
+SUPPORTED = {"FROM", "ENV", "RUN", "COPY", "USER", "WORKDIR", "CMD"}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PADDLECLOUD_K8S_CACHE") or Path.home() / ".cache" / "paddlecloud" / "k8s")
+
+
+def images_dir() -> Path:
+    return cache_root() / "images"
+
+
+def manifest_path() -> Path:
+    return images_dir() / "images.json"
+
+
+def read_manifest() -> dict[str, Any] | None:
+    """{"runtime": {"ref", "layout"}, "pause": {...}} for the last successful build, or None."""
+    path = manifest_path()
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    if not all(Path(entry["layout"], "index.json").exists() for entry in data.values()):
+        return None
+    return data
+
+
+def parse_dockerfile(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, argument) pairs; continuation lines joined, comments dropped."""
+    steps: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        op, _, arg = line.partition(" ")
+        op = op.upper()
+        if op not in SUPPORTED:
+            raise SystemExit(f"deploy/Dockerfile: {op} is not supported by tools/k8s/images.py ({sorted(SUPPORTED)})")
+        steps.append((op, arg.strip()))
+    if not steps or steps[0][0] != "FROM" or not steps[0][1].startswith("debian:"):
+        raise SystemExit("deploy/Dockerfile must start with FROM debian:<suite>-slim")
+    return steps
+
+
+def parse_env(arg: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in shlex.split(arg))
+
+
+def run(*cmd: str, **kwargs: Any) -> None:
+    print("+", " ".join(cmd)[:200], flush=True)
+    subprocess.run(cmd, check=True, **kwargs)
+
+
+def tree_files(rel: str) -> list[str]:
+    """Files of a repo folder that git tracks or would track (no caches, no build output)."""
+    out = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "--", rel],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return sorted(p for p in out.splitlines() if (REPO / p).is_file())
+
+
+def digest_of(steps: list[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for op, arg in steps:
+        h.update(f"{op} {arg}\n".encode())
+        if op == "COPY":
+            src = arg.split()[0].rstrip("/")
+            for rel in tree_files(src):
+                h.update(rel.encode() + b"\0" + (REPO / rel).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+class Chroot:
+    """Runs RUN steps in a root filesystem with bubblewrap (host network, for apt and pip)."""
+
+    def __init__(self, root: Path, env: dict[str, str], pip_cache: Path) -> None:
+        self.root = root
+        self.env = env
+        self.pip_cache = pip_cache
+        self.workdir = "/"
+        self.user = "0"
+
+    def run(self, script: str) -> None:
+        env = {k: v for k, v in self.env.items() if k != "PIP_NO_CACHE_DIR"}  # the build may cache wheels
+        # Build-time only: wheel cache, and this machine's CA bundle (its registries may sit behind a TLS proxy).
+        env.update(HOME="/root", PIP_CACHE_DIR="/var/cache/pip-build", PIP_CERT="/etc/pip-build-ca.crt")
+        cmd = [
+            "bwrap",
+            "--bind",
+            str(self.root),
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--perms",
+            "1777",
+            "--tmpfs",
+            "/tmp",  # noqa: S108  # the chroot's own /tmp
+        ]
+        cmd += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf", "--cap-add", "ALL", "--clearenv"]
+        cmd += ["--bind", str(self.pip_cache), "/var/cache/pip-build"]
+        cmd += ["--ro-bind", "/etc/ssl/certs/ca-certificates.crt", "/etc/pip-build-ca.crt"]
+        apt_conf = Path("/etc/apt/apt.conf.d/99artifact-registry")
+        if apt_conf.exists():  # this machine's apt settings (e.g. a snapshot mirror's validity)
+            cmd += ["--ro-bind", str(apt_conf), "/etc/apt/apt.conf.d/99host"]
+        for key, value in env.items():
+            cmd += ["--setenv", key, value]
+        cmd += ["--chdir", self.workdir, "/bin/sh", "-ec", script]
+        run(*cmd)
+        # bwrap leaves empty mount points behind; keep them out of the layer.
+        for leftover in ("var/cache/pip-build", "etc/apt/apt.conf.d/99host", "etc/pip-build-ca.crt"):
+            path = self.root / leftover
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+            elif path.is_file() and path.stat().st_size == 0:
+                path.unlink()
+
+
+def apply(steps: list[tuple[str, str]], chroot: Chroot, config: dict[str, Any]) -> None:
+    """Carry out Dockerfile steps in the chroot, recording ENV/USER/WORKDIR/CMD in the image config."""
+    for op, arg in steps:
+        if op == "ENV":
+            chroot.env.update(parse_env(arg))
+            config["Env"] = [f"{k}={v}" for k, v in chroot.env.items()]
+        elif op == "RUN":
+            if chroot.user != "0":
+                raise SystemExit("deploy/Dockerfile: RUN after USER is not supported by tools/k8s/images.py")
+            chroot.run(arg)
+        elif op == "COPY":
+            src, dest = arg.split()
+            for rel in tree_files(src.rstrip("/")):
+                target = chroot.root / dest.lstrip("/") / Path(rel).relative_to(src.rstrip("/"))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / rel, target)
+        elif op == "USER":
+            chroot.user = arg
+            config["User"] = arg
+        elif op == "WORKDIR":
+            chroot.workdir = arg
+            (chroot.root / arg.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            config["WorkingDir"] = arg
+        elif op == "CMD":
+            config["Cmd"] = json.loads(arg)
+
+
+def overlay_whiteouts_to_oci(upper: Path) -> None:
+    """overlayfs marks deletions with 0:0 character devices and opaque dirs with an xattr; OCI uses .wh. files."""
+    for dirpath, dirnames, filenames in os.walk(upper):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                path.unlink()
+                (Path(dirpath) / f".wh.{name}").touch()
+            elif stat.S_ISDIR(st.st_mode):
+                try:
+                    opaque = os.getxattr(path, "trusted.overlay.opaque", follow_symlinks=False) == b"y"
+                except OSError:
+                    opaque = False
+                if opaque:
+                    (path / ".wh..wh..opq").touch()
+
+
+def tar_layer(src: Path, dest: Path) -> tuple[str, int]:
+    """Tar a directory as an uncompressed layer; returns (sha256 hex, size)."""
+    run("tar", "--numeric-owner", "--xattrs", "--sort=name", "-C", str(src), "-cf", str(dest), ".")
+    h = hashlib.sha256()
+    with dest.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest(), dest.stat().st_size
+
+
+def write_layout(layout: Path, ref: str, layers: list[tuple[Path, str, int]], config: dict[str, Any]) -> None:
+    """An OCI image layout (hard links to the layer tars) whose index names `ref` for ctr images import."""
+    if layout.exists():
+        shutil.rmtree(layout)
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    for path, digest, _ in layers:
+        os.link(path, blobs / digest)
+
+    def blob(data: dict[str, Any]) -> dict[str, Any]:
+        raw = json.dumps(data, sort_keys=True).encode()
+        digest = hashlib.sha256(raw).hexdigest()
+        (blobs / digest).write_bytes(raw)
+        return {"digest": f"sha256:{digest}", "size": len(raw)}
+
+    image_config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for _, d, _ in layers]},
+    }
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(image_config)},
+        "layers": [
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": f"sha256:{d}", "size": s}
+            for _, d, s in layers
+        ],
+    }
+    descriptor = {
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        **blob(manifest),
+        "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref},
+    }
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+
+
+def build_base(steps: list[tuple[str, str]], env: dict[str, str], config: dict[str, Any]) -> tuple[Path, Path]:
+    """The root filesystem of FROM + every step before the first COPY, cached by their text."""
+    key = digest_of(steps)[:16]
+    base = images_dir() / f"base-{key}"
+    rootfs, layer = base / "rootfs", base / "layer.tar"
+    state = base / "state.json"
+    if state.exists() and layer.exists():
+        saved = json.loads(state.read_text())
+        env.update(saved["env"])
+        config.update(saved["config"])
+        return rootfs, layer
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
+    suite = steps[0][1].split(":", 1)[1].removesuffix("-slim")
+    run(
+        "mmdebstrap",
+        "--variant=minbase",
+        "--mode=root",
+        '--aptopt=Acquire::Check-Valid-Until "false"',
+        "--dpkgopt=path-exclude=/usr/share/doc/*",
+        "--dpkgopt=path-exclude=/usr/share/man/*",
+        "--dpkgopt=path-exclude=/usr/share/locale/*",
+        suite,
+        str(rootfs),
+        # The same mirrors as this machine's apt sources (deb.debian.org only).
+        f"deb {DEBIAN_MIRROR}/debian {suite} main",
+        f"deb {DEBIAN_MIRROR}/debian {suite}-updates main",
+        f"deb {DEBIAN_MIRROR}/debian-security {suite}-security main",
+    )
+    chroot = Chroot(rootfs, env, images_dir() / "pip-cache")
+    apply(steps[1:], chroot, config)
+    tar_layer(rootfs, layer)
+    state.write_text(json.dumps({"env": chroot.env, "config": config}))
+    return rootfs, layer
+
+
+def build_runtime() -> dict[str, str]:
+    steps = parse_dockerfile(DOCKERFILE.read_text())
+    key = digest_of(steps)[:12]
+    ref = f"{RUNTIME_REPO}:3.0.0-{key}"
+    layout = images_dir() / f"runtime-{key}"
+    if (layout / "index.json").exists():
+        return {"ref": ref, "layout": str(layout)}
+    first_copy = next((i for i, (op, _) in enumerate(steps) if op == "COPY"), len(steps))
+    env: dict[str, str] = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    config: dict[str, Any] = {"Env": [f"{k}={v}" for k, v in env.items()]}
+    (images_dir() / "pip-cache").mkdir(parents=True, exist_ok=True)
+    rootfs, base_layer = build_base(steps[:first_copy], env, config)
+    work = images_dir() / f"top-{key}"
+    if work.exists():
+        shutil.rmtree(work)
+    upper, scratch, merged = work / "upper", work / "work", work / "merged"
+    for d in (upper, scratch, merged):
+        d.mkdir(parents=True)
+    run("mount", "-t", "overlay", "overlay", "-o", f"lowerdir={rootfs},upperdir={upper},workdir={scratch}", str(merged))
+    try:
+        apply(steps[first_copy:], Chroot(merged, env, images_dir() / "pip-cache"), config)
+    finally:
+        run("umount", str(merged))
+    overlay_whiteouts_to_oci(upper)
+    top_layer = work / "layer.tar"
+    layers = []
+    for path in (base_layer, top_layer):
+        digest, size = tar_layer(upper, path) if path is top_layer else (_sha256(path), path.stat().st_size)
+        layers.append((path, digest, size))
+    write_layout(layout, ref, layers, config)
+    shutil.rmtree(upper)
+    return {"ref": ref, "layout": str(layout)}
+
+
+def _sha256(path: Path) -> str:
+    cached = path.with_suffix(".sha256")
+    if cached.exists() and cached.stat().st_mtime >= path.stat().st_mtime:
+        return cached.read_text().strip()
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    cached.write_text(h.hexdigest())
+    return h.hexdigest()
+
+
+def build_pause(node_bin: Path) -> dict[str, str]:
+    binary = node_bin / "pause"
+    key = hashlib.sha256(binary.read_bytes()).hexdigest()[:12]
+    layout = images_dir() / f"pause-{key}"
+    if (layout / "index.json").exists():
+        return {"ref": PAUSE_REF, "layout": str(layout)}
+    work = images_dir() / f"pause-src-{key}"
+    if work.exists():
+        shutil.rmtree(work)
+    (work / "root").mkdir(parents=True)
+    shutil.copy2(binary, work / "root" / "pause")
+    layer = work / "layer.tar"
+    digest, size = tar_layer(work / "root", layer)
+    write_layout(layout, PAUSE_REF, [(layer, digest, size)], {"Entrypoint": ["/pause"], "User": "65535:65535"})
+    return {"ref": PAUSE_REF, "layout": str(layout)}
+
+
+def node_bin_dir() -> Path:
+    out = subprocess.run(["bash", str(HERE / "build-node.sh"), "--print-bin-dir"], check=True, capture_output=True)
+    return Path(out.stdout.decode().strip())
+
+
+def main(argv: list[str]) -> int:
+    if argv != ["build"]:
+        print("usage: python3 tools/k8s/images.py build", file=sys.stderr)
+        return 2
+    images_dir().mkdir(parents=True, exist_ok=True)
+    lock = (images_dir() / ".lock").open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: they share the base root filesystem
+    result = {"runtime": build_runtime(), "pause": build_pause(node_bin_dir())}
+    manifest_path().write_text(json.dumps(result, indent=2))
+    for name, entry in result.items():
+        print(f"image {name}: {entry['ref']} ({entry['layout']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

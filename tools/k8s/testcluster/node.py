@@ -1,0 +1,405 @@
+"""A real node beside the control plane: containerd + runc, a CNI bridge, CoreDNS and a kubelet (needs root)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+
+from tools.k8s.images import read_manifest
+from tools.k8s.testcluster.processes import die_with_parent, free_ports, kill_group
+
+HERE = Path(__file__).resolve().parent.parent
+NODE_BINARIES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "coredns", "pause")
+CNI_BIN_DIR = Path("/usr/lib/cni")
+CNI_PLUGINS = ("bridge", "host-local", "loopback")
+NAMESPACE = "k8s.io"  # containerd namespace the CRI plugin uses
+NODE_LABEL = "paddlecloud.org/node"  # = "real" on this node, so tests and users can choose it
+
+
+def node_bin_dir() -> Path:
+    """Where build-node.sh puts kubelet, containerd, CoreDNS and pause: $PADDLECLOUD_K8S_NODE_BIN_DIR or the cache."""
+    explicit = os.environ.get("PADDLECLOUD_K8S_NODE_BIN_DIR")
+    if explicit:
+        return Path(explicit)
+    out = subprocess.run(
+        ["bash", str(HERE / "build-node.sh"), "--print-bin-dir"], check=True, capture_output=True, text=True
+    )
+    return Path(out.stdout.strip())
+
+
+def node_missing(bin_dir: Path | None = None) -> list[str]:
+    """What a real node still needs here (root, binaries, Debian packages, images); empty when it can start."""
+    bin_dir = bin_dir or node_bin_dir()
+    missing = [] if os.geteuid() == 0 else ["root"]
+    missing += [b for b in NODE_BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    missing += [f"{CNI_BIN_DIR}/{p}" for p in CNI_PLUGINS if not os.access(CNI_BIN_DIR / p, os.X_OK)]
+    if read_manifest() is None:
+        missing.append("images (tools/k8s/images.py build)")
+    return missing
+
+
+@dataclass
+class RealNode:
+    """Settings of the real node; the pod network is the node's own bridge, nothing is routed elsewhere."""
+
+    name: str = "real-node-0"
+    bridge: str = "pcbr0"
+    subnet: str = "10.244.0.0/24"
+    gateway: str = "10.244.0.1"  # the bridge's address on the host: CoreDNS listens here (clusterDNS)
+    labels: dict[str, str] = field(default_factory=lambda: {NODE_LABEL: "real"})
+    bin_dir: Path = field(default_factory=node_bin_dir)
+
+
+class NodeError(RuntimeError):
+    """The real node failed to start; the message names the log to read."""
+
+
+class NodeRunner:
+    """Starts and stops the real node's processes for a TestCluster (which owns spawn/wait/logs)."""
+
+    def __init__(self, node: RealNode, work_dir: Path, kubeconfig: Path, context: str) -> None:
+        self.node = node
+        self.dir = work_dir / "node"
+        self.kubeconfig = kubeconfig
+        self.context = context
+        # Unix socket paths are limited to 108 bytes, so the sockets live in a short directory.
+        self.run_dir = Path("/run/paddlecloud-node") / f"{os.getpid()}-{id(self) % 100000}"
+        self.sock = self.run_dir / "containerd.sock"
+        self.images: dict[str, Any] = {}
+        self.ports: dict[str, int] = {}
+        self._netns_before: set[str] = set()
+
+    # ----- start -----
+
+    def prepare(self) -> dict[str, tuple[str, ...]]:
+        """Write configs, create the bridge; returns each process's argv (name -> args) in start order."""
+        images = read_manifest()
+        if images is None:
+            raise NodeError("node images are not built: run tools/k8s/build.sh as root")
+        self.images = images
+        for d in (self.dir, self.run_dir, self.dir / "cni", self.dir / "kubelet"):
+            d.mkdir(parents=True, exist_ok=True)
+        self._netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+        names = ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready")
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        self._bridge_up()
+        return {
+            "containerd": (f"--config={self._containerd_config()}",),
+            "coredns": ("-conf", str(self._corefile())),
+            "kubelet": self._kubelet_args(),
+        }
+
+    def _bridge_up(self) -> None:
+        # Made here (not lazily by the CNI bridge plugin) so CoreDNS can bind the gateway address first.
+        subprocess.run(["ip", "link", "del", self.node.bridge], capture_output=True, check=False)
+        prefix = self.node.subnet.split("/")[1]
+        for cmd in (
+            ["ip", "link", "add", self.node.bridge, "type", "bridge"],
+            ["ip", "addr", "add", f"{self.node.gateway}/{prefix}", "dev", self.node.bridge],
+            ["ip", "link", "set", self.node.bridge, "up"],
+        ):
+            subprocess.run(cmd, check=True, capture_output=True)
+
+    def _containerd_config(self) -> Path:
+        conflist = {
+            "cniVersion": "1.0.0",
+            "name": "paddlecloud",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": self.node.bridge,
+                    "isGateway": True,
+                    "ipMasq": False,  # pods talk to each other and the host only
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": self.node.subnet, "gateway": self.node.gateway}]],
+                        "dataDir": str(self.dir / "cni-ipam"),
+                    },
+                }
+            ],
+        }
+        (self.dir / "cni" / "10-paddlecloud.conflist").write_text(json.dumps(conflist, indent=2))
+        runc = self.node.bin_dir / "runc"
+        config = f"""version = 3
+root = "{self.dir / "containerd-root"}"
+state = "{self.run_dir / "state"}"
+
+[grpc]
+  address = "{self.sock}"
+
+[ttrpc]
+  address = "{self.run_dir / "ttrpc.sock"}"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = "{self.images["pause"]["ref"]}"
+
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_selinux = false
+  # This machine refuses lowering oom_score_adj (-998 for sandboxes): clamp to containerd's own.
+  restrict_oom_score_adj = true
+
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ["{CNI_BIN_DIR}"]
+  conf_dir = "{self.dir / "cni"}"
+  max_conf_num = 1
+
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+  default_runtime_name = "runc"
+
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  BinaryName = "{runc}"
+  SystemdCgroup = false
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+"""
+        path = self.dir / "containerd.toml"
+        path.write_text(config)
+        return path
+
+    def _corefile(self) -> Path:
+        path = self.dir / "Corefile"
+        path.write_text(
+            f""".:53 {{
+    bind {self.node.gateway}
+    errors
+    health 127.0.0.1:{self.ports["coredns-health"]}
+    ready 127.0.0.1:{self.ports["coredns-ready"]}
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {self.kubeconfig} {self.context}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+"""
+        )
+        return path
+
+    def _kubelet_args(self) -> tuple[str, ...]:
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            # This machine has the cgroup v1 (hybrid) hierarchy; kubelet >= 1.35 refuses it unless told.
+            "failCgroupV1": False,
+            "cgroupDriver": "cgroupfs",
+            # The kubelet refuses a loopback node IP, so the node's address is its own bridge's.
+            "address": self.node.gateway,
+            "port": self.ports["kubelet"],
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.ports["kubelet-healthz"],
+            # The API server reaches the kubelet (logs) on the bridge address with no client cert: test-only trust.
+            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "clusterDNS": [self.node.gateway],
+            "clusterDomain": "cluster.local",
+            "resolvConf": str(self._empty_resolv_conf()),
+            "containerRuntimeEndpoint": f"unix://{self.sock}",
+            "failSwapOn": False,
+            "rotateCertificates": False,
+            "serializeImagePulls": False,
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+            "nodeStatusUpdateFrequency": "2s",
+            "syncFrequency": "5s",
+            "fileCheckFrequency": "5s",
+            "staticPodPath": "",
+            "maxPods": 32,
+            "protectKernelDefaults": False,
+            "makeIPTablesUtilChains": False,
+            "localStorageCapacityIsolation": False,
+        }
+        path = self.dir / "kubelet.yaml"
+        path.write_text(yaml.safe_dump(config))
+        labels = ",".join(f"{k}={v}" for k, v in self.node.labels.items())
+        return (
+            f"--config={path}",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--root-dir={self.dir / 'kubelet'}",
+            f"--cert-dir={self.dir / 'kubelet-pki'}",
+            f"--hostname-override={self.node.name}",
+            f"--node-ip={self.node.gateway}",
+            f"--node-labels={labels}",
+            "--v=1",
+        )
+
+    def _empty_resolv_conf(self) -> Path:
+        # Pods resolve through CoreDNS only: no search domain or server of this machine leaks in.
+        path = self.dir / "resolv.conf"
+        path.write_text(f"nameserver {self.node.gateway}\n")
+        return path
+
+    def containerd_ready(self) -> bool:
+        return self.sock.exists() and self.ctr("version").returncode == 0
+
+    def import_images(self) -> None:
+        """Import the runtime and pause images (OCI layouts) into containerd's k8s.io namespace."""
+        for entry in self.images.values():
+            tar = subprocess.Popen(["tar", "-C", entry["layout"], "-cf", "-", "."], stdout=subprocess.PIPE)
+            try:
+                result = subprocess.run(
+                    [
+                        str(self.node.bin_dir / "ctr"),
+                        "--address",
+                        str(self.sock),
+                        "-n",
+                        NAMESPACE,
+                        "images",
+                        "import",
+                        "--no-unpack=false",
+                        "-",
+                    ],
+                    stdin=tar.stdout,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+            finally:
+                if tar.stdout:
+                    tar.stdout.close()
+                tar.wait()
+            if result.returncode != 0:
+                raise NodeError(f"ctr images import {entry['ref']} failed: {result.stderr[-2000:]}")
+
+    def coredns_ready(self) -> bool:
+        import urllib.request
+
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://127.0.0.1:{self.ports['coredns-ready']}/ready", timeout=2) as resp:
+            return bool(resp.status == 200)
+
+    def node_ready(self, core: k8s.CoreV1Api) -> bool:
+        status = core.read_node(self.node.name).status
+        conditions = (status.conditions if status else None) or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+    def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.node.bin_dir / "ctr"), "--address", str(self.sock), "-n", NAMESPACE, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=30)
+
+    # ----- stop -----
+
+    def drain(self, api: k8s.ApiClient, wait: Callable[[Callable[[], bool]], None]) -> None:
+        """Delete every pod bound to the node and wait until the kubelet has stopped their sandboxes."""
+        core = k8s.CoreV1Api(api)
+        selector = f"spec.nodeName={self.node.name}"
+        for pod in core.list_pod_for_all_namespaces(field_selector=selector).items:
+            meta = pod.metadata
+            if meta and meta.name and meta.namespace:
+                with contextlib.suppress(k8s.ApiException):
+                    core.delete_namespaced_pod(meta.name, meta.namespace, grace_period_seconds=0)
+        wait(lambda: not self.running_tasks())
+
+    def running_tasks(self) -> list[str]:
+        out = self.ctr("tasks", "ls").stdout.splitlines()[1:]
+        return [line.split()[0] for line in out if line.split()[-1:] != ["STOPPED"]]
+
+    def remove_containers(self) -> None:
+        """Kill and delete whatever containerd still holds (after the kubelet is gone)."""
+        for task in self.ctr("tasks", "ls", "-q").stdout.split():
+            self.ctr("tasks", "kill", "-s", "SIGKILL", task)
+        deadline = time.monotonic() + 10
+        while self.running_tasks() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for task in self.ctr("tasks", "ls", "-q").stdout.split():
+            self.ctr("tasks", "delete", "-f", task)
+        for container in self.ctr("containers", "ls", "-q").stdout.split():
+            self.ctr("containers", "delete", container)
+
+    def cleanup_host(self) -> None:
+        """After every process is gone: shims, mounts, network namespaces and the bridge this node made."""
+        for pid in self._shim_pids():
+            kill_group(pid, grace=1.0)
+        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+        for mount in reversed(mounts):
+            if mount.startswith((str(self.dir), str(self.run_dir))):
+                subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+        if os.path.isdir("/run/netns"):
+            for ns in set(os.listdir("/run/netns")) - self._netns_before:
+                if ns.startswith("cni-"):
+                    subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", self.node.bridge], capture_output=True, check=False)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        for hierarchy in self._kubepods_cgroups():
+            for dirpath, _, _ in sorted(os.walk(hierarchy), key=lambda w: -len(w[0])):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)
+
+    @staticmethod
+    def _kubepods_cgroups() -> list[Path]:
+        # The kubelet's cgroupfs driver makes /sys/fs/cgroup/<controller>/kubepods; it outlives the kubelet.
+        root = Path("/sys/fs/cgroup")
+        return [d / "kubepods" for d in root.iterdir() if (d / "kubepods").is_dir()] + (
+            [root / "kubepods"] if (root / "kubepods").is_dir() else []
+        )
+
+    def state(self) -> dict[str, str]:
+        """What `down` in another process needs to clean up after this node."""
+        return {
+            "dir": str(self.dir),
+            "run_dir": str(self.run_dir),
+            "bridge": self.node.bridge,
+            "bin_dir": str(self.node.bin_dir),
+            "name": self.node.name,
+        }
+
+    @classmethod
+    def restore(cls, state: dict[str, str], kubeconfig: Path, context: str) -> NodeRunner:
+        node = RealNode(name=state["name"], bridge=state["bridge"], bin_dir=Path(state["bin_dir"]))
+        runner = cls(node, Path(state["dir"]).parent, kubeconfig, context)
+        runner.run_dir = Path(state["run_dir"])
+        runner.sock = runner.run_dir / "containerd.sock"
+        return runner
+
+    def _shim_pids(self) -> list[int]:
+        # Shims daemonize into their own session, so stopping containerd's group does not reach them.
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+                    if b"containerd-shim" in cmdline[0] and str(self.sock).encode() in cmdline:
+                        pids.append(int(entry.name))
+        return pids
+
+    def leftovers(self) -> list[str]:
+        """What of this node is still on the host (empty after a clean stop): for tests."""
+        found = [f"shim pid {p}" for p in self._shim_pids()]
+        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+        found += [f"mount {m}" for m in mounts if m.startswith((str(self.dir), str(self.run_dir)))]
+        if subprocess.run(["ip", "link", "show", self.node.bridge], capture_output=True, check=False).returncode == 0:
+            found.append(f"interface {self.node.bridge}")
+        if os.path.isdir("/run/netns"):
+            found += [f"netns {n}" for n in set(os.listdir("/run/netns")) - self._netns_before]
+        found += [f"cgroup {c}" for c in self._kubepods_cgroups()]
+        return found
+
+
+__all__ = ["NODE_LABEL", "NodeError", "NodeRunner", "RealNode", "die_with_parent", "node_bin_dir", "node_missing"]
