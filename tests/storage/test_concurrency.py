@@ -25,7 +25,8 @@ from storage import uploads
 from storage.models import Upload
 from storage.tasks import cleanup_uploads
 from tests.storage.conftest import CHUNK, HOME, checksum, recorded, temp_files
-from tests.workers import WorkerProcess, start_worker, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess, start_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -263,6 +264,6 @@ def test_a_verification_whose_worker_died_is_queued_again_by_the_sweep(
     # complete() claimed it, then the process verifying it died: the row says verifying and nobody beats.
     Upload.objects.filter(pk=upload["id"]).update(state="verifying", updated_at=timezone.now() - uploads.VERIFY_STALE)
     cleanup_uploads.run()
-    wait_for(lambda: client.status(upload)["state"] == "completed", 30, "the upload to be verified", worker)
+    wait_for(lambda: client.status(upload)["state"] == "completed", "the upload to be verified", 30, watch=worker)
     assert (home / "orphan.bin").read_bytes() == data
     assert recorded(alice, local_dc) == (len(data), 1, 0, 0)
