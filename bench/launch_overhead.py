@@ -48,7 +48,7 @@ _REAL_PROBE: dict[str, object] = {}
 
 def use_sandbox(on: bool) -> None:
     """On: jobs run in the sandbox (the host must allow it). Off: as on a datacenter without one."""
-    from jobs.engines import sandbox
+    from jobs.engines.local import sandbox
 
     real = _REAL_PROBE.setdefault("probe", sandbox.probe())
     assert isinstance(real, sandbox.Probe)
@@ -60,7 +60,8 @@ def use_sandbox(on: bool) -> None:
 
 def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
     """Median seconds of `true` in a job's sandbox and of plain `true`."""
-    from jobs.engines import local_world, sandbox
+    from jobs.engines.local import sandbox
+    from jobs.engines.local import world as local_world
     from jobs.runtimes import RuntimePaths
     from portal.datacenters.models import Datacenter
 

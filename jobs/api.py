@@ -101,13 +101,10 @@ class WorkerSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 def jobs_visible_to(request: Request) -> QuerySet[Job]:
-    """The one place that decides whose jobs a request sees: its own, or everyone's for operators."""
-    jobs = Job.objects.select_related("owner", "datacenter")
-    if request.user.is_staff and request.query_params.get("owner"):
-        return jobs.filter(owner__username=request.query_params["owner"])
-    if request.user.is_staff and _flag(request, "all"):
-        return jobs
-    return jobs.filter(owner_id=request.user.pk)
+    """The jobs a request sees (Job.objects.visible_to): its own, or an operator's ?owner= or ?all=1."""
+    owner = request.query_params.get("owner")
+    everyone = request.user.is_staff and _flag(request, "all")
+    return Job.objects.select_related("owner", "datacenter").visible_to(request.user, owner, everyone)
 
 
 def get_job(request: Request, name: str) -> Job:
@@ -159,15 +156,18 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         upload_pending = _flag(request, "upload_pending")
         if upload_pending and not dry_run:
             raise exceptions.ValidationError({"upload_pending": ["only with dry_run=1"]})
+        serializer = JobSpecSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        checked = services.check(request.user, serializer.validated_data, upload_pending)  # type: ignore[arg-type]
         if dry_run:
-            job, checked = services.dry_run(request.user, request.data, upload_pending)  # type: ignore[arg-type]
+            job = services.dry_run(checked)
             answer = {
                 "dry_run": True,
                 "job": DryRunJobSerializer(job).data,
                 "requested": {"cpu": float(checked.cpu), "memory": checked.memory, "gpu": checked.gpu},
             }
             return Response(answer, status=status.HTTP_200_OK)
-        job = services.submit(request.user, request.data)  # type: ignore[arg-type]
+        job = services.submit(checked)
         job = Job.objects.select_related("owner", "datacenter").get(pk=job.pk)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
@@ -263,7 +263,7 @@ class JobLogs(APIView):
 def _worker_of(request: Request, job: Job) -> str:
     """The ?worker= of a logs or metrics request (default trainer-0); a 400 naming it if the job has none such."""
     worker = request.query_params.get("worker", "trainer-0")
-    names = {f"trainer-{i}" for i in range(job.trainers)} | {f"pserver-{i}" for i in range(job.pservers)}
+    names = set(job.worker_names)
     if worker not in names:
         raise exceptions.ValidationError(
             {"worker": [f"{quote(worker)} is not a worker of {job.name}; it has {_listed(sorted(names))}"]}

@@ -11,7 +11,6 @@ from typing import Any
 
 from django import forms
 from paddlecloud.contract import spec as rules
-from rest_framework import exceptions
 
 from jobs.models import JobState
 
@@ -86,9 +85,8 @@ class SubmitForm(forms.Form):
             data["env"] = env
         return data
 
-    def add_api_errors(self, error: exceptions.APIException) -> None:
-        """Put each message of the API's error on its field (quota and the like on the form)."""
-        detail = error.detail
+    def add_api_errors(self, detail: Any) -> None:
+        """Put each message of an API error's detail on its field (quota and the like on the form)."""
         if not isinstance(detail, dict):
             self.add_error(None, [str(item) for item in (detail if isinstance(detail, list) else [detail])])
             return

@@ -16,22 +16,19 @@ import secrets
 import stat
 from typing import IO
 
-from rest_framework import exceptions, serializers
+from paddlecloud.contract.quantity import quote
 
 from jobs.engines.base import LogChunk, TransientEngineError
+from jobs.errors import LogRefused
 from jobs.models import Job, Worker
-from portal.api.errors import quote
+from portal.errors import Forbidden, Invalid
 from storage import paths
-from storage.errors import StorageUnavailable, from_os_error
+from storage.errors import StorageUnavailable, raise_os_error
 
 MAX_CHUNK = 256 * 1024
 _MAX_CURSOR_DIGITS = 18  # an offset into any file that fits on a disk
 
 log = logging.getLogger(__name__)
-
-
-class LogRefused(exceptions.PermissionDenied):
-    default_code = "log_refused"
 
 
 def parse_cursor(cursor: str | None) -> int:
@@ -40,9 +37,9 @@ def parse_cursor(cursor: str | None) -> int:
     assert cursor is not None
     text = cursor.strip()
     if text.startswith("-") and text[1:].isdigit():
-        raise serializers.ValidationError({"cursor": ["must not be negative"]})
+        raise Invalid("must not be negative", "cursor")
     if not (text.isascii() and text.isdigit() and len(text) <= _MAX_CURSOR_DIGITS):
-        raise serializers.ValidationError({"cursor": [f"{quote(cursor)} is not a cursor returned by this API"]})
+        raise Invalid(f"{quote(cursor)} is not a cursor returned by this API", "cursor")
     return int(text)
 
 
@@ -65,8 +62,8 @@ def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | N
     """The worker's log file opened for reading; None while it does not exist; LogRefused (403) if unsafe."""
     try:
         target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker, file_name), follow_last=False)
-    except exceptions.PermissionDenied as exc:  # a folder on the way is a link out of the home
-        raise _refuse(job, worker, str(exc.detail)) from None
+    except Forbidden as exc:  # a folder on the way is a link out of the home
+        raise _refuse(job, worker, exc.message) from None
     try:
         opened = target.storage.open(target.name, "rb")
     except (FileNotFoundError, NotADirectoryError):
@@ -76,7 +73,7 @@ def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | N
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link (EMLINK on the BSDs)
             raise _refuse(job, worker, f"{target.logical} is a symbolic link, which is not followed") from None
-        raise from_os_error(exc, target.logical) from None
+        raise_os_error(exc, target.logical)
     handle: IO[bytes] = opened.file  # type: ignore[assignment]
     return handle
 
@@ -109,9 +106,9 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
                 storage.remove(temp)
             raise
     except StorageUnavailable as exc:
-        raise TransientEngineError(str(exc.detail)) from None  # not mounted right now: the next cycle retries
-    except (exceptions.PermissionDenied, NotADirectoryError) as exc:
-        _refuse(job, worker, f"not archived: {getattr(exc, 'detail', exc)}")
+        raise TransientEngineError(exc.message) from None  # not mounted right now: the next cycle retries
+    except (Forbidden, NotADirectoryError) as exc:
+        _refuse(job, worker, f"not archived: {exc}")
         return False
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.EMLINK):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -44,6 +46,21 @@ class Role(models.TextChoices):
     TRAINER = "trainer"
 
 
+def worker_name(role: str, index: int) -> str:
+    """How a worker is named to users, in logs and in cursors: "trainer-0", "pserver-1"."""
+    return f"{role}-{index}"
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def visible_to(self, user: Any, owner: str | None = None, everyone: bool = False) -> JobQuerySet:
+        """The one rule for whose jobs a user sees: their own; an operator also sees `owner`'s, or everyone's."""
+        if getattr(user, "is_staff", False) and owner:
+            return self.filter(owner__username=owner)
+        if getattr(user, "is_staff", False) and everyone:
+            return self
+        return self.filter(owner_id=user.pk)
+
+
 class Job(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
     datacenter = models.ForeignKey("datacenters.Datacenter", on_delete=models.PROTECT, related_name="jobs")
@@ -80,6 +97,8 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = JobQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
         constraints = [
@@ -104,6 +123,12 @@ class Job(models.Model):
     @property
     def pservers(self) -> int:
         return int(self.spec["pservers"])
+
+    @property
+    def worker_names(self) -> list[str]:
+        """Every worker's name, trainers first: what `worker=` of the log API accepts."""
+        trainers = [worker_name(Role.TRAINER, i) for i in range(self.trainers)]
+        return trainers + [worker_name(Role.PSERVER, i) for i in range(self.pservers)]
 
 
 class WorkerState(models.TextChoices):

@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rest_framework import exceptions, serializers
-
 from portal.datacenters.models import Datacenter
+from portal.errors import Forbidden, Invalid
 from storage import paths
 
 
@@ -36,10 +35,10 @@ def logical(datacenter: Datacenter, real: Path) -> str:
 def _package_path(datacenter: Datacenter, user: Any, text: str, write: bool) -> Path:
     try:
         resolved = paths.resolve(user, text, write=write, field="package")
-    except exceptions.PermissionDenied as exc:
-        raise serializers.ValidationError({"package": [str(exc.detail)]}) from None
+    except Forbidden as exc:
+        raise Invalid(exc.message, "package") from None
     if resolved.datacenter.pk != datacenter.pk:
-        raise serializers.ValidationError({"package": [f"{text!r} is not on datacenter {datacenter.name!r}"]})
+        raise Invalid(f"{text!r} is not on datacenter {datacenter.name!r}", "package")
     return resolved.real
 
 
@@ -49,9 +48,9 @@ def resolve_package(datacenter: Datacenter, user: Any, package: str, jobname: st
     real = _package_path(datacenter, user, text, write=False)
     if not real.exists():
         hint = " (upload it with `paddlectl submit ... DIR` or `paddlectl file cp`)" if not package else ""
-        raise serializers.ValidationError({"package": [f"{text!r} does not exist{hint}"]})
+        raise Invalid(f"{text!r} does not exist{hint}", "package")
     if not real.is_dir():
-        raise serializers.ValidationError({"package": [f"{text!r} is not a directory"]})
+        raise Invalid(f"{text!r} is not a directory", "package")
     return real
 
 
@@ -60,5 +59,5 @@ def check_upload_target(datacenter: Datacenter, user: Any, package: str, jobname
     text = package or f"/pfs/{datacenter.name}/home/{user.get_username()}/jobs/{jobname}"
     real = _package_path(datacenter, user, text, write=True)
     if real.exists() and not real.is_dir():
-        raise serializers.ValidationError({"package": [f"{text!r} is not a directory"]})
+        raise Invalid(f"{text!r} is not a directory", "package")
     return real

@@ -12,15 +12,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from paddlecloud import venvcache
 from paddlecloud.contract.jobenv import env_name
-from rest_framework import exceptions
 
 from jobs.models import Job, Runtime
-from portal.datacenters.models import Datacenter, Engine
+from portal.datacenters.models import Datacenter
 
 DEFAULT_RUNTIME = "default"
 DEFAULT_REQUIREMENTS = "paddlepaddle==3.0.0\nprotobuf<7\n"
@@ -51,23 +49,6 @@ def client_dir() -> Path:
 
 def names(datacenter: Datacenter) -> list[str]:
     return [DEFAULT_RUNTIME, *Runtime.objects.filter(datacenter=datacenter).values_list("name", flat=True)]
-
-
-def check_spec(datacenter: Datacenter, data: dict[str, Any]) -> None:
-    """On a local datacenter: `image` must name one of its runtimes, and its GPUs must cover `gpu`."""
-    if datacenter.engine != Engine.LOCAL:
-        return
-    image = data.get("image") or ""
-    if image and image != DEFAULT_RUNTIME and not Runtime.objects.filter(datacenter=datacenter, name=image).exists():
-        choices = ", ".join(names(datacenter))
-        raise exceptions.ValidationError(
-            {"image": [f"{image!r} is not a runtime of datacenter {datacenter.name}; choose one of: {choices}"]}
-        )
-    wanted = int(data.get("parallelism") or 1) * int(data.get("gpu") or 0)
-    if wanted > len(datacenter.gpus):
-        raise exceptions.ValidationError(
-            {"gpu": [f"the job needs {wanted} GPUs but datacenter {datacenter.name} has {len(datacenter.gpus)}"]}
-        )
 
 
 def requirements_of(datacenter: Datacenter, name: str) -> str:

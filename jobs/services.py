@@ -1,25 +1,30 @@
-"""Every write to jobs goes through here: submit (check, then a short transaction), dry run, kill and remove."""
+"""Every write to jobs goes through here: submit (check, then a short transaction), dry run, kill and remove.
+
+Check-then-do: the API validates the spec with its serializer, `check` turns the valid spec into a typed
+`Checked` (every check that needs no lock), and `submit` / `dry_run` take only that.
+"""
 
 from __future__ import annotations
 
 import secrets
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from rest_framework import exceptions
+from paddlecloud.contract.units import quantity_bytes
 
-from jobs import packages, runtimes, spec
+from jobs import packages, spec
+from jobs.engines import rules_for
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import workers_stopping
 from jobs.states import transition
-from portal.api.errors import Conflict
 from portal.datacenters import quota
-from portal.datacenters.api import usable_datacenter
-from portal.datacenters.models import Datacenter
+from portal.datacenters.models import Datacenter, usable_datacenter
+from portal.errors import Conflict, Invalid
 from portal.registry.models import RegistrySecret
 
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
@@ -36,18 +41,11 @@ def _choose_datacenter(user: User, name: str | None) -> Datacenter:
     if len(usable) == 1:
         return usable[0]
     names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
-    raise exceptions.ValidationError({"datacenter": [f"required; you may use: {names}"]})
+    raise Invalid(f"required; you may use: {names}", "datacenter")
 
 
 def _cores(value: Any) -> str:
     return f"{Decimal(value).normalize():f} cores"
-
-
-def _bytes(value: Any) -> str:
-    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if value >= size:
-            return f"{value / size:.4g}{unit}"
-    return f"{value} bytes"
 
 
 @dataclass(frozen=True)
@@ -63,26 +61,25 @@ class Checked:
     limits: quota.Amounts
 
 
-def check(user: User, payload: Any, upload_pending: bool = False) -> Checked:
-    """Every check of a submission that needs no lock: spec, datacenter, registry, package, quantities.
+def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = False) -> Checked:
+    """Every check of a submission that needs no lock: datacenter, registry, package, engine, quantities.
 
+    valid_spec: what the job spec serializer validated (jobs.spec.JobSpecSerializer).
     upload_pending: the package is about to be uploaded (a dry run before `paddlectl submit`
     uploads), so its path must be one the user may write, but need not exist yet.
     """
-    serializer = spec.JobSpecSerializer(data=payload)
-    serializer.is_valid(raise_exception=True)
-    data = dict(serializer.validated_data)
+    data = dict(valid_spec)
     datacenter = _choose_datacenter(user, data.pop("datacenter", None))
     data["datacenter"] = datacenter.name
     if data["registry"] and not RegistrySecret.objects.filter(owner=user, name=data["registry"]).exists():
-        raise exceptions.ValidationError(
-            {"registry": [f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)"]}
+        raise Invalid(
+            f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)", "registry"
         )
     if upload_pending:
         packages.check_upload_target(datacenter, user, data["package"], data["jobname"])
     else:
         packages.resolve_package(datacenter, user, data["package"], data["jobname"])
-    runtimes.check_spec(datacenter, data)  # local engine: `image` names a runtime, enough GPUs exist
+    rules_for(datacenter.engine).check_spec(datacenter, data)  # the local engine: `image` names a runtime, ...
     cpu, memory, gpu = spec.requested(data)
     return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter))
 
@@ -93,7 +90,7 @@ def _check_quota(checked: Checked) -> None:
     problems = []
     for label, asked, limit, in_use, show in (
         ("cpu", checked.cpu, limits.cpu, used.cpu, _cores),
-        ("memory", checked.memory, limits.memory, used.memory, _bytes),
+        ("memory", checked.memory, limits.memory, used.memory, lambda n: quantity_bytes(int(n))),
         ("gpu", checked.gpu, limits.gpu, used.gpu, str),
         ("jobs", 1, limits.jobs, used.jobs, lambda n: f"{n} active jobs"),
     ):
@@ -104,7 +101,7 @@ def _check_quota(checked: Checked) -> None:
                 f"over by {show(in_use + asked - limit)}"
             )
     if problems:
-        raise exceptions.ValidationError({"quota": problems})
+        raise Invalid(problems, "quota")
 
 
 def _check_name_free(checked: Checked) -> None:
@@ -112,24 +109,21 @@ def _check_name_free(checked: Checked) -> None:
     state = Job.objects.filter(owner=checked.user, name=name, state__in=ACTIVE_STATES).values_list("state", flat=True)
     if state:
         raise Conflict(
-            {"jobname": [f"you already have an active job named {name!r} ({state[0]}); kill it or choose another name"]}
+            f"you already have an active job named {name!r} ({state[0]}); kill it or choose another name", "jobname"
         )
 
 
-def dry_run(user: User, payload: Any, upload_pending: bool = False) -> tuple[Job, Checked]:
+def dry_run(checked: Checked) -> Job:
     """Answer what submit would, quota and name included, creating nothing: the job as it would be."""
-    checked = check(user, payload, upload_pending)
     _check_quota(checked)
     _check_name_free(checked)
     name = checked.spec["jobname"]
-    job = Job(owner=user, datacenter=checked.datacenter, name=name, uid="", spec=checked.spec)
-    return job, checked
+    return Job(owner=checked.user, datacenter=checked.datacenter, name=name, uid="", spec=checked.spec)
 
 
-def submit(user: User, payload: Any) -> Job:
-    """Validate the spec, check the quota and create the job; submit_job runs once this commits."""
-    checked = check(user, payload)
-    data = checked.spec
+def submit(checked: Checked) -> Job:
+    """Check the quota and the name again under the user's lock and create the job; submit_job runs on commit."""
+    user, data = checked.user, checked.spec
     # Short: the checks above needed no lock; here only the quota and name re-check and one insert.
     with transaction.atomic():
         # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
@@ -139,11 +133,14 @@ def submit(user: User, payload: Any) -> Job:
         try:
             with transaction.atomic():
                 job = Job.objects.create(
-                    owner=user, datacenter=checked.datacenter, name=data["jobname"], uid=_uid(data["jobname"]),
+                    owner=user,
+                    datacenter=checked.datacenter,
+                    name=data["jobname"],
+                    uid=_uid(data["jobname"]),
                     spec=data,
                 )
         except IntegrityError:
-            raise Conflict({"jobname": [f"you already have an active job named {data['jobname']!r}"]}) from None
+            raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
         from jobs.tasks import submit_job
 
         transaction.on_commit(lambda: submit_job.delay(job.pk))

@@ -48,18 +48,25 @@ def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
             release(job, engine)  # killed while starting: stop what was just started
 
 
+KILL_RECHECK_SECONDS = 0.5  # how soon a kill looks again while the job's processes or pods wind down
+
+
 @shared_task(name="jobs.kill_job", acks_late=True)
-def kill_job(job_id: int) -> None:
-    """Stop a killed job's processes or pods, waiting out the grace period."""
-    deadline = time.monotonic() + settings.PADDLECLOUD_KILL_GRACE_SECONDS + 15
-    while time.monotonic() < deadline:
-        job = Job.objects.select_related("owner", "datacenter").filter(pk=job_id).first()
-        if job is None or job.state not in TERMINAL_STATES or job.released:
-            return
-        if release(job, engine_for(job.datacenter)):
-            return
-        time.sleep(0.5)
-    # Whatever is left, the reconciler's release sweep finishes.
+def kill_job(job_id: int, until: float | None = None) -> None:
+    """Stop a killed job's processes or pods; while some still run, look again soon, until the grace is over.
+
+    Looking again is a new message with a countdown, not a sleep: no worker slot waits out a grace
+    period, and any worker may take the next look. `until` (epoch seconds) travels with the messages;
+    whatever is left after it, the reconciler's release sweep finishes.
+    """
+    deadline = until if until is not None else time.time() + settings.PADDLECLOUD_KILL_GRACE_SECONDS + 15
+    job = Job.objects.select_related("owner", "datacenter").filter(pk=job_id).first()
+    if job is None or job.state not in TERMINAL_STATES or job.released:
+        return
+    if release(job, engine_for(job.datacenter)):
+        return
+    if time.time() < deadline:
+        kill_job.apply_async((job_id, deadline), countdown=KILL_RECHECK_SECONDS)
 
 
 @shared_task(name="jobs.reconcile", ignore_result=True)

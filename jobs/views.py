@@ -9,7 +9,6 @@ from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,10 +17,13 @@ from django.views.decorators.http import require_POST
 from rest_framework import exceptions
 
 from jobs import packages, services
+from jobs.errors import LogRefused
 from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec
-from jobs.logfiles import LogRefused, open_log
+from jobs.logfiles import open_log
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
+from jobs.spec import JobSpecSerializer
 from portal.datacenters.models import Datacenter
+from portal.errors import DomainError
 from portal.registry.models import RegistrySecret
 from storage import files, paths
 
@@ -32,15 +34,13 @@ PAGE_SIZE = 25
 PACKAGE_CHOICES = 200  # folders offered as packages, at most
 
 
-def visible_jobs(request: HttpRequest) -> QuerySet[Job]:
-    """The one place pages decide whose jobs a user sees: their own, or everyone's for operators."""
-    jobs = Job.objects.select_related("owner", "datacenter")
-    return jobs if request.user.is_staff else jobs.filter(owner_id=request.user.pk)
-
-
 def _job_for(request: HttpRequest, ref: str) -> Job:
-    """A job by uid, or the newest run of that name (the user's own first; operators then anyone's)."""
-    jobs = visible_jobs(request).order_by("-created_at")
+    """A job by uid, or the newest run of that name (the user's own first; operators then anyone's).
+
+    Who sees what is `Job.objects.visible_to`, the API's rule: an operator sees any run, as with ?all=1.
+    """
+    jobs = Job.objects.select_related("owner", "datacenter").visible_to(request.user, everyone=True)
+    jobs = jobs.order_by("-created_at")
     job = jobs.filter(uid=ref).first() or jobs.filter(owner_id=request.user.pk, name=ref).first()
     if job is None and request.user.is_staff:
         job = jobs.filter(name=ref).first()
@@ -67,10 +67,12 @@ def _decorate(jobs: list[Job]) -> list[Job]:
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     form = JobFilterForm(request.GET)
-    jobs = visible_jobs(request).order_by("-created_at")
+    jobs = Job.objects.select_related("owner", "datacenter").order_by("-created_at")
     status = 200
     if form.is_valid():
         wanted = form.cleaned_data
+        # Operators see everyone's jobs here (the issue's jobs list), or one owner's with ?owner=.
+        jobs = jobs.visible_to(request.user, owner=wanted["owner"] or None, everyone=True)
         if wanted["state"] == "active":
             jobs = jobs.filter(state__in=ACTIVE_STATES)
         elif wanted["state"]:
@@ -79,8 +81,6 @@ def job_list(request: HttpRequest) -> HttpResponse:
             jobs = jobs.filter(datacenter__name=wanted["datacenter"])
         if wanted["q"]:
             jobs = jobs.filter(name__icontains=wanted["q"])
-        if wanted["owner"] and request.user.is_staff:
-            jobs = jobs.filter(owner__username=wanted["owner"])
     else:
         jobs, status = jobs.none(), 400
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -108,12 +108,8 @@ def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
         "duration": duration(job),
         "output": output,
         "may_browse_output": job.owner_id == request.user.pk,
-        "worker_names": _worker_names(job),
+        "worker_names": job.worker_names,
     }
-
-
-def _worker_names(job: Job) -> list[str]:
-    return [f"trainer-{i}" for i in range(job.trainers)] + [f"pserver-{i}" for i in range(job.pservers)]
 
 
 @login_required
@@ -134,19 +130,19 @@ def job_live(request: HttpRequest, ref: str) -> HttpResponse:
 @login_required
 def job_logs(request: HttpRequest, ref: str) -> HttpResponse:
     job = _job_for(request, ref)
-    return render(request, "jobs/logs.html", {"job": job, "worker_names": _worker_names(job)})
+    return render(request, "jobs/logs.html", {"job": job, "worker_names": job.worker_names})
 
 
 @login_required
 def log_download(request: HttpRequest, ref: str, worker: str) -> HttpResponse | FileResponse:
     """The worker's whole log file, streamed through the API's reader (beneath the root, no links)."""
     job = _job_for(request, ref)
-    if worker not in _worker_names(job):
+    if worker not in job.worker_names:
         raise Http404("no such worker")
     try:
         handle = open_log(job, worker)
     except LogRefused as exc:
-        return HttpResponse(str(exc.detail), status=403, content_type="text/plain; charset=utf-8")
+        return HttpResponse(exc.message, status=403, content_type="text/plain; charset=utf-8")
     if handle is None:
         raise Http404("this worker has written no log yet")
     return FileResponse(
@@ -185,7 +181,7 @@ def _package_folders(request: HttpRequest, datacenters: list[Datacenter]) -> lis
         for folder in (home, f"{home}/jobs"):
             try:
                 entries = files.listing(request.user, folder, recursive=False)[0:PACKAGE_CHOICES]
-            except exceptions.APIException:
+            except DomainError:
                 continue  # not there yet, or the storage is not mounted: offer nothing from it
             found += [entry["path"] for entry in entries if entry["kind"] == "dir"]
     return sorted(set(found))[:PACKAGE_CHOICES]
@@ -204,15 +200,21 @@ def job_new(request: HttpRequest) -> HttpResponse:
             payload = form.payload()
             if form.is_valid():  # the env lines parsed
                 try:
+                    # The API's own steps: the spec serializer, then check, then dry_run or submit.
+                    serializer = JobSpecSerializer(data=payload)
+                    serializer.is_valid(raise_exception=True)
+                    checked = services.check(request.user, serializer.validated_data)  # type: ignore[arg-type]
                     if "dry_run" in request.POST:
-                        job, checked = services.dry_run(request.user, payload)  # type: ignore[arg-type]
+                        job = services.dry_run(checked)
                         dry_run_result = {"job": job, "cpu": checked.cpu, "memory": checked.memory, "gpu": checked.gpu}
                     else:
-                        job = services.submit(request.user, payload)  # type: ignore[arg-type]
+                        job = services.submit(checked)
                         messages.success(request, f"Job {job.name} submitted.")
                         return redirect("job-detail", ref=job.uid)
                 except exceptions.APIException as exc:
-                    form.add_api_errors(exc)
+                    form.add_api_errors(exc.detail)
+                except DomainError as exc:
+                    form.add_api_errors({exc.field: exc.messages} if exc.field else exc.messages)
         status = 400 if form.errors else 200
     else:
         initial: dict[str, Any] = {}

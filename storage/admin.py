@@ -6,9 +6,9 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from paddlecloud.contract.units import human_bytes
 
 from storage.models import StorageUsage, Upload
-from storage.usage import human
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -27,11 +27,11 @@ class StorageUsageAdmin(ReadOnlyAdmin):
 
     @admin.display(ordering="used_bytes")
     def used(self, obj: StorageUsage) -> str:
-        return human(obj.used_bytes)
+        return human_bytes(obj.used_bytes)
 
     @admin.display(ordering="reserved_bytes")
     def reserved(self, obj: StorageUsage) -> str:
-        return human(obj.reserved_bytes)
+        return human_bytes(obj.reserved_bytes)
 
 
 @admin.register(Upload)
@@ -42,4 +42,4 @@ class UploadAdmin(ReadOnlyAdmin):
 
     @admin.display(ordering="size", description="size")
     def upload_size(self, obj: Upload) -> str:
-        return human(obj.size)
+        return human_bytes(obj.size)

@@ -1,14 +1,13 @@
 """PFS API under /api/v1/files/: ls, stat, mkdir, rm, download (Range), chunked resumable uploads.
 
 Views stay thin: access and paths are decided in storage.paths, the work is done in storage.files and
-storage.uploads. Paths are logical (/pfs/<dc>/home/<user>/..., /pfs/<dc>/public/...).
+storage.uploads; the Range header is read by storage.http_range and chunk bodies by
+storage.gunicorn_body. Paths are logical (/pfs/<dc>/home/<user>/..., /pfs/<dc>/public/...).
 """
 
 from __future__ import annotations
 
-import io
 import re
-import socket
 from datetime import timedelta
 from typing import Any
 
@@ -23,17 +22,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-try:  # the WSGI server `make run` and production use; optional for the storage API itself
-    from gunicorn.http.body import Body as _GunicornBody
-    from gunicorn.http.body import LengthReader as _LengthReader
-except ImportError:  # pragma: no cover
-    _GunicornBody = _LengthReader = None  # type: ignore[assignment,misc]
-
 from portal.api.errors import quote
 from portal.api.pagination import PageQuery, Pagination
 from portal.api.serializers import StrictSerializer
+from portal.errors import Invalid
 from storage import conf, files, paths, uploads
-from storage.errors import Refused
+from storage.checksums import format_checksum
+from storage.descriptors import PIECE
+from storage.gunicorn_body import request_body
+from storage.http_range import FileSlice, parse_range
 from storage.models import Upload, UploadState
 
 PATH_HELP = "Logical path: /pfs/<datacenter>/home/<user>/... or /pfs/<datacenter>/public/..."
@@ -135,53 +132,6 @@ class RemoveView(APIView):
 
 # --- download ---------------------------------------------------------------------------------
 
-_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
-
-
-def parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
-    """One byte range as (start, end inclusive); None to send the whole file; False if unsatisfiable."""
-    match = _RANGE.match(header)
-    if match is None:
-        return None  # several ranges or another unit: RFC 9110 lets us answer with the whole file
-    first, last = match.groups()
-    if not first and not last:
-        return None
-    if not first:
-        suffix = int(last)
-        if suffix == 0 or size == 0:
-            return False
-        return max(size - suffix, 0), size - 1
-    start = int(first)
-    end = int(last) if last else size - 1
-    if last and end < start:
-        return None
-    if start >= size:
-        return False
-    return start, min(end, size - 1)
-
-
-class _Slice:
-    """A file limited to [start, start + length): read() stops at the end, fileno() lets gunicorn sendfile."""
-
-    def __init__(self, handle: Any, start: int, length: int) -> None:
-        self._handle = handle
-        self._left = length
-        handle.seek(start)
-
-    def read(self, size: int = -1) -> bytes:
-        if self._left <= 0:
-            return b""
-        size = self._left if size is None or size < 0 else min(size, self._left)
-        data: bytes = self._handle.read(size)
-        self._left -= len(data)
-        return data
-
-    def fileno(self) -> int:
-        return int(self._handle.fileno())
-
-    def close(self) -> None:
-        self._handle.close()
-
 
 class DownloadView(APIView):
     """The file's bytes, streamed (never whole in memory); one `Range: bytes=a-b` gives a 206."""
@@ -210,12 +160,12 @@ class DownloadView(APIView):
         start, end = wanted if isinstance(wanted, tuple) else (0, size - 1)
         length = end - start + 1 if size else 0
         streamed = FileResponse(
-            _Slice(download.handle, start, length),
+            FileSlice(download.handle, start, length),
             as_attachment=True,
             filename=download.name,
             content_type="application/octet-stream",  # never rendered as HTML from the portal's origin
         )
-        streamed.block_size = uploads.PIECE
+        streamed.block_size = PIECE
         streamed["Content-Length"] = str(length)
         streamed["Accept-Ranges"] = "bytes"
         streamed["ETag"] = etag
@@ -248,7 +198,7 @@ def upload_json(upload: Upload, report: dict[str, Any] | None = None) -> dict[st
         "id": str(upload.id),
         "path": upload.path,
         "size": upload.size,
-        "checksum": uploads.format_checksum(upload.checksum),
+        "checksum": format_checksum(upload.checksum),
         "chunk_size": upload.chunk_size,
         "chunks": upload.chunk_count,
         "state": upload.state,
@@ -339,68 +289,10 @@ class UploadDetailView(APIView):
 _INDEX = re.compile(r"[0-9]{1,18}")
 
 
-class GunicornBody:
-    """The rest of a gunicorn request body, read straight from the socket into the caller's buffer.
-
-    gunicorn's wsgi.input reads in 1 KiB steps and copies each several times, which holds an upload to a
-    few hundred MB/s on a core; recv_into a 1 MiB buffer that is then hashed and written reaches the
-    disk's speed. Bytes gunicorn already took off the socket come first; its length bookkeeping is kept,
-    so a kept-alive connection's next request starts where it should.
-    """
-
-    def __init__(self, reader: Any, sock: socket.socket) -> None:
-        self._reader = reader  # gunicorn.http.body.LengthReader: .length is what is left of the body
-        self._unreader = reader.unreader
-        self._sock = sock
-
-    def readinto(self, view: memoryview) -> int:
-        want = min(len(view), self._reader.length)
-        if want <= 0:
-            return 0
-        buffered = self._unreader.buf
-        buffered.seek(0, io.SEEK_END)
-        if buffered.tell():
-            data = self._unreader.read()  # everything buffered, which may run past this body
-            if len(data) > want:
-                self._unreader.unread(data[want:])
-                data = data[:want]
-            got = len(data)
-            view[:got] = data
-        else:
-            got = self._sock.recv_into(view[:want])
-        self._reader.length -= got
-        return got
-
-    def read(self, size: int = -1, /) -> bytes:
-        buffer = memoryview(bytearray(min(size, self._reader.length) if size >= 0 else self._reader.length))
-        got = self.readinto(buffer)
-        return bytes(buffer[:got])
-
-
-def request_body(request: Request) -> uploads.Readable:
-    """The request body as a stream that ends at Content-Length, read without parsing it."""
-    django_request = request._request
-    stream = django_request.META.get("wsgi.input")
-    sock = django_request.META.get("gunicorn.socket")
-    reader = getattr(stream, "reader", None)
-    if (
-        _LengthReader is not None
-        and isinstance(stream, _GunicornBody)
-        and isinstance(reader, _LengthReader)
-        and isinstance(sock, socket.socket)
-        and isinstance(getattr(getattr(reader, "unreader", None), "buf", None), io.BytesIO)
-        and isinstance(getattr(reader, "length", None), int)
-    ):
-        stream.buf.seek(0, io.SEEK_END)
-        if stream.buf.tell() == 0:  # nothing read through wsgi.input yet
-            return GunicornBody(reader, sock)
-    return django_request  # Django's stream, bounded by Content-Length
-
-
 def chunk_index(text: str) -> int:
     """The chunk number in the URL: a whole number from 0 (a 400 naming `index` otherwise)."""
     if not _INDEX.fullmatch(text):
-        raise Refused("index", f"must be a whole number from 0 (got {quote(text)})", "invalid")
+        raise Invalid(f"must be a whole number from 0 (got {quote(text)})", "index")
     return int(text)
 
 
@@ -432,7 +324,12 @@ class UploadChunkView(APIView):
         except ValueError:
             length = -1
         upload = uploads.put_chunk(
-            request.user, upload_id, number, request_body(request), length, request.headers.get("X-Chunk-Checksum", "")
+            request.user,
+            upload_id,
+            number,
+            request_body(request._request),
+            length,
+            request.headers.get("X-Chunk-Checksum", ""),
         )
         return Response(
             {

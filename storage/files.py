@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import IO, Any
 
-from rest_framework import exceptions
-
+from portal.errors import Conflict, Forbidden, NotFound
 from storage import paths, uploads, usage
 from storage.backends import Entry, entry_of
-from storage.errors import conflict, from_os_error
+from storage.errors import raise_os_error
 from storage.models import LIVE_STATES, Upload
 from storage.paths import ResolvedPath
 
@@ -35,7 +34,7 @@ def _lstat(target: ResolvedPath) -> os.stat_result:
     try:
         return target.storage.lstat(target.name)
     except OSError as exc:
-        raise from_os_error(exc, target.logical) from None
+        raise_os_error(exc, target.logical)
 
 
 def stat_path(user: Any, path: str) -> dict[str, Any]:
@@ -59,7 +58,7 @@ class Listing:
                 return
             yield from storage.walk(name) if self.recursive else storage.scandir(name)
         except OSError as exc:
-            raise from_os_error(exc, self.target.logical) from None
+            raise_os_error(exc, self.target.logical)
 
     def count(self) -> int:
         return sum(1 for _ in self._entries())
@@ -94,18 +93,18 @@ def mkdir(user: Any, path: str, parents: bool) -> tuple[dict[str, Any], bool]:
         if st is not None:
             if parents and stat.S_ISDIR(st.st_mode):
                 return entry_json(target.logical, entry_of(target.name, st)), False
-            raise conflict(f"{target.logical} already exists", "exists")
+            raise Conflict(f"{target.logical} already exists", code="exists")
         missing = storage.missing_dirs(target.name)
         if len(missing) > 1 and not parents:
             parent = target.logical.rsplit("/", 1)[0]
-            raise exceptions.NotFound(f"{parent} does not exist; pass parents to create it too")
+            raise NotFound(f"{parent} does not exist; pass parents to create it too")
         clash_name = "/".join(target.name.split("/")[: len(target.name.split("/")) - len(missing) + 1])
         clash = storage.normalization_clash(clash_name)
         if clash is not None:
-            raise conflict(
+            raise Conflict(
                 f"{target.logical}: {clash_name.rsplit('/', 1)[-1]!r} differs only by Unicode normalization "
                 f"from the existing {clash!r}; rename one of them",
-                "normalization_clash",
+                code="normalization_clash",
             )
         with usage.ledger(user, target.datacenter, counts=target.area == paths.HOME) as book:
             book.check(add_files=len(missing))
@@ -113,7 +112,7 @@ def mkdir(user: Any, path: str, parents: bool) -> tuple[dict[str, Any], bool]:
             book.apply(used_files=created)
         return entry_json(target.logical, entry_of(target.name, storage.lstat(target.name))), True
     except OSError as exc:
-        raise from_os_error(exc, target.logical) from None
+        raise_os_error(exc, target.logical)
 
 
 @dataclass(frozen=True)
@@ -127,11 +126,11 @@ def remove(user: Any, path: str, recursive: bool) -> Removed:
     """Remove a file or symlink, or a directory tree with recursive=True; usage drops by what went."""
     target = paths.resolve(user, path, write=True, follow_last=False)
     if target.is_area_root:
-        raise exceptions.PermissionDenied(f"{target.logical} is {target.area_label} itself; it cannot be removed")
+        raise Forbidden(f"{target.logical} is {target.area_label} itself; it cannot be removed")
     st = _lstat(target)
     if stat.S_ISDIR(st.st_mode) and not recursive:
-        raise conflict(
-            f"{target.logical} is a directory; pass recursive to remove it and everything in it", "is_a_directory"
+        raise Conflict(
+            f"{target.logical} is a directory; pass recursive to remove it and everything in it", code="is_a_directory"
         )
     storage = target.storage
     freed: tuple[int, int] = (0, 0)
@@ -140,7 +139,7 @@ def remove(user: Any, path: str, recursive: bool) -> Removed:
         freed = storage.rmtree(target.name) if stat.S_ISDIR(st.st_mode) else storage.remove(target.name)
     except OSError as exc:
         freed = getattr(exc, "freed", (0, 0))
-        raise from_os_error(exc, target.logical) from None
+        raise_os_error(exc, target.logical)
     finally:
         with usage.ledger(user, target.datacenter, counts=target.area == paths.HOME) as book:
             book.apply(used_bytes=-freed[0], used_files=-freed[1])
@@ -173,9 +172,11 @@ def open_download(user: Any, path: str) -> Download:
     try:
         opened = target.storage.open(target.name, "rb")
     except IsADirectoryError:
-        raise conflict(f"{target.logical} is not a regular file; list directories instead", "is_a_directory") from None
+        raise Conflict(
+            f"{target.logical} is not a regular file; list directories instead", code="is_a_directory"
+        ) from None
     except OSError as exc:
-        raise from_os_error(exc, target.logical) from None
+        raise_os_error(exc, target.logical)
     handle: IO[bytes] = opened.file  # type: ignore[assignment]
     st = os.fstat(handle.fileno())
     return Download(handle=handle, size=st.st_size, mtime_ns=st.st_mtime_ns, name=target.logical.rsplit("/", 1)[-1])

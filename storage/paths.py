@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rest_framework import exceptions
+from paddlecloud.contract.quantity import quote
 
-from portal.api.errors import quote
 from portal.datacenters.models import Datacenter
+from portal.errors import Forbidden, Invalid
 from storage import backends
 from storage import errors as storage_errors
 from storage.backends import TEMP_PREFIX, PfsStorage, storage_for
@@ -67,8 +67,8 @@ class ResolvedPath:
 def parse(path: Any, field: str = "path") -> list[str]:
     """Check a logical path's text and return its components after /pfs (400 naming the rule broken)."""
 
-    def bad(message: str) -> exceptions.ValidationError:
-        return storage_errors.path_invalid(message, field)
+    def bad(message: str) -> Invalid:
+        return Invalid(message, field)
 
     if not isinstance(path, str) or not path:
         raise bad(f"a path such as {EXAMPLE} is required")
@@ -118,7 +118,7 @@ def home_logical(user: Any, datacenter: Datacenter) -> str:
 def home_area(user: Any) -> str:
     name = user.get_username()
     if name in (".", "..") or "/" in name or not unicodedata.is_normalized("NFC", name) or len(name.encode()) > 255:
-        raise exceptions.PermissionDenied(f"the user name {name!r} cannot be a home directory; tell the operators")
+        raise Forbidden(f"the user name {name!r} cannot be a home directory; tell the operators")
     return f"{HOME}/{name}"
 
 
@@ -136,7 +136,7 @@ def home_dir(user: Any, datacenter: Datacenter) -> Path:
     except backends.StorageUnavailable:
         raise storage_errors.StorageUnavailable() from None
     except OSError as exc:
-        raise storage_errors.from_os_error(exc, home_logical(user, datacenter)) from None
+        storage_errors.raise_os_error(exc, home_logical(user, datacenter))
 
 
 def resolve(
@@ -153,7 +153,7 @@ def resolve(
     datacenter = Datacenter.objects.usable_by(user).filter(name=dc_name).first()
     if datacenter is None:
         names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
-        raise exceptions.PermissionDenied(f"you may not use datacenter {dc_name!r}; you may use: {names}")
+        raise Forbidden(f"you may not use datacenter {dc_name!r}; you may use: {names}")
     home = home_logical(user, datacenter)
     public = f"/pfs/{datacenter.name}/{PUBLIC}"
     area = parts[1] if len(parts) > 1 else ""
@@ -162,15 +162,15 @@ def resolve(
         logical_root = home
     elif area == PUBLIC:
         if write and not user.is_staff:
-            raise exceptions.PermissionDenied(f"{public} is read-only; only operators write it")
+            raise Forbidden(f"{public} is read-only; only operators write it")
         owner, below, area_name = None, parts[2:], _public_name(datacenter)
         logical_root = public
     elif area == HOME and len(parts) > 2:
-        raise exceptions.PermissionDenied(
+        raise Forbidden(
             f"/pfs/{dc_name}/{HOME}/{parts[2]} is another user's home; you may use only {home}"
         )
     else:
-        raise exceptions.PermissionDenied(f"paths must be under {home} or {public}")
+        raise Forbidden(f"paths must be under {home} or {public}")
 
     return _locate(datacenter, owner, area_name, logical_root, below, follow_last, "your home")
 
@@ -205,9 +205,9 @@ def _locate(
         where = "/".join([logical_root, *below[: escape.index + 1]])
         label = home_label if owner is not None else "public"
         message = f"{where} is a symlink that leads outside {label}; it is not followed"
-        raise exceptions.PermissionDenied(message) from None
+        raise Forbidden(message) from None
     except OSError as exc:
-        raise storage_errors.from_os_error(exc, logical_root) from None
+        storage_errors.raise_os_error(exc, logical_root)
     return ResolvedPath(
         datacenter=datacenter,
         logical=logical,

@@ -1,4 +1,4 @@
-"""Periodic storage work, run by beat."""
+"""Storage work in the background: upload verification, and periodic expiry and recounts (beat)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ from storage import uploads
 def cleanup_uploads() -> int:
     """Expire abandoned uploads (temp file removed, reservation released); idempotent."""
     return uploads.cleanup()
+
+
+@shared_task(name="storage.verify_upload", ignore_result=True, acks_late=True)
+def verify_upload(upload_id: str) -> None:
+    """Verify a large upload after `complete` answered 202; a worker that dies leaves it to the next one."""
+    uploads.verify(upload_id)
 
 
 @shared_task(name="storage.recompute_usage", ignore_result=True)

@@ -12,6 +12,8 @@ Life of an upload (`Upload.state`):
                Missing or wrong chunks send it back to open (resumable); anything else fails it.
   abort / expiry / failure -> the temp file is removed and the reservation released, exactly once:
                whoever moves the row out of a live state with a conditional UPDATE does it.
+
+The checksum format lives in storage.checksums, the streaming reads and writes in storage.descriptors.
 """
 
 from __future__ import annotations
@@ -19,58 +21,27 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import stat
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
-import xxhash
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
-from rest_framework import exceptions
 
-from storage import conf, paths, usage
+from portal.errors import Conflict, DomainError, Invalid, NotFound
+from storage import conf, descriptors, paths, usage
 from storage.backends import TEMP_PREFIX, PfsStorage, storage_for
-from storage.errors import LengthRequired, Refused, conflict, from_os_error, path_invalid
+from storage.checksums import format_checksum, parse_checksum
+from storage.descriptors import hash_fd, hash_range, write_at
+from storage.errors import LengthRequired, raise_os_error
 from storage.models import LIVE_STATES, Upload, UploadChunk, UploadState
 
 log = logging.getLogger(__name__)
 
-PIECE = 1024 * 1024  # bytes read from the request and written per pwrite
 ACTIVITY_PRECISION = timedelta(minutes=1)  # an upload's updated_at is refreshed by chunks at most this often
-VERIFY_BEAT = timedelta(seconds=10)  # a verifier refreshes updated_at this often while it hashes
 VERIFY_STALE = timedelta(minutes=5)  # a verifying upload silent this long is taken over by the next complete
-HASH_PIECE = 4 * 1024 * 1024  # bytes per read when hashing the whole file
-CHECKSUM_ALGORITHM = "xxh3_128"
-_CHECKSUM = re.compile(r"^(?:xxh3_128:)?([0-9a-fA-F]{32})$")
-
-
-class Readable(Protocol):
-    """A request body: read(n) gives at most n bytes, b"" at its end; it may also offer readinto()."""
-
-    def read(self, size: int = ..., /) -> bytes: ...
-
-
-def new_hasher() -> Any:
-    return xxhash.xxh3_128()
-
-
-def parse_checksum(value: Any, field: str) -> str:
-    """'xxh3_128:<32 hex digits>' (the prefix may be left out) -> lowercase hex."""
-    match = _CHECKSUM.match(value.strip()) if isinstance(value, str) else None
-    if match is None:
-        raise path_invalid(
-            f"must be an XXH3-128 checksum: 'xxh3_128:' followed by 32 hex digits (got {str(value)[:80]!r})", field
-        )
-    return match.group(1).lower()
-
-
-def format_checksum(digest: str) -> str:
-    return f"{CHECKSUM_ALGORITHM}:{digest}"
 
 
 def ranges(indexes: Iterable[int]) -> list[list[int]]:
@@ -98,14 +69,14 @@ def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None
     chunk = chunk_size or conf.default_chunk_size()
     maximum = conf.max_chunk_size()
     if chunk % conf.CHUNK_ALIGN or not conf.CHUNK_ALIGN <= chunk <= maximum:
-        raise path_invalid(
+        raise Invalid(
             f"must be a multiple of {conf.CHUNK_ALIGN} (64 KiB) between {conf.CHUNK_ALIGN} and {maximum}", "chunk_size"
         )
     if size < 0:
-        raise path_invalid("must not be negative", "size")
+        raise Invalid("must not be negative", "size")
     target = paths.resolve(user, path, write=True, follow_last=False)
     if target.is_area_root:
-        raise conflict(f"{target.logical} is a directory", "is_a_directory")
+        raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
     storage = target.storage
     parent = os.path.dirname(target.name)
     try:
@@ -114,11 +85,11 @@ def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None
         except FileNotFoundError:
             existing = None
         if existing is not None and _is_dir(existing):
-            raise conflict(f"{target.logical} is a directory", "is_a_directory")
+            raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
         missing = storage.missing_dirs(parent)
         _refuse_normalization_clash(storage, target.logical, target.name, missing, existing is None)
     except OSError as exc:
-        raise from_os_error(exc, target.logical) from None
+        raise_os_error(exc, target.logical)
 
     upload = Upload(
         id=uuid.uuid4(),
@@ -145,7 +116,7 @@ def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None
     except OSError as exc:
         if created_temp:
             _remove_temp(storage, upload)
-        raise from_os_error(exc, target.logical) from None
+        raise_os_error(exc, target.logical)
     except BaseException:
         if created_temp:
             _remove_temp(storage, upload)
@@ -173,10 +144,10 @@ def _refuse_normalization_clash(
         clash = storage.normalization_clash(candidate)
         if clash is not None:
             wanted = candidate.rsplit("/", 1)[-1]
-            raise conflict(
+            raise Conflict(
                 f"{logical}: {wanted!r} differs only by Unicode normalization from the existing {clash!r}; "
                 "rename one of them",
-                "normalization_clash",
+                code="normalization_clash",
             )
 
 
@@ -188,10 +159,10 @@ def get_upload(user: Any, upload_id: str) -> Upload:
     try:
         key = uuid.UUID(str(upload_id))
     except ValueError:
-        raise exceptions.NotFound(f"upload {str(upload_id)[:60]!r} not found") from None
+        raise NotFound(f"upload {str(upload_id)[:60]!r} not found") from None
     upload = Upload.objects.select_related("datacenter", "owner").filter(pk=key, owner=user).first()
     if upload is None:
-        raise exceptions.NotFound(f"upload {key} not found")
+        raise NotFound(f"upload {key} not found")
     return upload
 
 
@@ -199,28 +170,28 @@ def _refuse_unless_open(upload: Upload) -> None:
     if upload.state == UploadState.OPEN:
         return
     if upload.state == UploadState.VERIFYING:
-        raise conflict(f"upload {upload.id} is being verified; wait for it to finish", "upload_verifying")
+        raise Conflict(f"upload {upload.id} is being verified; wait for it to finish", code="upload_verifying")
     reason = f": {upload.error}" if upload.error else ""
-    raise conflict(f"upload {upload.id} is {upload.state}{reason}", f"upload_{upload.state}")
+    raise Conflict(f"upload {upload.id} is {upload.state}{reason}", code=f"upload_{upload.state}")
 
 
 # --- chunks -----------------------------------------------------------------------------------
 
 
-def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int | None, checksum: Any) -> Upload:
+def put_chunk(
+    user: Any, upload_id: str, index: int, body: descriptors.Readable, length: int | None, checksum: Any
+) -> Upload:
     """Write chunk `index` from `body` (exactly `length` bytes) at its offset; 400 if its checksum differs."""
     upload = get_upload(user, upload_id)
     _refuse_unless_open(upload)
     count = upload.chunk_count
     if not 0 <= index < count:
-        raise path_invalid(f"chunk index must be between 0 and {count - 1} (got {index})", "index")
+        raise Invalid(f"chunk index must be between 0 and {count - 1} (got {index})", "index")
     expected = upload.chunk_length(index)
     if length is None:
         raise LengthRequired()
     if length != expected:
-        raise path_invalid(
-            f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length"
-        )
+        raise Invalid(f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length")
     want = parse_checksum(checksum, "X-Chunk-Checksum")
     storage = storage_for(upload.datacenter)
     try:
@@ -228,7 +199,7 @@ def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int
     except FileNotFoundError:
         raise _temp_gone(upload) from None
     except OSError as exc:
-        raise from_os_error(exc, upload.path) from None
+        raise_os_error(exc, upload.path)
     try:
         # Shared: chunks write in parallel; `complete` takes it exclusively before it verifies.
         fcntl.flock(fd, fcntl.LOCK_SH)
@@ -239,11 +210,11 @@ def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int
         if resent.exists():  # a read first: most chunks arrive once, and a write costs a commit
             resent.delete()
         try:
-            digest, written = _write_at(fd, index * upload.chunk_size, body, expected)
+            digest, written = write_at(fd, index * upload.chunk_size, body, expected)
         except OSError as exc:
-            raise from_os_error(exc, upload.path) from None
+            raise_os_error(exc, upload.path)
         if written != expected:
-            raise path_invalid(f"chunk {index} ended after {written} of {expected} bytes; send it again", "body")
+            raise Invalid(f"chunk {index} ended after {written} of {expected} bytes; send it again", "body")
         ok = digest == want
         now = timezone.now()
         with transaction.atomic():
@@ -259,72 +230,21 @@ def put_chunk(user: Any, upload_id: str, index: int, body: Readable, length: int
     finally:
         os.close(fd)
     if not ok:
-        raise Refused(
-            "X-Chunk-Checksum",
+        raise Invalid(
             f"chunk {index} arrived as {format_checksum(digest)}, not {format_checksum(want)}; send it again",
-            "checksum_mismatch",
+            "X-Chunk-Checksum",
+            code="checksum_mismatch",
         )
     return upload
 
 
-def _temp_gone(upload: Upload) -> Exception:
+def _temp_gone(upload: Upload) -> Conflict:
     fail(upload, "its temporary file was removed (was the directory deleted?); start the upload again")
-    return conflict(f"upload {upload.id} failed: its temporary file was removed; start again", "upload_failed")
-
-
-def _write_at(fd: int, offset: int, body: Readable, length: int) -> tuple[str, int]:
-    """Stream `length` bytes of body to fd at offset in 1 MiB pieces; returns (xxh3_128 hex, bytes written)."""
-    hasher = new_hasher()
-    readinto = getattr(body, "readinto", None)
-    buffer = memoryview(bytearray(PIECE)) if readinto is not None else None
-    done = 0
-    while done < length:
-        want = min(PIECE, length - done)
-        try:
-            if readinto is not None and buffer is not None:
-                got = readinto(buffer[:want])
-                piece: memoryview | bytes = buffer[:got]
-            else:
-                piece = body.read(want)
-                got = len(piece)
-        except OSError:  # the client's connection broke or timed out: the chunk is short
-            break
-        if not got:
-            break
-        hasher.update(piece)
-        view = memoryview(piece)
-        while view:
-            wrote = os.pwrite(fd, view, offset + done)
-            view = view[wrote:]
-            done += wrote
-    return hasher.hexdigest(), done
+    return Conflict(f"upload {upload.id} failed: its temporary file was removed; start again", code="upload_failed")
 
 
 def _beat(upload: Upload) -> None:
     Upload.objects.filter(pk=upload.pk, state=UploadState.VERIFYING).update(updated_at=timezone.now())
-
-
-def _hash_fd(fd: int, size: int, beat: Callable[[], None] | None = None) -> str:
-    """XXH3-128 of the first `size` bytes of fd, read in 4 MiB pieces into one buffer; beat() every 10 s."""
-    hasher = new_hasher()
-    last_beat = time.monotonic()
-    buffer = bytearray(HASH_PIECE)
-    view = memoryview(buffer)
-    offset = 0
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-    except OSError:
-        pass
-    while offset < size:
-        got = os.preadv(fd, [view[: min(HASH_PIECE, size - offset)]], offset)
-        if got <= 0:
-            break
-        hasher.update(view[:got])
-        offset += got
-        if beat is not None and time.monotonic() - last_beat > VERIFY_BEAT.total_seconds():
-            beat()
-            last_beat = time.monotonic()
-    return str(hasher.hexdigest())
 
 
 # --- status -----------------------------------------------------------------------------------
@@ -361,16 +281,7 @@ def _verify_chunks(upload: Upload, rows: list[tuple[int, bool, str]]) -> list[tu
         fcntl.flock(fd, fcntl.LOCK_SH)
         for index, ok, digest in rows:
             if ok:
-                hasher = new_hasher()
-                offset, remaining = index * upload.chunk_size, upload.chunk_length(index)
-                while remaining > 0:
-                    piece = os.pread(fd, min(HASH_PIECE, remaining), offset)
-                    if not piece:
-                        break
-                    hasher.update(piece)
-                    offset += len(piece)
-                    remaining -= len(piece)
-                if remaining or hasher.hexdigest() != digest:
+                if hash_range(fd, index * upload.chunk_size, upload.chunk_length(index)) != digest:
                     ok = False
                     UploadChunk.objects.filter(upload=upload, index=index).update(ok=False)
             checked.append((index, ok, digest))
@@ -407,30 +318,47 @@ def complete(user: Any, upload_id: str) -> Upload:
         return complete(user, upload_id)  # someone else moved it: answer from its new state
     upload.state = UploadState.VERIFYING
     if upload.size > conf.verify_inline_bytes():
-        # Hashing a very large file can outlast proxies' timeouts (the old system's 504s): do it after
-        # answering 202; the client polls GET /uploads/<id> until the state is completed or failed.
-        transaction.on_commit(lambda: _start_background(upload.pk))
+        # Hashing a very large file can outlast proxies' timeouts (the old system's 504s): a Celery
+        # task does it after we answer 202; the client polls GET /uploads/<id> until completed or failed.
+        transaction.on_commit(lambda: verify_later(upload.pk))
         return upload
     finish(upload)
     return upload
 
 
-def _start_background(upload_id: uuid.UUID) -> None:
-    threading.Thread(target=_finish_in_background, args=(upload_id,), name=f"upload-{upload_id}").start()
+def verify_later(upload_id: uuid.UUID) -> None:
+    """Have any Celery worker verify a claimed upload (storage.tasks.verify_upload)."""
+    from storage.tasks import verify_upload  # here: the tasks module imports this one
+
+    verify_upload.delay(str(upload_id))
 
 
-def _finish_in_background(upload_id: uuid.UUID) -> None:
+def verify(upload_id: str) -> None:
+    """The background verification of an upload in state verifying; what happened is recorded on the row."""
+    upload = Upload.objects.select_related("datacenter", "owner").filter(pk=upload_id).first()
+    if upload is None or upload.state != UploadState.VERIFYING:
+        return  # finished meanwhile (completed, failed, aborted, expired): nothing left to verify
     try:
-        upload = Upload.objects.select_related("datacenter", "owner").get(pk=upload_id)
         finish(upload)
-    except exceptions.APIException:
+    except DomainError:
         pass  # recorded on the upload (failed, or back to open with the reason)
     except Exception:
         log.exception("verifying upload %s failed", upload_id)
-        upload = Upload.objects.get(pk=upload_id)
         fail(upload, "internal error while verifying; the operators have the details in the portal log")
-    finally:
-        connection.close()  # this thread's own connection
+
+
+def take_over_stale_verifications(now: datetime) -> int:
+    """Queue again each verification whose verifier went silent (its process died); how many."""
+    stale = Upload.objects.filter(state=UploadState.VERIFYING, updated_at__lt=now - VERIFY_STALE)
+    taken = 0
+    for upload_id in stale.values_list("pk", flat=True):
+        # The conditional update is the claim: of two sweeps at once, only one queues it again.
+        if Upload.objects.filter(pk=upload_id, state=UploadState.VERIFYING, updated_at__lt=now - VERIFY_STALE).update(
+            updated_at=now
+        ):
+            verify_later(upload_id)
+            taken += 1
+    return taken
 
 
 def finish(upload: Upload) -> None:
@@ -454,19 +382,19 @@ def finish(upload: Upload) -> None:
                 state=UploadState.OPEN, error=message, updated_at=timezone.now()
             )
             upload.state = UploadState.OPEN
-            raise conflict(message, "incomplete")
+            raise Conflict(message, code="incomplete")
         actual = os.fstat(fd).st_size
         if actual != upload.size:
             message = f"the file is {actual} bytes, not the {upload.size} declared"
             fail(upload, message)
-            raise Refused("size", f"upload {upload.id} failed: {message}", "size_mismatch")
-        digest = _hash_fd(fd, actual, beat=lambda: _beat(upload))
+            raise Invalid(f"upload {upload.id} failed: {message}", "size", code="size_mismatch")
+        digest = hash_fd(fd, actual, beat=lambda: _beat(upload))
         if digest != upload.checksum:
             message = (
                 f"the file's checksum is {format_checksum(digest)}, not the declared {format_checksum(upload.checksum)}"
             )
             fail(upload, message)
-            raise Refused("checksum", f"upload {upload.id} failed: {message}", "checksum_mismatch")
+            raise Invalid(f"upload {upload.id} failed: {message}", "checksum", code="checksum_mismatch")
         os.fsync(fd)
         _commit(storage, upload)
     finally:
@@ -475,49 +403,50 @@ def finish(upload: Upload) -> None:
 
 def _commit(storage: PfsStorage, upload: Upload) -> None:
     """Rename onto the target and settle usage in one transaction with the usage row locked."""
-    error: exceptions.APIException | None = None
+    error: DomainError | None = None
     with usage.ledger(upload.owner, upload.datacenter, counts=upload.counts_quota) as book:
         if not Upload.objects.filter(pk=upload.pk, state=UploadState.VERIFYING).exists():
             upload.refresh_from_db(fields=["state", "error"])
             _refuse_unless_open(upload)  # aborted or expired meanwhile: says so
         try:
-            old = storage.lstat(upload.target_name)
-        except FileNotFoundError:
-            old = None
-        except OSError as exc:
-            old = None
-            error = from_os_error(exc, upload.path)
-        old_bytes = old.st_size if old is not None and not _is_dir(old) else 0
-        if error is None and old is not None and _is_dir(old):
-            error = conflict(f"{upload.path} is a directory now; the upload was not kept", "is_a_directory")
-        if error is None:
-            try:
-                book.check(
-                    add_bytes=upload.size - old_bytes,
-                    add_files=0 if old is not None else 1,
-                    release_bytes=upload.size,
-                    release_files=1,
-                )
-            except exceptions.APIException as exc:
-                error = exc
-        if error is None:
-            try:
-                storage.replace(upload.temp_name, upload.target_name)
-            except OSError as exc:
-                error = from_os_error(exc, upload.path)
-        if error is None:
-            book.apply(
-                used_bytes=upload.size - old_bytes,
-                used_files=0 if old is not None else 1,
-                reserved_bytes=-upload.size,
-                reserved_files=-1,
-            )
-            now = timezone.now()
-            Upload.objects.filter(pk=upload.pk).update(state=UploadState.COMPLETED, finished_at=now, updated_at=now)
-            upload.state = UploadState.COMPLETED
+            _put_in_place(storage, upload, book)
+        except DomainError as exc:  # the ledger commits nothing of ours; the upload fails below
+            error = exc
     if error is not None:
-        fail(upload, str(error.detail) if not isinstance(error.detail, (dict, list)) else "refused")
+        fail(upload, error.message)
         raise error
+
+
+def _put_in_place(storage: PfsStorage, upload: Upload, book: usage.Ledger) -> None:
+    """Check the quota for the file it replaces, rename the temp file onto the target, charge it."""
+    try:
+        old: os.stat_result | None = storage.lstat(upload.target_name)
+    except FileNotFoundError:
+        old = None
+    except OSError as exc:
+        raise_os_error(exc, upload.path)
+    if old is not None and _is_dir(old):
+        raise Conflict(f"{upload.path} is a directory now; the upload was not kept", code="is_a_directory")
+    old_bytes = old.st_size if old is not None else 0
+    book.check(
+        add_bytes=upload.size - old_bytes,
+        add_files=0 if old is not None else 1,
+        release_bytes=upload.size,
+        release_files=1,
+    )
+    try:
+        storage.replace(upload.temp_name, upload.target_name)
+    except OSError as exc:
+        raise_os_error(exc, upload.path)
+    book.apply(
+        used_bytes=upload.size - old_bytes,
+        used_files=0 if old is not None else 1,
+        reserved_bytes=-upload.size,
+        reserved_files=-1,
+    )
+    now = timezone.now()
+    Upload.objects.filter(pk=upload.pk).update(state=UploadState.COMPLETED, finished_at=now, updated_at=now)
+    upload.state = UploadState.COMPLETED
 
 
 # --- endings ----------------------------------------------------------------------------------
@@ -563,6 +492,7 @@ def _remove_temp(storage: PfsStorage, upload: Upload) -> None:
 def cleanup(now: datetime | None = None) -> int:
     """Expire uploads untouched for the configured time and forget finished ones as old; returns expired."""
     now = now or timezone.now()
+    take_over_stale_verifications(now)
     cutoff = now - timedelta(seconds=conf.upload_expire_seconds())
     expired = 0
     for upload in Upload.objects.select_related("datacenter", "owner").filter(

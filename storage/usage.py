@@ -17,21 +17,13 @@ from django.db import transaction
 from django.db.models import Count, F, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
+from paddlecloud.contract.units import human_bytes
 
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter
 from storage.backends import storage_for
 from storage.errors import QuotaExceeded
 from storage.models import LIVE_STATES, StorageUsage, Upload
-
-
-def human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"  # pragma: no cover
 
 
 class Ledger:
@@ -57,9 +49,10 @@ class Ledger:
         where = f"in datacenter {self.datacenter.name}"
         if add_bytes > 0 and held_bytes + add_bytes > limits.storage:
             raise QuotaExceeded(
-                f"storage quota exceeded {where}: this needs {human(add_bytes)} but only "
-                f"{human(max(limits.storage - held_bytes, 0))} of {human(limits.storage)} is left "
-                f"({human(row.used_bytes)} used, {human(row.reserved_bytes)} reserved by uploads in progress)"
+                f"storage quota exceeded {where}: this needs {human_bytes(add_bytes)} but only "
+                f"{human_bytes(max(limits.storage - held_bytes, 0))} of {human_bytes(limits.storage)} is left "
+                f"({human_bytes(row.used_bytes)} used, "
+                f"{human_bytes(row.reserved_bytes)} reserved by uploads in progress)"
             )
         if add_files > 0 and held_files + add_files > limits.storage_files:
             raise QuotaExceeded(

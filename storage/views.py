@@ -13,25 +13,19 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
-from rest_framework import exceptions
 
 from jobs.views import WASM
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter
+from portal.errors import DomainError, Forbidden, NotFound
 from storage import files, paths
 
 PAGE_SIZE = 200
 MAX_PATH = paths.MAX_PATH_BYTES
 
 
-def _problem(error: exceptions.APIException) -> str:
-    detail = error.detail
-    if isinstance(detail, dict):
-        return "; ".join(
-            f"{key}: {' '.join(str(v) for v in (value if isinstance(value, list) else [value]))}"
-            for key, value in detail.items()
-        )
-    return str(detail)
+def _problem(error: DomainError) -> str:
+    return f"{error.field}: {error.message}" if error.field else error.message
 
 
 def _browse(path: str) -> HttpResponse:
@@ -53,10 +47,10 @@ def browser(request: HttpRequest) -> HttpResponse:
         page: Page[dict[str, Any]] = Paginator(listing, PAGE_SIZE).get_page(  # type: ignore[arg-type]
             request.GET.get("page")
         )
-    except (exceptions.PermissionDenied, exceptions.NotFound):
+    except (Forbidden, NotFound):
         # Another user's home looks like nothing at all (a 404), as their jobs do.
         raise Http404("no such folder") from None
-    except exceptions.APIException as exc:
+    except DomainError as exc:
         messages.error(request, _problem(exc))
         return render(request, "storage/browser.html", {"datacenters": datacenters, "path": path}, status=400)
     logical = target.logical
@@ -93,7 +87,7 @@ def make_folder(request: HttpRequest) -> HttpResponse:
     try:
         files.mkdir(request.user, f"{parent.rstrip('/')}/{name}", parents=False)
         messages.success(request, f"Folder {name} created.")
-    except exceptions.APIException as exc:
+    except DomainError as exc:
         messages.error(request, _problem(exc))
     return _browse(parent)
 
@@ -106,6 +100,6 @@ def remove(request: HttpRequest) -> HttpResponse:
     try:
         removed = files.remove(request.user, path, recursive=True)
         messages.success(request, f"Deleted {removed.path} ({removed.entries} entries).")
-    except exceptions.APIException as exc:
+    except DomainError as exc:
         messages.error(request, _problem(exc))
     return _browse(parent)

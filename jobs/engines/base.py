@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from rest_framework import exceptions, serializers
-
 from jobs import packages
 from jobs.models import Job, JobState, Role, WorkerState
 from portal.datacenters.models import Datacenter
+from portal.errors import DomainError, Invalid
 
 
 class EngineError(Exception):
@@ -65,11 +64,10 @@ class Engine(ABC):
         """The job's package directory on the portal's mount, checked again as the job starts."""
         try:
             return packages.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
-        except serializers.ValidationError as exc:
-            detail = exc.detail if isinstance(exc.detail, dict) else {"package": exc.detail}
-            raise EngineError("; ".join(str(msg) for msgs in detail.values() for msg in msgs)) from None
-        except exceptions.APIException as exc:  # storage not mounted right now: try again later
-            raise TransientEngineError(str(exc.detail)) from None
+        except Invalid as exc:
+            raise EngineError(exc.message) from None
+        except DomainError as exc:  # storage not mounted right now, say: try again later
+            raise TransientEngineError(exc.message) from None
 
     @abstractmethod
     def start(self, job: Job) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from django.conf import settings
 from paddlecloud.contract.jobenv import JobEnv, env_name
+from paddlecloud.contract.units import exact_quantity_bytes
 
 from jobs import packages
 from jobs.models import Job
@@ -262,21 +263,13 @@ def _cores(value: Decimal) -> str:
     return f"{value.normalize():f}"
 
 
-def _bytes(value: int) -> str:
-    """A byte count as a quantity people read back in `kubectl describe quota` (256Gi, not 274877906944)."""
-    for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if value and value % size == 0:
-            return f"{value // size}{suffix}"
-    return str(value)
-
-
 def resource_quota(ns: str, datacenter: str, username: str, limits: Amounts) -> dict[str, Any]:
     """The user's compute quota, enforced by the API server on every pod of theirs in the namespace."""
     hard = {
         "requests.cpu": _cores(limits.cpu),
         "limits.cpu": _cores(limits.cpu),
-        "requests.memory": _bytes(limits.memory),
-        "limits.memory": _bytes(limits.memory),
+        "requests.memory": exact_quantity_bytes(limits.memory),
+        "limits.memory": exact_quantity_bytes(limits.memory),
         f"requests.{GPU_RESOURCE}": str(limits.gpu),
     }
     return {

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from paddlecloud.contract.units import parse_time as parse_time  # kubernetes.py reads it from here
+
 from jobs.engines import k8s_manifests as m
 from jobs.engines.base import Observation, WorkerStatus
 from jobs.models import JobState, Reason, Role, WorkerState
@@ -108,15 +110,6 @@ def index_set(text: str | None) -> set[int]:
 def conditions(obj: Obj | None) -> dict[str, Obj]:
     found = ((obj or {}).get("status") or {}).get("conditions") or []
     return {c["type"]: c for c in found if c.get("status") == "True"}
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def pod_index(pod: Obj, role: str) -> int | None:

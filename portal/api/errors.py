@@ -21,11 +21,35 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal import errors as domain
+from storage import errors as storage_errors
 
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflicts with an existing object"
-    default_code = "conflict"
+# The status each domain error means; a subclass takes its nearest listed ancestor's.
+STATUS: dict[type[domain.DomainError], int] = {
+    domain.Invalid: status.HTTP_400_BAD_REQUEST,
+    domain.Forbidden: status.HTTP_403_FORBIDDEN,
+    domain.NotFound: status.HTTP_404_NOT_FOUND,
+    domain.Conflict: status.HTTP_409_CONFLICT,
+    storage_errors.LengthRequired: status.HTTP_411_LENGTH_REQUIRED,
+    domain.TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    domain.Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+    storage_errors.InsufficientStorage: status.HTTP_507_INSUFFICIENT_STORAGE,
+}
+
+
+def status_of(error: domain.DomainError) -> int:
+    for kind in type(error).__mro__:
+        if kind in STATUS:
+            return STATUS[kind]  # type: ignore[index]
+    return status.HTTP_400_BAD_REQUEST
+
+
+def domain_body(error: domain.DomainError) -> dict[str, Any]:
+    """A domain error in the one shape: its messages listed under its field when it names one."""
+    errors: list[dict[str, str | None]] = [
+        {"field": error.field, "code": error.code, "message": message} for message in error.messages
+    ]
+    return body(error.message, error.code, errors if error.field else None)
 
 
 class TooLarge(exceptions.APIException):
@@ -117,6 +141,8 @@ def _django_to_api(exc: Exception) -> Exception:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, domain.DomainError):
+        return Response(domain_body(exc), status=status_of(exc))
     exc = _django_to_api(exc)
     response = drf_exception_handler(exc, context)
     if response is None:

@@ -8,7 +8,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from portal.datacenters.models import Datacenter, Quota
+from jobs.engines import rules_for
+from portal.datacenters.models import Datacenter, Engine, Quota
 from portal.secret_widgets import WriteOnlySecretField, WriteOnlySecretsForm
 
 
@@ -94,7 +95,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="this host")
     def local_host(self, obj: Datacenter) -> str:
-        from jobs.engines.local_world import host_report
+        from jobs.engines.local.world import host_report
 
         return host_report()
 
@@ -103,17 +104,15 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         from jobs.gpus import detect
 
         found = detect()
-        updated = queryset.filter(engine="local").update(gpus=found)
+        updated = queryset.filter(engine=Engine.LOCAL).update(gpus=found)
         listed = ", ".join(found) or "none"
         self.message_user(
             request, f"{len(found)} GPU(s) found ({listed}); {updated} local datacenter(s) updated.", messages.SUCCESS
         )
 
     def save_model(self, request: HttpRequest, obj: Datacenter, form: Any, change: bool) -> None:
-        if not change and obj.engine == "local" and not obj.gpus:
-            from jobs.gpus import detect
-
-            obj.gpus = detect()  # a new local datacenter starts with this host's GPUs
+        if not change:
+            rules_for(obj.engine).prepare_new(obj)
         super().save_model(request, obj, form, change)
 
 

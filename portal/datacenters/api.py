@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from portal.api.serializers import StrictModelSerializer
 from portal.datacenters import quota
-from portal.datacenters.models import Datacenter, Quota
+from portal.datacenters.models import Datacenter, Quota, usable_datacenter
 
 
 class DatacenterSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -41,15 +41,6 @@ class DatacenterList(generics.ListAPIView):  # type: ignore[type-arg]
 
     def get_queryset(self) -> QuerySet[Datacenter]:
         return Datacenter.objects.usable_by(self.request.user).order_by("name")
-
-
-def usable_datacenter(user: Any, name: str, field: str = "datacenter") -> Datacenter:
-    """The datacenter named, if this user may use it; else a 400 naming the field."""
-    datacenter = Datacenter.objects.usable_by(user).filter(name=name).first()
-    if datacenter is None:
-        names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
-        raise exceptions.ValidationError({field: [f"unknown datacenter {name!r}; you may use: {names}"]})
-    return datacenter
 
 
 def _amounts(name: str) -> serializers.Serializer:  # type: ignore[type-arg]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -10,18 +11,16 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from jobs.engines import ENGINES, rules_for
+from jobs.engines import EngineName as Engine  # the engine table's choices, by the name the portal uses
 from portal.crypto import EncryptedTextField
+from portal.errors import Invalid
 from portal.validators import (
     validate_cpu_quantity,
     validate_dns_label,
     validate_memory_quantity,
     validate_storage_quantity,
 )
-
-
-class Engine(models.TextChoices):
-    LOCAL = "local", "local (processes on the worker's host)"
-    KUBERNETES = "kubernetes", "Kubernetes"
 
 
 class StorageKind(models.TextChoices):
@@ -135,21 +134,8 @@ class Datacenter(models.Model):
         errors: dict[str, str] = {}
         if not Path(self.storage_root or "").is_absolute():
             errors["storage_root"] = "must be an absolute path"
-        if self.engine == Engine.KUBERNETES:
-            if not self.in_cluster and not self.kubeconfig:
-                errors["kubeconfig"] = "required for the kubernetes engine unless 'in cluster' is set"
-            required = {
-                StorageKind.HOSTPATH: ["host_path"],
-                StorageKind.NFS: ["nfs_server", "nfs_path"],
-                StorageKind.CEPHFS: ["cephfs_monitors", "cephfs_secret_name"],
-                StorageKind.PVC: ["pvc_name"],
-                StorageKind.LOCAL: [],
-            }[StorageKind(self.storage_kind)]
-            for field in required:
-                if not getattr(self, field):
-                    errors[field] = f"required for {self.get_storage_kind_display()} storage"
-            if self.storage_kind == StorageKind.LOCAL:
-                errors["storage_kind"] = "pods cannot mount a local directory; choose hostPath, NFS, CephFS or PVC"
+        if self.engine in ENGINES:  # an unknown one is refused by the field's choices
+            errors.update(rules_for(self.engine).validate_datacenter(self))
         if self.public_path.startswith("/") or ".." in Path(self.public_path).parts:
             errors["public_path"] = "must be relative to the storage root, without '..'"
         if errors:
@@ -157,6 +143,15 @@ class Datacenter(models.Model):
 
     def user_may_use(self, user: object) -> bool:
         return Datacenter.objects.usable_by(user).filter(pk=self.pk).exists()
+
+
+def usable_datacenter(user: Any, name: str, field: str = "datacenter") -> Datacenter:
+    """The datacenter named, if this user may use it; else refused (Invalid) naming the field."""
+    datacenter = Datacenter.objects.usable_by(user).filter(name=name).first()
+    if datacenter is None:
+        names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
+        raise Invalid(f"unknown datacenter {name!r}; you may use: {names}", field)
+    return datacenter
 
 
 class Quota(models.Model):

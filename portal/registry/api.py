@@ -6,8 +6,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from rest_framework import exceptions, mixins, serializers, viewsets
 
-from portal.api.errors import Conflict
 from portal.api.serializers import StrictModelSerializer
+from portal.errors import Conflict
 from portal.registry.models import RegistrySecret
 
 
@@ -54,4 +54,4 @@ class RegistrySecretViewSet(
             with transaction.atomic():
                 serializer.save(owner=self.request.user)
         except IntegrityError:
-            raise Conflict({"name": [f"you already have a registry secret named {name!r}"]}) from None
+            raise Conflict(f"you already have a registry secret named {name!r}", "name") from None

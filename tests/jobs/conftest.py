@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from jobs.engines import processes
+from jobs.engines.local import processes
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.workers import WorkerProcess, start_worker

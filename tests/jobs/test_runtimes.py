@@ -12,6 +12,7 @@ from paddlecloud import venvcache
 from rest_framework.test import APIClient
 
 from jobs import runtimes
+from jobs.engines import rules_for
 from jobs.models import Job, Runtime
 from portal.datacenters.models import Datacenter, Engine
 from tests.jobs.test_local_engine import finished
@@ -44,7 +45,9 @@ def test_an_unknown_image_is_refused_with_the_runtimes_one_may_choose(
 @pytest.mark.django_db
 def test_image_is_left_alone_on_kubernetes(local_dc: Datacenter) -> None:
     local_dc.engine = Engine.KUBERNETES
-    runtimes.check_spec(local_dc, {"image": "registry.example.com/me/paddle:1", "parallelism": 1, "gpu": 0})
+    rules_for(local_dc.engine).check_spec(
+        local_dc, {"image": "registry.example.com/me/paddle:1", "parallelism": 1, "gpu": 0}
+    )
 
 
 @pytest.mark.django_db

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from jobs.checks import unsandboxed_datacenters
-from jobs.engines import cgroups, local_world, sandbox
 from jobs.engines.base import EngineError
-from jobs.engines.local import LocalEngine
-from jobs.engines.sandbox import Bind, Sandbox
+from jobs.engines.local import cgroups, sandbox
+from jobs.engines.local import world as local_world
+from jobs.engines.local.engine import LocalEngine
+from jobs.engines.local.sandbox import Bind, Sandbox
 from portal.datacenters.models import Datacenter
 
 

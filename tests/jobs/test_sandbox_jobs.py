@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from jobs.engines import cgroups, sandbox
+from jobs.engines.local import cgroups, sandbox
 from portal.datacenters.models import Datacenter
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for

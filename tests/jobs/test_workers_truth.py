@@ -155,7 +155,7 @@ def test_paddle_pservers_stopped_after_success_print_no_fatal_error(
 def test_the_engine_never_follows_a_log_link_out_of_the_users_home(
     alice: User, local_dc: Datacenter, tmp_path: Path
 ) -> None:
-    from jobs.engines.local import LocalEngine
+    from jobs.engines.local.engine import LocalEngine
 
     secret = tmp_path / "portal-secret"
     secret.write_text("[paddlecloud-launch] error: the secret\n")

@@ -15,13 +15,18 @@ from urllib.parse import urlparse
 import pytest
 import requests
 from django.contrib.auth.models import User
+from django.utils import timezone
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
 from portal.accounts.models import issue_token
 from portal.datacenters.models import Datacenter, Quota
+from storage import uploads
 from storage.models import Upload
+from storage.tasks import cleanup_uploads
 from tests.storage.conftest import CHUNK, HOME, checksum, recorded, temp_files
+from tests.wait import wait_for
+from tests.workers import WorkerProcess, start_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -67,14 +72,14 @@ class Client:
 
 
 def _settle() -> None:
-    """Wait for the test server's request threads (and background verifications) to end.
+    """Wait for the test server's request threads to end.
 
     A request thread closes its database connection when its HTTP connection ends; one still open
     when the test database is dropped (on PostgreSQL) makes the drop fail.
     """
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        busy = [t for t in threading.enumerate() if "process_request_thread" in t.name or t.name.startswith("upload-")]
+        busy = [t for t in threading.enumerate() if "process_request_thread" in t.name]
         if not busy:
             return
         time.sleep(0.02)
@@ -223,8 +228,16 @@ def test_concurrent_starts_cannot_together_pass_the_quota(
     assert recorded(alice, local_dc) == (0, 0, 3 * CHUNK, 1)
 
 
+@pytest.fixture
+def worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A real Celery worker: large uploads are verified by the storage.verify_upload task."""
+    process = start_worker(tmp_path)
+    yield process
+    process.stop()
+
+
 def test_a_large_upload_is_verified_in_the_background(
-    client: Client, alice: User, local_dc: Datacenter, home: Path, settings: Settings
+    client: Client, alice: User, local_dc: Datacenter, home: Path, settings: Settings, worker: WorkerProcess
 ) -> None:
     settings.PADDLECLOUD_UPLOAD_VERIFY_INLINE = 0  # every upload is "large"
     data = os.urandom(3 * CHUNK)
@@ -238,4 +251,19 @@ def test_a_large_upload_is_verified_in_the_background(
         time.sleep(0.05)
     assert client.status(upload)["state"] == "completed"
     assert (home / "bg.bin").read_bytes() == data
+    assert recorded(alice, local_dc) == (len(data), 1, 0, 0)
+
+
+def test_a_verification_whose_worker_died_is_queued_again_by_the_sweep(
+    client: Client, alice: User, local_dc: Datacenter, home: Path, worker: WorkerProcess
+) -> None:
+    data = os.urandom(3 * CHUNK)
+    upload = client.start(f"{HOME}/orphan.bin", data)
+    for index in range(3):
+        client.put(upload, index, data)
+    # complete() claimed it, then the process verifying it died: the row says verifying and nobody beats.
+    Upload.objects.filter(pk=upload["id"]).update(state="verifying", updated_at=timezone.now() - uploads.VERIFY_STALE)
+    cleanup_uploads.run()
+    wait_for(lambda: client.status(upload)["state"] == "completed", "the upload to be verified", 30, watch=worker)
+    assert (home / "orphan.bin").read_bytes() == data
     assert recorded(alice, local_dc) == (len(data), 1, 0, 0)

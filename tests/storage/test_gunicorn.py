@@ -1,6 +1,6 @@
 """Chunks through a real gunicorn (as `make run` and production serve the portal): its body fast path.
 
-Under gunicorn, chunk bodies are read straight from the socket (storage.api.GunicornBody). A kept-alive
+Under gunicorn, chunk bodies are read straight from the socket (storage.gunicorn_body.GunicornBody). A kept-alive
 connection must stay in step: after a chunk that was read, refused after reading, or refused before
 reading, the next request on the same connection must be parsed where it starts.
 """

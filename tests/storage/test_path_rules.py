@@ -88,7 +88,7 @@ def test_the_parser_is_the_one_rule(db: None) -> None:
     for path in SHORT:
         with pytest.raises(Exception) as error:
             paths.parse(path)
-        assert AREA_RULE in str(error.value.detail)  # type: ignore[attr-defined]
+        assert AREA_RULE in str(error.value)
     assert paths.parse("/pfs/local/public") == ["local", "public"]
 
 

@@ -10,23 +10,25 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from paddlecloud.contract.units import human_bytes
 
 from portal.datacenters.models import Datacenter
 from storage.backends import StorageUnavailable
-from storage.usage import Drift, human, recompute
+from storage.usage import Drift, recompute
 
 
 def _describe(drift: Drift) -> str:
     parts = []
     if drift.recorded_bytes != drift.actual_bytes:
-        parts.append(f"bytes {human(drift.recorded_bytes)} -> {human(drift.actual_bytes)}")
+        parts.append(f"bytes {human_bytes(drift.recorded_bytes)} -> {human_bytes(drift.actual_bytes)}")
     if drift.recorded_files != drift.actual_files:
         parts.append(f"files {drift.recorded_files} -> {drift.actual_files}")
     if drift.recorded_reserved_bytes != drift.actual_reserved_bytes:
-        parts.append(f"reserved {human(drift.recorded_reserved_bytes)} -> {human(drift.actual_reserved_bytes)}")
+        recorded, actual = human_bytes(drift.recorded_reserved_bytes), human_bytes(drift.actual_reserved_bytes)
+        parts.append(f"reserved {recorded} -> {actual}")
     if drift.recorded_reserved_files != drift.actual_reserved_files:
         parts.append(f"reserved files {drift.recorded_reserved_files} -> {drift.actual_reserved_files}")
-    return ", ".join(parts) or f"ok ({human(drift.actual_bytes)}, {drift.actual_files} files)"
+    return ", ".join(parts) or f"ok ({human_bytes(drift.actual_bytes)}, {drift.actual_files} files)"
 
 
 class Command(BaseCommand):

@@ -17,10 +17,12 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from paddlecloud.contract.jobenv import JobEnv
+from paddlecloud.contract.units import free_ports
 
 from jobs import gpus, packages, runtimes
-from jobs.engines import local_world, processes, sandbox
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
+from jobs.engines.local import processes, sandbox
+from jobs.engines.local import world as local_world
 from jobs.logfiles import parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
@@ -90,7 +92,7 @@ class LocalEngine(Engine):
     def _ports(self, job: Job) -> dict[str, Any]:
         """Ports are chosen once and kept on the job, so a retried start reuses them."""
         if "ports" not in job.engine_data:
-            free = processes.free_ports(job.pservers + job.trainers + 2)
+            free = free_ports(job.pservers + job.trainers + 2)
             ports = {
                 "pservers": free[: job.pservers],
                 "trainers": free[job.pservers : job.pservers + job.trainers],

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.engines import cgroups
+import psutil
+
+from jobs.engines.local import cgroups
 
 _SUPERVISOR = r"""
 import json, os, signal, subprocess, sys, time
@@ -106,35 +106,23 @@ for directory in config["cgroup_dirs"]:  # empty once the namespace's last proce
 @dataclass(frozen=True)
 class Spawned:
     pid: int  # the launcher
-    pid_start: int  # its start time in clock ticks, so a reused pid is never mistaken for it
+    pid_start: float  # its start time, so a reused pid is never mistaken for it
     supervisor: int  # session leader: its pid is the process group to signal
-    supervisor_start: int
+    supervisor_start: float
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel says are free now, all distinct (bound together, then released)."""
-    with ExitStack() as stack:
-        sockets = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-
-
-def start_time(pid: int) -> int | None:
-    """Start time of a live (not zombie) process, or None when it is gone."""
+def start_time(pid: int) -> float | None:
+    """When a live (not zombie) process started (psutil's create_time), or None when it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        process = psutil.Process(pid)
+        if process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            return None
+        return float(process.create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
 
 
-def is_alive(pid: int | None, started: int | None) -> bool:
+def is_alive(pid: int | None, started: float | None) -> bool:
     return pid is not None and started is not None and start_time(pid) == started
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from paddlecloud.contract import quantity
 
-from jobs.engines import cgroups, sandbox
+from jobs.engines.local import cgroups, sandbox
 from jobs.runtimes import RuntimePaths
 from portal.datacenters.models import Datacenter
 from storage.backends import storage_for

@@ -1,0 +1,28 @@
+"""The kubernetes engine's rules: cluster credentials, and a storage kind every pod can mount."""
+
+from __future__ import annotations
+
+from jobs.engines.rules import EngineRules
+from portal.datacenters.models import Datacenter, StorageKind
+
+_REQUIRED_BY_KIND: dict[StorageKind, list[str]] = {
+    StorageKind.HOSTPATH: ["host_path"],
+    StorageKind.NFS: ["nfs_server", "nfs_path"],
+    StorageKind.CEPHFS: ["cephfs_monitors", "cephfs_secret_name"],
+    StorageKind.PVC: ["pvc_name"],
+    StorageKind.LOCAL: [],
+}
+
+
+class KubernetesRules(EngineRules):
+    @classmethod
+    def validate_datacenter(cls, datacenter: Datacenter) -> dict[str, str]:
+        errors: dict[str, str] = {}
+        if not datacenter.in_cluster and not datacenter.kubeconfig:
+            errors["kubeconfig"] = "required for the kubernetes engine unless 'in cluster' is set"
+        for field in _REQUIRED_BY_KIND[StorageKind(datacenter.storage_kind)]:
+            if not getattr(datacenter, field):
+                errors[field] = f"required for {datacenter.get_storage_kind_display()} storage"
+        if datacenter.storage_kind == StorageKind.LOCAL:
+            errors["storage_kind"] = "pods cannot mount a local directory; choose hostPath, NFS, CephFS or PVC"
+        return errors

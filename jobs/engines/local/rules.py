@@ -1,0 +1,34 @@
+"""The local engine's rules: a job's `image` names one of the datacenter's runtimes, and its GPUs exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs import runtimes
+from jobs.engines.rules import EngineRules
+from jobs.gpus import detect
+from jobs.models import Runtime
+from portal.datacenters.models import Datacenter
+from portal.errors import Invalid
+
+
+class LocalRules(EngineRules):
+    @classmethod
+    def check_spec(cls, datacenter: Datacenter, spec: dict[str, Any]) -> None:
+        image = spec.get("image") or ""
+        named = Runtime.objects.filter(datacenter=datacenter, name=image)
+        if image and image != runtimes.DEFAULT_RUNTIME and not named.exists():
+            choices = ", ".join(runtimes.names(datacenter))
+            raise Invalid(
+                f"{image!r} is not a runtime of datacenter {datacenter.name}; choose one of: {choices}", "image"
+            )
+        wanted = int(spec.get("parallelism") or 1) * int(spec.get("gpu") or 0)
+        if wanted > len(datacenter.gpus):
+            raise Invalid(
+                f"the job needs {wanted} GPUs but datacenter {datacenter.name} has {len(datacenter.gpus)}", "gpu"
+            )
+
+    @classmethod
+    def prepare_new(cls, datacenter: Datacenter) -> None:
+        if not datacenter.gpus:
+            datacenter.gpus = detect()  # a new local datacenter starts with this host's GPUs
