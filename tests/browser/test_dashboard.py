@@ -83,7 +83,7 @@ def test_the_example_submitted_from_the_form_goes_live_to_succeeded_with_logs_an
     page.fill("#id_entry", "python train.py")
     page.fill("#id_parallelism", "2")
     page.fill("#id_pservers", "2")
-    page.fill("#id_passes", "3")
+    page.fill("#id_passes", "20")  # a few seconds of training: the list, polled every 2-5 s, sees it run
     page.click('[data-testid="submit"]')
     page.wait_for_url("**/jobs/fit-*/")
     uid = page.url.rstrip("/").rsplit("/", 1)[-1]
