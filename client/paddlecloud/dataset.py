@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import pickle
+import secrets
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -45,7 +46,8 @@ def _chunks(reader: Reader, line_count: int) -> Iterator[list[Any]]:
 
 
 def _atomic_dump(path: Path, obj: Any, dumper: Dumper) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    # Not the pid alone: trainers in separate sandboxes (pid namespaces) share the PFS and often the pid.
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         with open(tmp, "wb") as f:
             dumper(obj, f)
@@ -81,7 +83,7 @@ def convert(output_path: str, reader: Reader, line_count: int, name_prefix: str)
     tmp_names: list[Path] = []
     try:
         for i, chunk in enumerate(_chunks(reader, line_count)):
-            tmp = out / f".{name_prefix}-{i:05d}.partial-{os.getpid()}"
+            tmp = out / f".{name_prefix}-{i:05d}.partial-{os.getpid()}-{secrets.token_hex(4)}"
             with recordio.Writer(tmp) as w:
                 for record in chunk:
                     w.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))

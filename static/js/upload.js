@@ -73,8 +73,9 @@
     if (done.data.state !== "completed") throw new Error(`${path}: ${done.data.error || done.data.state}`);
   }
 
-  // Upload `files` (a FileList; a folder's files carry webkitRelativePath) below the folder `target`.
-  async function uploadFiles(api, files, target, progress, status) {
+  // Upload `files` (a FileList; a folder's files carry webkitRelativePath) below the folder `target`;
+  // with `contentsOnly`, a chosen folder's files go to `target` itself (not to target/<folder name>).
+  async function uploadFiles(api, files, target, progress, status, contentsOnly) {
     const list = Array.from(files);
     const total = list.reduce((sum, f) => sum + f.size, 0) || 1;
     let sent = 0;
@@ -82,7 +83,8 @@
     progress.value = 0;
     const onBytes = (n) => { sent += n; progress.value = Math.min(100, (100 * sent) / total); };
     for (const [i, file] of list.entries()) {
-      const relative = file.webkitRelativePath || file.name;
+      let relative = file.webkitRelativePath || file.name;
+      if (contentsOnly && file.webkitRelativePath) relative = relative.slice(relative.indexOf("/") + 1);
       status.textContent = `${i + 1}/${list.length}: ${relative}`;
       await uploadFile(api, file, `${target.replace(/\/$/, "")}/${relative}`, onBytes);
     }
@@ -92,7 +94,8 @@
 
   window.PaddleUpload = { uploadFiles };
 
-  // The submit form: a folder chosen here goes to <home>/jobs/<job name>/ and becomes the package.
+  // The submit form: a folder chosen here is copied into <home>/jobs/<job name>/, the job's own folder,
+  // as `paddlectl submit DIR` does (the job may write there: a subfolder would be read-only to it).
   const picker = document.getElementById("package-picker");
   if (picker) {
     const input = document.getElementById("package-upload");
@@ -103,12 +106,10 @@
       const home = datacenter ? `/pfs/${datacenter}/home/${picker.dataset.user}` : "";
       const jobname = document.getElementById("id_jobname").value.trim();
       if (!jobname || !home) { status.textContent = "choose the datacenter and enter the job name first: the folder goes to jobs/<job name>/"; input.value = ""; return; }
-      const first = input.files[0];
-      const top = first && first.webkitRelativePath ? first.webkitRelativePath.split("/")[0] : "";
       const target = `${home}/jobs/${jobname}`;
       try {
-        await uploadFiles(picker.dataset.uploads, input.files, target, progress, status);
-        document.getElementById("id_package").value = top ? `${target}/${top}` : target;
+        await uploadFiles(picker.dataset.uploads, input.files, target, progress, status, true);
+        document.getElementById("id_package").value = target;
       } catch (error) {
         status.textContent = `upload failed: ${error.message} (choose the folder again to resume)`;
       }

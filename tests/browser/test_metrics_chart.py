@@ -49,7 +49,7 @@ def test_the_loss_curve_has_a_line_per_trainer_and_grows_without_reload(
     assert page.get_attribute(line.format(0), "data-points") == "50"
     append_points(job, 1, range(40, 80))  # trainer 1 goes on; the page picks it up by cursor
     page.wait_for_selector(line.format(1) + '[data-points="80"]', state="attached", timeout=15_000)
-    logged_in.screenshot("job-page-chart")
+    logged_in.screenshot("metrics-chart")
     assert logged_in.problems == []
 
 

@@ -94,6 +94,7 @@ def test_the_list_filters_and_refuses_a_bad_state_with_a_message(world: Job, loc
     assert 'hx-trigger="every 2s"' in running  # an active job listed: the table refreshes itself
     done = client.get("/jobs/", {"state": "succeeded", "q": "fi"}).content.decode()
     assert "fit-ab12c" in done and "run-aaaaa" not in done and "every 2s" not in done
+    assert 'hx-trigger="every 5s"' in done  # none active: slowly, so a job submitted elsewhere shows up
     bad = client.get("/jobs/", {"state": "bogus"})
     assert bad.status_code == 400 and "bogus is not one of the available choices" in bad.content.decode()
     partial = client.get("/jobs/", HTTP_HX_REQUEST="true").content.decode()
