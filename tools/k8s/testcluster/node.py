@@ -45,7 +45,7 @@ def node_missing(bin_dir: Path | None = None) -> list[str]:
     missing += [b for b in NODE_BINARIES if not os.access(bin_dir / b, os.X_OK)]
     missing += [f"{CNI_BIN_DIR}/{p}" for p in CNI_PLUGINS if not os.access(CNI_BIN_DIR / p, os.X_OK)]
     if read_manifest() is None:
-        missing.append("images (tools/k8s/images.py build)")
+        missing.append("the runtime image of this checkout (tools/k8s/images.py build)")
     return missing
 
 
