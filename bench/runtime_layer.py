@@ -18,26 +18,27 @@ import time
 from pathlib import Path
 
 from paddlecloud import venvcache
+from paddlecloud.contract.jobenv import PREFIX, JobEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REQUIREMENTS = "paddlepaddle==3.0.0\nprotobuf<7\n"
 
 
 def start_once(python: Path, package: Path, cache: Path, output: Path) -> tuple[float, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECLOUD_", "PADDLE_", "VIRTUAL_ENV"))}
-    env |= {
-        "PADDLECLOUD_ROLE": "trainer",
-        "PADDLECLOUD_INDEX": "0",
-        "PADDLECLOUD_TRAINERS": "1",
-        "PADDLECLOUD_PSERVERS": "0",
-        "PADDLECLOUD_TRAINER_HOSTS": "127.0.0.1",
-        "PADDLECLOUD_TRAINER_PORTS": "40123",
-        "PADDLECLOUD_PACKAGE_DIR": str(package),
-        "PADDLECLOUD_OUTPUT_DIR": str(output),
-        "PADDLECLOUD_ENTRY": "echo entry-started",
-        "PADDLECLOUD_VENV_CACHE": str(cache),
-        "PADDLECLOUD_POD_IP": "127.0.0.1",
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith((PREFIX, "PADDLE_", "VIRTUAL_ENV"))}
+    env |= JobEnv(
+        role="trainer",
+        index=0,
+        trainers=1,
+        pservers=0,
+        trainer_hosts=("127.0.0.1",),
+        trainer_ports=(40123,),
+        package_dir=str(package),
+        output_dir=str(output),
+        entry="echo entry-started",
+        venv_cache=str(cache),
+        pod_ip="127.0.0.1",
+    ).to_env()
     started = time.monotonic()
     result = subprocess.run(
         [str(python), "-m", "paddlecloud.launcher"], env=env, capture_output=True, text=True, timeout=600, check=False

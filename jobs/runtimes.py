@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from paddlecloud import venvcache
+from paddlecloud.contract.jobenv import env_name
 from rest_framework import exceptions
 
 from jobs.models import Job, Runtime
@@ -37,7 +38,7 @@ class RuntimePaths:
     python: str  # run `python -m paddlecloud.launcher` with this interpreter
     readonly: list[str]  # the base venv, its interpreter's install prefix, a ready layer
     writable_cache: str | None  # the user's layer cache, only while a layer must still be installed
-    env: dict[str, str] = field(default_factory=dict)  # for the launcher (PADDLECLOUD_VENV_CACHE)
+    env: dict[str, str] = field(default_factory=dict)  # for the launcher (JobEnv.venv_cache)
 
 
 def cache_root() -> Path:
@@ -112,4 +113,4 @@ def runtime_for(job: Job, package: Path) -> RuntimePaths:
         else:
             cache.mkdir(parents=True, exist_ok=True)
             writable = str(cache)
-    return RuntimePaths(str(python), readonly, writable, {"PADDLECLOUD_VENV_CACHE": str(cache)})
+    return RuntimePaths(str(python), readonly, writable, {env_name("venv_cache"): str(cache)})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from paddlecloud.ctl.commands import cli
+
 
 def main(argv: list[str] | None = None) -> None:
     """Run paddlectl with `argv` (default: sys.argv[1:]) and exit with its code."""
-    from paddlecloud.ctl.commands import cli
-
     cli.main(args=argv, prog_name="paddlectl")
 
 

@@ -20,6 +20,7 @@ token cache.
 
 from __future__ import annotations
 
+import getpass
 import os
 import sys
 import warnings
@@ -27,8 +28,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from paddlecloud.ctl import jobs
 from paddlecloud.ctl import spec as specs
+from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.errors import JobFailed, UsageProblem
+from paddlecloud.ctl.jobs import LogStream, job_path, lines
 
 # Spec field -> the PaddleJob parameter that sets it, for messages.
 PARAMETERS = {
@@ -111,8 +115,6 @@ def _quantity(value: Any) -> str:
 def _default_prompt() -> Callable[[str], str] | None:
     if not sys.stdin or not sys.stdin.isatty():
         return None
-    import getpass
-
     return lambda text: getpass.getpass(f"{text}: ")
 
 
@@ -236,8 +238,6 @@ class PaddleJob:
     @property
     def session(self) -> Any:
         if self._session is None:
-            from paddlecloud.ctl.api import Session
-
             self._session = Session.from_config(
                 self._config, password_prompt=_default_prompt(), warn=lambda m: warnings.warn(m, stacklevel=3)
             )
@@ -257,8 +257,6 @@ class PaddleJob:
         Returns the job. A job the portal refuses uploads nothing. dry_run=True only asks: it returns
         the portal's answer ({"dry_run": true, "job": ..., "requested": ...}) and creates nothing.
         """
-        from paddlecloud.ctl import jobs
-
         package = self.trainer_package_path
         if package is None:
             raise UsageProblem(
@@ -271,15 +269,11 @@ class PaddleJob:
 
     def status(self) -> dict[str, Any]:
         """The job as the portal sees it now: state, reason, message, trainers, pservers, ..."""
-        from paddlecloud.ctl import jobs
-
         self.job = jobs.get(self.session, self._ref())
         return self.job
 
     def wait(self, timeout: float | None = None, poll: float = 2.0, check: bool = False) -> dict[str, Any]:
         """Block until the job ends; returns it. check=True raises JobFailed unless it succeeded."""
-        from paddlecloud.ctl import jobs
-
         self.job = jobs.wait(self.session, self._ref(), timeout=timeout, poll=poll)
         if check and self.job.get("state") != "succeeded":
             raise JobFailed(self.job)
@@ -288,8 +282,6 @@ class PaddleJob:
     def logs(self, worker: str | None = None, follow: bool = False, tail: int | None = None,
              poll: float = 1.0) -> Iterator[str]:
         """The log lines (with their newline) of one worker, or of all (each line starts with [worker])."""
-        from paddlecloud.ctl.jobs import LogStream, lines
-
         stream = LogStream(self.session, self._ref(), worker=worker, tail=tail, follow=follow, poll=poll)
         yield from lines(iter(stream), prefix=worker is None)
         if follow and stream.job:
@@ -297,8 +289,6 @@ class PaddleJob:
 
     def kill(self, rm: bool = False) -> dict[str, Any] | None:
         """Stop every worker; rm=True also removes the job from the history."""
-        from paddlecloud.ctl.jobs import job_path
-
         if rm:
             self.session.delete(job_path(self._ref()), {"rm": "1"})
             return None

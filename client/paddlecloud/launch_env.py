@@ -1,4 +1,4 @@
-"""Job facts (PADDLECLOUD_* variables) parsed and turned into Paddle's variables, as pure functions."""
+"""Job facts (the JobEnv variables) checked together and turned into Paddle's variables, as pure functions."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from paddlecloud.contract.jobenv import JobEnv, JobEnvError, env_name
+
 Resolver = Callable[[str], str]
 
 
-class FactsError(ValueError):
-    """A job fact is missing or malformed; the message names the variable."""
+FactsError = JobEnvError  # a job variable is missing, malformed or inconsistent; the message names it
 
 
 @dataclass(frozen=True)
@@ -47,116 +48,74 @@ class Facts:
         return self.output_dir / f"{self.role}_{self.index}"
 
 
-def _int(env: Mapping[str, str], name: str, minimum: int, default: int | None = None) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        if default is None:
-            raise FactsError(f"{name} is required")
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise FactsError(f"{name}={raw!r} is not an integer") from None
-    if value < minimum:
-        raise FactsError(f"{name}={value} must be >= {minimum}")
-    return value
-
-
-def _port(name: str, raw: str) -> int:
-    try:
-        port = int(raw)
-    except ValueError:
-        raise FactsError(f"{name}: {raw!r} is not a port number") from None
-    if not 0 < port < 65536:
-        raise FactsError(f"{name}: {port} is not a port number (1-65535)")
-    return port
-
-
-def _hosts(env: Mapping[str, str], name: str, count: int) -> tuple[str, ...]:
-    hosts = tuple(h.strip() for h in env.get(name, "").split(",") if h.strip())
+def _hosts(hosts: tuple[str, ...], field: str, count: int) -> tuple[str, ...]:
     if len(hosts) != count:
-        raise FactsError(f"{name} must list {count} host(s), got {len(hosts)}: {env.get(name, '')!r}")
+        raise FactsError(f"{env_name(field)} must list {count} host(s), got {len(hosts)}: {','.join(hosts)!r}")
     return hosts
 
 
-def _ports(env: Mapping[str, str], name: str, count: int) -> tuple[int, ...]:
-    items = [p.strip() for p in env.get(name, "").split(",") if p.strip()]
-    ports = tuple(_port(name, p) for p in items)
+def _ports(ports: tuple[int, ...], field: str, count: int) -> tuple[int, ...]:
     if len(ports) == 1:
         return ports * count  # one port for every host (the k8s case: each pod has its own IP)
     if len(ports) != count:
-        raise FactsError(f"{name} must list 1 or {count} port(s), got {len(ports)}: {env.get(name, '')!r}")
+        listed = ",".join(map(str, ports))
+        raise FactsError(f"{env_name(field)} must list 1 or {count} port(s), got {len(ports)}: {listed!r}")
     return ports
 
 
-def _optional_port(env: Mapping[str, str], name: str) -> int | None:
-    raw = env.get(name, "").strip()
-    return _port(name, raw) if raw else None
-
-
-def _index(env: Mapping[str, str], hostname: str) -> int:
-    for name in ("PADDLECLOUD_INDEX", "JOB_COMPLETION_INDEX"):  # the latter: k8s Indexed Job
-        if env.get(name, "").strip():
-            return _int(env, name, 0)
+def _index(job: JobEnv, env: Mapping[str, str], hostname: str) -> int:
+    if job.index is not None:
+        return job.index
+    raw = env.get("JOB_COMPLETION_INDEX", "").strip()  # k8s Indexed Job
+    if raw:
+        if not raw.isdigit():
+            raise FactsError(f"JOB_COMPLETION_INDEX={raw!r} is not an integer >= 0")
+        return int(raw)
     m = re.search(r"-(\d+)$", hostname.split(".", 1)[0])  # StatefulSet pod: <name>-<ordinal>
     if m:
         return int(m.group(1))
     raise FactsError(
-        f"PADDLECLOUD_INDEX is required (no JOB_COMPLETION_INDEX, hostname {hostname!r} has no -<n> suffix)"
+        f"{env_name('index')} is required (no JOB_COMPLETION_INDEX, hostname {hostname!r} has no -<n> suffix)"
     )
 
 
 def read_facts(env: Mapping[str, str], hostname: str) -> Facts:
-    """Parse and validate the engine-provided facts; raises FactsError naming the bad variable."""
-    role = env.get("PADDLECLOUD_ROLE", "").strip()
-    if role not in ("pserver", "trainer"):
-        raise FactsError(f"PADDLECLOUD_ROLE must be 'pserver' or 'trainer', got {role!r}")
-    trainers = _int(env, "PADDLECLOUD_TRAINERS", 1)
-    pservers = _int(env, "PADDLECLOUD_PSERVERS", 0)
-    index = _index(env, hostname)
+    """Parse (JobEnv.from_env) and check the variables together; raises FactsError naming the bad one."""
+    job = JobEnv.from_env(env)
+    role, trainers, pservers = job.role, job.trainers, job.pservers
+    index = _index(job, env, hostname)
     count = pservers if role == "pserver" else trainers
     if role == "pserver" and pservers == 0:
-        raise FactsError("PADDLECLOUD_ROLE=pserver but PADDLECLOUD_PSERVERS=0 (collective mode)")
+        raise FactsError(f"{env_name('role')}=pserver but {env_name('pservers')}=0 (collective mode)")
     if index >= count:
         raise FactsError(f"{role} index {index} is out of range: the job has {count} {role}(s)")
-    gloo_port = _optional_port(env, "PADDLECLOUD_GLOO_PORT")
-    if pservers and gloo_port is None:
-        raise FactsError("PADDLECLOUD_GLOO_PORT is required in parameter-server mode (PADDLECLOUD_PSERVERS>0)")
-    entry = env.get("PADDLECLOUD_ENTRY", "").strip()
-    if not entry:
-        raise FactsError("PADDLECLOUD_ENTRY is required (e.g. 'python train.py')")
-    output = env.get("PADDLECLOUD_OUTPUT_DIR", "").strip()
-    if not output:
-        raise FactsError("PADDLECLOUD_OUTPUT_DIR is required")
-    timeout_raw = env.get("PADDLECLOUD_PSERVER_WAIT_TIMEOUT", "").strip() or "300"
-    try:
-        timeout = float(timeout_raw)
-    except ValueError:
-        raise FactsError(f"PADDLECLOUD_PSERVER_WAIT_TIMEOUT={timeout_raw!r} is not a number") from None
-    passes = _int(env, "PADDLECLOUD_PASSES", 1) if env.get("PADDLECLOUD_PASSES", "").strip() else None
-    cache = env.get("PADDLECLOUD_VENV_CACHE", "").strip()
+    if pservers and job.gloo_port is None:
+        raise FactsError(
+            f"{env_name('gloo_port')} is required in parameter-server mode ({env_name('pservers')}>0)"
+        )
+    is_trainer = role == "trainer"
     return Facts(
         role=role,
         index=index,
         trainers=trainers,
         pservers=pservers,
-        pserver_hosts=_hosts(env, "PADDLECLOUD_PSERVER_HOSTS", pservers) if pservers else (),
-        pserver_ports=_ports(env, "PADDLECLOUD_PSERVER_PORTS", pservers) if pservers else (),
+        pserver_hosts=_hosts(job.pserver_hosts, "pserver_hosts", pservers) if pservers else (),
+        pserver_ports=_ports(job.pserver_ports, "pserver_ports", pservers) if pservers else (),
         # A pserver never needs the trainers' addresses (so it never waits for their DNS names).
-        trainer_hosts=_hosts(env, "PADDLECLOUD_TRAINER_HOSTS", trainers) if role == "trainer" else (),
-        trainer_ports=_ports(env, "PADDLECLOUD_TRAINER_PORTS", trainers) if role == "trainer" else (),
-        gloo_port=gloo_port,
-        master_port=_optional_port(env, "PADDLECLOUD_MASTER_PORT"),
-        job_name=env.get("PADDLECLOUD_JOB_NAME", ""),
-        datacenter=env.get("PADDLECLOUD_DATACENTER", ""),
-        username=env.get("PADDLECLOUD_USERNAME", ""),
-        package_dir=Path(env.get("PADDLECLOUD_PACKAGE_DIR", "").strip() or os.getcwd()),
-        entry=entry,
-        output_dir=Path(output),
-        passes=passes,
-        venv_cache=Path(cache) if cache else None,
-        pserver_wait_timeout=timeout,
-        pod_ip=env.get("PADDLECLOUD_POD_IP", "").strip() or None,
+        trainer_hosts=_hosts(job.trainer_hosts, "trainer_hosts", trainers) if is_trainer else (),
+        trainer_ports=_ports(job.trainer_ports, "trainer_ports", trainers) if is_trainer else (),
+        gloo_port=job.gloo_port,
+        master_port=job.master_port,
+        job_name=job.job_name,
+        datacenter=job.datacenter,
+        username=job.username,
+        package_dir=Path(job.package_dir or os.getcwd()),
+        entry=job.entry,
+        output_dir=Path(job.output_dir),
+        passes=job.passes,
+        venv_cache=Path(job.venv_cache) if job.venv_cache else None,
+        pserver_wait_timeout=300.0 if job.pserver_wait_timeout is None else job.pserver_wait_timeout,
+        pod_ip=job.pod_ip,
     )
 
 

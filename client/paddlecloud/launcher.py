@@ -3,32 +3,7 @@
 Contract with the engines (``local`` and ``kubernetes``): the engine sets these job facts as
 environment variables and runs ``paddlecloud-launch`` (no arguments) as the process's command.
 
-=================================  =========================================================
-``PADDLECLOUD_ROLE``               ``pserver`` or ``trainer``
-``PADDLECLOUD_INDEX``              this process's index among its role. If unset:
-                                   ``JOB_COMPLETION_INDEX`` (k8s Indexed Job), else the
-                                   trailing ``-<n>`` of the host name (StatefulSet pod).
-``PADDLECLOUD_TRAINERS``           number of trainers (>= 1)
-``PADDLECLOUD_PSERVERS``           number of pservers (>= 0; 0 = collective mode)
-``PADDLECLOUD_PSERVER_HOSTS``      comma list, one host (DNS name or IP) per pserver
-``PADDLECLOUD_PSERVER_PORTS``      comma list, one port per pserver, or one port for all
-``PADDLECLOUD_TRAINER_HOSTS``      same for trainers (required on trainers; pservers ignore it)
-``PADDLECLOUD_TRAINER_PORTS``      collective endpoints / a PS trainer's own PADDLE_PORT
-``PADDLECLOUD_GLOO_PORT``          PS mode, required: gloo HTTP store port on pserver 0's host
-``PADDLECLOUD_MASTER_PORT``        collective, optional: PADDLE_MASTER port on trainer 0's host
-``PADDLECLOUD_JOB_NAME``           optional: exported as PADDLE_JOB_NAME
-``PADDLECLOUD_DATACENTER``         optional: exported as PADDLE_CLOUD_CURRENT_DATACENTER
-``PADDLECLOUD_USERNAME``           optional: exported as PADDLE_CLOUD_USERNAME
-``PADDLECLOUD_PACKAGE_DIR``        the entry's working directory (default: the current one)
-``PADDLECLOUD_ENTRY``              shell command, run as ``/bin/sh -c ENTRY``
-``PADDLECLOUD_OUTPUT_DIR``         job output folder; the log is ``<output>/<role>_<index>/log.txt``
-``PADDLECLOUD_PASSES``             optional (>= 1): exported as PADDLE_INIT_NUM_PASSES
-``PADDLECLOUD_VENV_CACHE``         venv cache dir (default ``$XDG_CACHE_HOME/paddlecloud/venvs``,
-                                   else ``~/.cache/paddlecloud/venvs``)
-``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names and for every
-                                   pserver to accept TCP before a trainer starts
-``PADDLECLOUD_POD_IP``             optional: this process's IP (k8s: downward API status.podIP)
-=================================  =========================================================
+{variables}
 
 What it does, in order:
 
@@ -74,6 +49,7 @@ from types import FrameType
 from typing import BinaryIO
 
 from paddlecloud import launch_env, venvcache
+from paddlecloud.contract import jobenv
 from paddlecloud.launch_env import Facts, FactsError
 
 EXIT_BAD_FACTS = 64
@@ -239,7 +215,7 @@ def _become_subreaper() -> None:
     # descendants (sh died first, or the entry left a background process) must come back to
     # us so that the launcher exits only when the whole job process is gone.
     try:
-        import ctypes
+        import ctypes  # only here: Linux's prctl, and nothing else of the launcher needs ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
@@ -323,7 +299,7 @@ def run_entry(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -
 def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
     store = None
     if facts.ps_mode and facts.role == "pserver" and facts.index == 0:
-        from paddlecloud.gloo_store import GlooStore
+        from paddlecloud.gloo_store import GlooStore  # only pserver 0 of a PS job serves the store
 
         assert facts.gloo_port is not None
         try:
@@ -358,7 +334,7 @@ def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
 
 def _best_effort_log(message: str) -> None:
     """Facts were bad: still try to leave the reason where the portal looks for the log."""
-    names = ("PADDLECLOUD_OUTPUT_DIR", "PADDLECLOUD_ROLE", "PADDLECLOUD_INDEX")
+    names = (jobenv.env_name("output_dir"), jobenv.env_name("role"), jobenv.env_name("index"))
     out, role, idx = (os.environ.get(k, "").strip() for k in names)
     if out and role in ("pserver", "trainer") and idx.isdigit():
         try:
@@ -374,7 +350,7 @@ def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.get
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
+        print((__doc__ or "").replace("{variables}", jobenv.VARIABLES.rstrip("\n")))
         raise SystemExit(0)
     try:
         facts = launch_env.read_facts(os.environ, hostname())

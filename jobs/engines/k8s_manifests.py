@@ -30,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from paddlecloud.contract.jobenv import JobEnv, env_name
 
 from jobs import packages
 from jobs.models import Job
@@ -382,24 +383,24 @@ def _volumes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def env(plan: Plan, role: str) -> list[dict[str, Any]]:
     """The launcher's env contract (client/paddlecloud/launcher.py), with the user's own variables first."""
-    facts = {
-        "PADDLECLOUD_ROLE": role,
-        "PADDLECLOUD_TRAINERS": str(plan.trainers),
-        "PADDLECLOUD_PSERVERS": str(plan.pservers),
-        "PADDLECLOUD_PSERVER_HOSTS": ",".join(pserver_host(plan.uid, i) for i in range(plan.pservers)),
-        "PADDLECLOUD_PSERVER_PORTS": str(PSERVER_PORT),
-        "PADDLECLOUD_TRAINER_HOSTS": ",".join(trainer_host(plan.uid, i) for i in range(plan.trainers)),
-        "PADDLECLOUD_TRAINER_PORTS": str(TRAINER_PORT),
-        "PADDLECLOUD_GLOO_PORT": str(GLOO_PORT),
-        "PADDLECLOUD_MASTER_PORT": str(MASTER_PORT),
-        "PADDLECLOUD_JOB_NAME": plan.name,
-        "PADDLECLOUD_DATACENTER": plan.datacenter,
-        "PADDLECLOUD_USERNAME": plan.username,
-        "PADDLECLOUD_PACKAGE_DIR": plan.package_dir,
-        "PADDLECLOUD_ENTRY": plan.entry,
-        "PADDLECLOUD_OUTPUT_DIR": plan.output_dir,
-        "PADDLECLOUD_PASSES": str(plan.passes),
-    }
+    facts = JobEnv(
+        role=role,
+        trainers=plan.trainers,
+        pservers=plan.pservers,
+        pserver_hosts=tuple(pserver_host(plan.uid, i) for i in range(plan.pservers)),
+        pserver_ports=(PSERVER_PORT,),
+        trainer_hosts=tuple(trainer_host(plan.uid, i) for i in range(plan.trainers)),
+        trainer_ports=(TRAINER_PORT,),
+        gloo_port=GLOO_PORT,
+        master_port=MASTER_PORT,
+        job_name=plan.name,
+        datacenter=plan.datacenter,
+        username=plan.username,
+        package_dir=plan.package_dir,
+        entry=plan.entry,
+        output_dir=plan.output_dir,
+        passes=plan.passes,
+    ).to_env()
     result: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
     result += [{"name": k, "value": v} for k, v in facts.items()]
     # The index comes from what the controller set on the pod (the launcher also falls back to
@@ -407,8 +408,8 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
     index_field = (
         f"metadata.annotations['{TRAINER_INDEX}']" if role == "trainer" else f"metadata.labels['{PSERVER_INDEX}']"
     )
-    result.append({"name": "PADDLECLOUD_INDEX", "valueFrom": {"fieldRef": {"fieldPath": index_field}}})
-    result.append({"name": "PADDLECLOUD_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    result.append({"name": env_name("index"), "valueFrom": {"fieldRef": {"fieldPath": index_field}}})
+    result.append({"name": env_name("pod_ip"), "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     return result
 
 

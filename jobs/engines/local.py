@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from paddlecloud.contract.jobenv import JobEnv
 
 from jobs import gpus, packages, runtimes
 from jobs.engines import local_world, processes, sandbox
@@ -114,27 +115,28 @@ class LocalEngine(Engine):
             tmp = sandbox.PRIVATE_TMP
             env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path(runtime)})
         env.update(spec.get("env") or {})
+        loopback = "127.0.0.1"
         env.update(
-            {
-                "PADDLECLOUD_ROLE": role.value,
-                "PADDLECLOUD_INDEX": str(index),
-                "PADDLECLOUD_TRAINERS": str(job.trainers),
-                "PADDLECLOUD_PSERVERS": str(job.pservers),
-                "PADDLECLOUD_PSERVER_HOSTS": ",".join(["127.0.0.1"] * job.pservers),
-                "PADDLECLOUD_PSERVER_PORTS": ",".join(map(str, ports["pservers"])),
-                "PADDLECLOUD_TRAINER_HOSTS": ",".join(["127.0.0.1"] * job.trainers),
-                "PADDLECLOUD_TRAINER_PORTS": ",".join(map(str, ports["trainers"])),
-                "PADDLECLOUD_GLOO_PORT": str(ports["gloo"]),
-                "PADDLECLOUD_MASTER_PORT": str(ports["master"]),
-                "PADDLECLOUD_POD_IP": "127.0.0.1",
-                "PADDLECLOUD_JOB_NAME": job.name,
-                "PADDLECLOUD_DATACENTER": self.datacenter.name,
-                "PADDLECLOUD_USERNAME": job.owner.get_username(),
-                "PADDLECLOUD_PACKAGE_DIR": package,
-                "PADDLECLOUD_ENTRY": spec["entry"],
-                "PADDLECLOUD_OUTPUT_DIR": output,
-                "PADDLECLOUD_PASSES": str(spec.get("passes", 1)),
-            }
+            JobEnv(
+                role=role.value,
+                index=index,
+                trainers=job.trainers,
+                pservers=job.pservers,
+                pserver_hosts=(loopback,) * job.pservers,
+                pserver_ports=tuple(ports["pservers"]),
+                trainer_hosts=(loopback,) * job.trainers,
+                trainer_ports=tuple(ports["trainers"]),
+                gloo_port=ports["gloo"],
+                master_port=ports["master"],
+                pod_ip=loopback,
+                job_name=job.name,
+                datacenter=self.datacenter.name,
+                username=job.owner.get_username(),
+                package_dir=package,
+                entry=spec["entry"],
+                output_dir=output,
+                passes=spec.get("passes", 1),
+            ).to_env()
         )
         if role == Role.TRAINER:
             env.update(gpus.gpu_env(job, index))

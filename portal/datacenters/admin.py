@@ -44,8 +44,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             "Cluster",
             {
                 "fields": ["in_cluster", "kubeconfig", "kube_context", "namespace_prefix"],
-                "description": "For the kubernetes engine. The local engine runs user code as the "
-                "worker's OS user: enable it only for trusted users.",
+                "description": "For the kubernetes engine.",
             },
         ),
         (
@@ -69,14 +68,15 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (
             "Local engine",
             {
-                "fields": ["run_without_sandbox", "gpus"],
-                "description": "GPUs: the host GPUs jobs may be given (indexes of `nvidia-smi -L`); "
+                "fields": ["run_without_sandbox", "local_host", "gpus"],
+                "description": "Jobs run in a bubblewrap sandbox as an unprivileged user; 'run without "
+                "sandbox' (trusted users only) lets them run where the host cannot make one. "
+                "GPUs: the host GPUs jobs may be given (indexes of `nvidia-smi -L`); "
                 "the action 'Detect GPUs' fills them from this host. Runtimes (what `-image NAME` "
                 "picks) are under Training jobs -> Runtimes.",
             },
         ),
         ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "finished_ttl"]}),
-        ("Local engine: sandbox and limits", {"fields": ["run_without_sandbox", "local_host"]}),
         (
             "Default quota per user",
             {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from jobs.reconcile import reconcile_datacenter, release
 from jobs.spec import JobSpecSerializer
 from jobs.states import transition
 from portal.datacenters.models import Datacenter
+from tests.wait import wait_for
 from tools.k8s.testcluster import DELAY, EXIT_CODE, FATE
 
 T = TypeVar("T")
@@ -71,17 +71,6 @@ def start(job: Job) -> Job:
 
 def submit(dc: Datacenter, user: User, spec: dict[str, Any], **kwargs: Any) -> Job:
     return start(new_job(dc, user, spec, **kwargs))
-
-
-def wait_for(fn: Callable[[], T | None], what: str, timeout: float = 30.0, interval: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def drive(dc: Datacenter, until: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:

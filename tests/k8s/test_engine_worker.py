@@ -16,7 +16,8 @@ from rest_framework.test import APIClient
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.k8s.engine_helpers import DELAY, FATE, nothing_left, objects_of, put_package
-from tests.workers import WorkerProcess, start_worker, wait_for
+from tests.wait import wait_for
+from tests.workers import WorkerProcess, start_worker
 from tools.k8s.testcluster import TestCluster
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
@@ -62,10 +63,10 @@ def test_a_job_runs_through_the_api_with_live_then_archived_logs_and_kill_leaves
     k8s_cluster.set_namespace_log_lines(f"{k8s_dc.namespace_prefix}alice", ["step 1", "step 2", "done"])
     spec = {"jobname": "fit", "datacenter": k8s_dc.name, "entry": "python train.py", "parallelism": 2, "pservers": 1}
     job = post_job(alice_api, spec, {FATE: "succeed", DELAY: "5s"})
-    wait_for(lambda: state_of(job, "running"), 30, "running", worker)
+    wait_for(lambda: state_of(job, "running"), "running", 30, watch=worker)
     live = alice_api.get("/api/v1/jobs/fit/logs?worker=trainer-1").json()
     assert (live["text"], live["complete"], live["state"]) == ("step 1\nstep 2\ndone\n", False, "running")
-    job = wait_for(lambda: released(job), 30, "success", worker)
+    job = wait_for(lambda: released(job), "success", 30, watch=worker)
     assert (job.state, job.reason, job.exit_code) == ("succeeded", "", 0)
     after = alice_api.get(f"/api/v1/jobs/fit/logs?worker=trainer-1&cursor={live['cursor']}").json()
     assert (after["text"], after["complete"]) == ("", True)
@@ -81,10 +82,10 @@ def test_a_job_runs_through_the_api_with_live_then_archived_logs_and_kill_leaves
 
     put_package(k8s_dc, alice, "hang")
     hang = post_job(alice_api, {**spec, "jobname": "hang"}, {FATE: "hang"})
-    wait_for(lambda: state_of(hang, "running"), 30, "running", worker)
+    wait_for(lambda: state_of(hang, "running"), "running", 30, watch=worker)
     assert alice_api.delete("/api/v1/jobs/hang").json()["state"] == "killed"
-    wait_for(lambda: released(hang), 30, "kill to release", worker)
-    wait_for(lambda: nothing_left(k8s_api, hang.uid), 30, "every object of the killed job to be gone", worker)
+    wait_for(lambda: released(hang), "kill to release", 30, watch=worker)
+    wait_for(lambda: nothing_left(k8s_api, hang.uid), "every object of the killed job to be gone", 30, watch=worker)
 
 
 def test_the_api_server_down_during_submit_keeps_the_job_queued_until_it_is_back(
@@ -101,14 +102,17 @@ def test_the_api_server_down_during_submit_keeps_the_job_queued_until_it_is_back
     try:
         job = post_job(alice_api, {**spec, "pservers": 1})  # no fate: trainers succeed after 1 s
         retrying = wait_for(
-            lambda: state_of(job, "submitting") if Job.objects.get(pk=job.pk).message else None, 30, "a retry", worker
+            lambda: state_of(job, "submitting") if Job.objects.get(pk=job.pk).message else None,
+            "a retry",
+            30,
+            watch=worker,
         )
         assert retrying.message.startswith("retrying: cannot reach the Kubernetes API server")
         time.sleep(2)  # a while without the API server: the job must stay where it is, not fail
         assert Job.objects.get(pk=job.pk).state in ("queued", "submitting")
     finally:
         k8s_cluster.start_component("kube-apiserver")
-    job = wait_for(lambda: released(job), 90, "the job to run and succeed once the server is back", worker)
+    job = wait_for(lambda: released(job), "the job to run and succeed once the server is back", 90, watch=worker)
     assert (job.state, job.reason) == ("succeeded", "")
     found = objects_of(k8s_api, job.uid)
     assert (found["Service"], found["Job"], found["StatefulSet"]) == ([job.uid], [f"{job.uid}-trainer"], [])

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from tests.wait import wait_for
 from tools.k8s.testcluster import (
     DELAY,
     EXIT_CODE,
@@ -23,18 +22,6 @@ from tools.k8s.testcluster import (
 pytestmark = pytest.mark.k8s  # also added by conftest for every test under tests/k8s
 
 T = TypeVar("T")
-
-
-def wait_for(fn: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    """Poll fn until it returns something truthy; fail with `what` after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def pod_body(name: str, annotations: dict[str, str] | None = None, image: str = "paddle:latest", **res: str) -> dict:

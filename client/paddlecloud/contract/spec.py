@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from paddlecloud.contract import quantity
+from paddlecloud.contract.jobenv import PREFIX as JOB_ENV_PREFIX
 
 MAX_NAME = 40  # so "<name>-<suffix>-pserver-<i>" still fits a 63-character DNS label
 MAX_ENTRY = 4096
@@ -43,7 +44,7 @@ DEFAULTS = {"cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # explicit ranges: ASCII only
 
 # Variables PaddleCloud sets for the launcher and Paddle; a user value would silently break the wiring.
-RESERVED_ENV_PREFIXES = ("PADDLECLOUD_", "PADDLE_")
+RESERVED_ENV_PREFIXES = (JOB_ENV_PREFIX, "PADDLE_")
 RESERVED_ENV_NAMES = frozenset(
     {"TRAINING_ROLE", "POD_IP", "TRAINER_ID", "TRAINERS", "FLAGS_enable_pir_api", "PATH", "VIRTUAL_ENV",
      "JOB_COMPLETION_INDEX"}

@@ -9,7 +9,6 @@ fails them, and turns every failure into one `PaddleCloudError` line.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +40,7 @@ def _env_float(name: str, default: float) -> float:
 
 def network_problem(exc: Exception) -> str:
     """A short reason for a requests exception: 'connection refused', 'host not found', ..."""
-    import requests
+    import requests  # loaded already: only a request's failure gets here
 
     text = str(exc)
     if isinstance(exc, requests.exceptions.SSLError):
@@ -61,6 +60,7 @@ def network_problem(exc: Exception) -> str:
         ("connection aborted", "connection lost"),
         ("remotedisconnected", "connection lost"),
         ("broken pipe", "connection lost"),
+        ("timed out", "no answer in time"),  # a read timeout after urllib3's retries
     ):
         if needle in lowered:
             return reason
@@ -82,6 +82,10 @@ def error_from_response(response: requests.Response) -> APIError:
     return APIError(status, f"HTTP {status} {reason} from {response.url}{hint}")
 
 
+class IncompleteAnswer(NetworkError):
+    """The portal's answer was cut short: the connection dropped mid-body."""
+
+
 class Session:
     """One user on one portal: `request` is the only way paddlectl and the SDK talk to it."""
 
@@ -101,7 +105,7 @@ class Session:
         self.timeout = timeout
         self.retries = _env_int("PADDLECTL_RETRIES", 3)
         self.retry_wait = _env_float("PADDLECTL_RETRY_WAIT", 1.0)
-        self._http: requests.Session | None = None
+        self._http: list[requests.Session] = []  # [retrying, once], made on first use
         self._token: str | None = None
 
     @classmethod
@@ -141,20 +145,40 @@ class Session:
     def url(self, path: str) -> str:
         return f"{self.endpoint}{API}{path}"
 
-    @property
-    def http(self) -> requests.Session:
-        if self._http is None:
-            import requests
+    def http(self, retry: bool) -> requests.Session:
+        """The requests session: with urllib3's Retry (`retry`), or one that sends each request once."""
+        sessions = self._http
+        if not sessions:
+            import requests  # here, not at the top: requests costs `paddlectl --help` ~100 ms
+            from requests.adapters import HTTPAdapter
 
-            self._http = requests.Session()
-            self._http.headers["User-Agent"] = f"paddlectl/{__version__}"
-            self._http.headers["Accept"] = "application/json"
-        return self._http
+            from paddlecloud.ctl.backoff import Backoff  # urllib3, as costly as requests
+
+            for retries in (self.retries, 0):
+                http = requests.Session()
+                http.headers["User-Agent"] = f"paddlectl/{__version__}"
+                http.headers["Accept"] = "application/json"
+                policy = Backoff(
+                    total=retries,
+                    # The caller decides which methods may be repeated (request's `retry`); refused
+                    # connections, lost answers and a restarting portal's 502-504 are all retried.
+                    allowed_methods=None,
+                    status_forcelist=RETRY_STATUSES,
+                    backoff_factor=self.retry_wait,
+                    raise_on_status=False,  # the last 5xx answer is the portal's message to show
+                    raise_on_redirect=False,
+                    respect_retry_after_header=False,
+                )
+                adapter = HTTPAdapter(max_retries=policy)
+                http.mount("http://", adapter)
+                http.mount("https://", adapter)
+                sessions.append(http)
+        return sessions[0] if retry else sessions[1]
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        for http in self._http:
+            http.close()
+        self._http.clear()
 
     # --- login ----------------------------------------------------------------------------
 
@@ -232,35 +256,25 @@ class Session:
         stream: bool = False,
         timeout: float | None = None,
     ) -> requests.Response:
-        import requests
+        import requests  # loaded already by self.http()
 
         all_headers = dict(headers or {})
         if token:
             all_headers["Authorization"] = f"Token {token}"
-        attempts = 1 + (self.retries if retry else 0)
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                response = self.http.request(
-                    method,
-                    self.url(path),
-                    params=params,
-                    json=json,
-                    data=data,
-                    headers=all_headers,
-                    stream=stream,
-                    timeout=timeout or self.timeout,
-                    allow_redirects=False,
-                )
-            except requests.exceptions.RequestException as exc:
-                if last or isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema)):
-                    raise NetworkError(f"cannot reach the portal at {self.endpoint}: {network_problem(exc)}") from None
-            else:
-                if response.status_code not in RETRY_STATUSES or last:
-                    return response
-                response.close()
-            time.sleep(self.retry_wait * (2**attempt))
-        raise AssertionError("unreachable")
+        try:
+            return self.http(retry).request(
+                method,
+                self.url(path),
+                params=params,
+                json=json,
+                data=data,
+                headers=all_headers,
+                stream=stream,
+                timeout=timeout or self.timeout,
+                allow_redirects=False,
+            )
+        except requests.exceptions.RequestException as exc:
+            raise NetworkError(f"cannot reach the portal at {self.endpoint}: {network_problem(exc)}") from None
 
     def request(
         self,
@@ -311,22 +325,22 @@ class Session:
         try:
             return response.json()
         except ValueError:
-            raise NetworkError(
+            raise IncompleteAnswer(
                 f"incomplete answer from the portal at {self.endpoint} (HTTP {response.status_code}); "
                 "the connection dropped"
             ) from None
 
     def get(self, path: str, params: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        # A GET whose answer was cut short is simply asked again.
-        for attempt in range(self.retries + 1):
-            response = self.request("GET", path, params=params, **kwargs)
-            try:
-                return self.json(response)
-            except NetworkError:
-                if attempt == self.retries:
-                    raise
-                time.sleep(self.retry_wait * (2**attempt))
-        raise AssertionError("unreachable")
+        # A GET whose answer was cut short is simply asked again (the request itself retries in urllib3).
+        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+
+        asking = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.retries + 1),
+            wait=tenacity.wait_exponential(multiplier=self.retry_wait),
+            retry=tenacity.retry_if_exception_type(IncompleteAnswer),
+            reraise=True,
+        )
+        return asking(lambda: self.json(self.request("GET", path, params=params, **kwargs)))
 
     def post(self, path: str, body: Any = None, **kwargs: Any) -> Any:
         response = self.request("POST", path, json=body, **kwargs)

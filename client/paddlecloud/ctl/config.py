@@ -23,7 +23,7 @@ import re
 import stat
 import tempfile
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -87,7 +87,7 @@ class Config:
 
 def _compose(text: str, where: str) -> tuple[Any, Any]:
     """(data, node): the parsed document and its node tree, which knows the line of everything."""
-    import yaml
+    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     loader = yaml.SafeLoader(text)
     try:
@@ -106,7 +106,7 @@ def _compose(text: str, where: str) -> tuple[Any, Any]:
 
 
 def _child(node: Any, key: str | int) -> Any:
-    import yaml
+    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -118,7 +118,7 @@ def _child(node: Any, key: str | int) -> Any:
 
 
 def _key_node(node: Any, key: str) -> Any:
-    import yaml
+    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     if isinstance(node, yaml.MappingNode):
         for key_node, _ in node.value:
@@ -294,7 +294,7 @@ def _write_private(path: Path, text: str) -> None:
 
 def save_entry(path: Path, entry: Datacenter, make_current: bool = True) -> None:
     """Add or replace one datacenter entry (by name) and make it current; other entries are kept."""
-    import yaml
+    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     entries: list[dict[str, Any]] = []
     current = entry.name
@@ -376,8 +376,6 @@ class TokenCache:
 
 
 def _expired(stamp: str) -> bool:
-    from datetime import datetime, timedelta
-
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+import xxhash
+
 from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.errors import APIError, NetworkError, PaddleCloudError, UsageProblem
 
@@ -110,8 +112,6 @@ def check_remote(path: str, session: Session | None = None) -> str:
 
 
 def xxh3_file(path: Path) -> str:
-    import xxhash
-
     hasher = xxhash.xxh3_128()
     with path.open("rb") as handle:
         while piece := handle.read(HASH_PIECE):
@@ -120,8 +120,6 @@ def xxh3_file(path: Path) -> str:
 
 
 def xxh3_bytes(data: bytes) -> str:
-    import xxhash
-
     return CHECKSUM_PREFIX + xxhash.xxh3_128_hexdigest(data)
 
 
@@ -249,16 +247,17 @@ class Files:
                 progress.advance(len(data))
 
     def _put_chunk(self, upload: dict[str, Any], index: int, data: bytes) -> None:
+        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+
         headers = {"X-Chunk-Checksum": xxh3_bytes(data), "Content-Type": "application/octet-stream"}
-        for attempt in range(3):
-            try:
-                self.session.request("PUT", f"{FILES}/uploads/{upload['id']}/chunks/{index}", data=data,
-                                     headers=headers)
-                return
-            except APIError as exc:
-                # A chunk damaged on the way is refused by its checksum: send it again.
-                if exc.code != "checksum_mismatch" or attempt == 2:
-                    raise
+        # A chunk damaged on the way is refused by its checksum: send it again (3 times in all).
+        sending = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(3),
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, APIError) and e.code == "checksum_mismatch"),
+            reraise=True,
+        )
+        url = f"{FILES}/uploads/{upload['id']}/chunks/{index}"
+        sending(self.session.request, "PUT", url, data=data, headers=headers)
 
     def _complete(self, local: Path, upload: dict[str, Any], progress: Progress, summary: Summary) -> None:
         for _ in range(3):
@@ -321,7 +320,7 @@ class Files:
                         raise PaddleCloudError(f"cannot write {local}: {exc.strerror or exc}") from None
                     progress.advance(len(piece))
         except Exception as exc:
-            import requests
+            import requests  # loaded already: the download went through it
 
             if isinstance(exc, requests.exceptions.RequestException):
                 raise NetworkError(

@@ -146,30 +146,33 @@ class _Outage:
     def __init__(self, limit: float, notify: Callable[[str], None] | None) -> None:
         self.limit = limit
         self.notify = notify
-        self.since: float | None = None
-        self.delay = 1.0
+
+    @staticmethod
+    def _is_outage(exc: BaseException) -> bool:
+        return isinstance(exc, NetworkError) or (isinstance(exc, APIError) and exc.status in (502, 503, 504))
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        while True:
-            try:
-                result = fn()
-            except (NetworkError, APIError) as exc:
-                if self.limit <= 0 or (isinstance(exc, APIError) and exc.status not in (502, 503, 504)):
-                    raise
-                now = time.monotonic()
-                if self.since is None:
-                    self.since = now
-                    if self.notify:
-                        self.notify(f"{exc}; waiting for the portal to come back")
-                if now - self.since > self.limit:
-                    raise
-                time.sleep(self.delay)
-                self.delay = min(self.delay * 2, 5.0)
-                continue
-            if self.since is not None and self.notify:
-                self.notify("the portal is back; carrying on")
-            self.since, self.delay = None, 1.0
-            return result
+        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+
+        waited = False
+
+        def tell(state: tenacity.RetryCallState) -> None:
+            nonlocal waited
+            if not waited and self.notify and state.outcome is not None:
+                self.notify(f"{state.outcome.exception()}; waiting for the portal to come back")
+            waited = True
+
+        waiting = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(self._is_outage),
+            stop=tenacity.stop_after_delay(max(self.limit, 0.0)),
+            wait=tenacity.wait_exponential(multiplier=1.0, max=5.0),
+            before_sleep=tell,
+            reraise=True,
+        )
+        result = waiting(fn)
+        if waited and self.notify:
+            self.notify("the portal is back; carrying on")
+        return result
 
 
 class LogStream:

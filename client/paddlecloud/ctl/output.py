@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from paddlecloud.ctl.config import Datacenter
+
 FORMATS = ("table", "json", "yaml")
 MAX_CELL = 80
 
@@ -100,7 +102,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str | No
 
 def dump(data: Any, fmt: str) -> str:
     if fmt == "yaml":
-        import yaml
+        import yaml  # only for -o yaml: PyYAML costs every other command its start-up time
 
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
     return json.dumps(data, indent=2, ensure_ascii=False)
@@ -122,6 +124,7 @@ class BarProgress:
     def start(self, total_bytes: int, files: int, verb: str) -> None:
         if not self.enabled:
             return
+        # rich only when a bar is drawn (a terminal): importing it costs every other command ~50 ms.
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -166,3 +169,83 @@ class BarProgress:
             self._progress.update(self._task, current="")
             self._progress.stop()
             self._progress = None
+
+
+# The tables of paddlectl's listings (get, ls, config view).
+
+
+def _ready(counts: dict[str, Any], with_succeeded: bool) -> str:
+    ready = int(counts.get("running", 0)) + (int(counts.get("succeeded", 0)) if with_succeeded else 0)
+    return f"{ready}/{int(counts.get('total', 0))}"
+
+
+def jobs_table(items: list[dict[str, Any]]) -> str:
+    rows = [
+        (j["name"], j["state"], _ready(j.get("trainers") or {}, True), _ready(j.get("pservers") or {}, False),
+         age(j.get("created_at")), j.get("reason") or "")
+        for j in items
+    ]
+    return table(("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "REASON"), rows, empty="No jobs.")
+
+
+def workers_table(items: list[dict[str, Any]]) -> str:
+    rows = [
+        (w["name"], w["role"], w["state"], age(w.get("started_at")), w.get("restarts", 0),
+         "" if w.get("exit_code") is None else w["exit_code"], w.get("message") or "")
+        for w in items
+    ]
+    return table(("NAME", "ROLE", "STATE", "START", "RESTARTS", "EXIT CODE", "MESSAGE"), rows,
+                 empty="No workers yet.")
+
+
+def registry_table(items: list[dict[str, Any]]) -> str:
+    rows = [(r["name"], r.get("server", ""), r.get("username", ""), age(r.get("created_at"))) for r in items]
+    return table(("NAME", "SERVER", "USERNAME", "AGE"), rows, empty="No registry secrets.")
+
+
+QUOTA_ROWS = (
+    ("cpu", "cpu", "number"),
+    ("memory", "memory", "bytes"),
+    ("gpu", "gpu", "number"),
+    ("jobs", "active jobs", "number"),
+    ("storage", "storage", "bytes"),
+    ("storage_files", "storage files", "number"),
+)
+
+
+def quota_table(items: list[dict[str, Any]]) -> str:
+    rows = []
+    for report in items:
+        limits, usage = report.get("limits", {}), report.get("usage", {})
+        for key, label, kind in QUOTA_ROWS:
+            limit, used = float(limits.get(key, 0)), float(usage.get(key, 0))
+            show = human_bytes if kind == "bytes" else number
+            rows.append((report["datacenter"], label, show(used), show(limit), show(max(limit - used, 0))))
+    return table(("DATACENTER", "RESOURCE", "USED", "LIMIT", "FREE"), rows, empty="No datacenters.")
+
+
+def datacenters_table(items: list[dict[str, Any]], current: str) -> str:
+    rows = [("*" if d["name"] == current else "", d["name"], d.get("engine", ""), d.get("storage_kind", ""),
+             d.get("description", "")) for d in items]
+    return table(("CURRENT", "NAME", "ENGINE", "STORAGE", "DESCRIPTION"), rows, empty="No datacenters.")
+
+
+def ls_table(items: list[dict[str, Any]], base: str) -> str:
+    prefix = base.rstrip("/") + "/"
+    rows = []
+    for item in items:
+        name = item["path"][len(prefix):] if item["path"].startswith(prefix) else item["name"]
+        if item["kind"] == "dir":
+            name += "/"
+        size = "-" if item["kind"] == "dir" else human_bytes(int(item.get("size", 0)))
+        rows.append((name, item["kind"], size, age(item.get("mtime"))))
+    return table(("NAME", "KIND", "SIZE", "MODIFIED"), rows, empty="(empty)")
+
+
+def config_table(datacenters: Sequence[Datacenter], current: str | None) -> str:
+    rows = [
+        ("*" if d.name == current else "", d.name, d.portal_name, d.endpoint, d.username,
+         "yes" if d.password is not None else "no")
+        for d in datacenters
+    ]
+    return table(("CURRENT", "NAME", "DATACENTER", "ENDPOINT", "USERNAME", "PASSWORD"), rows)

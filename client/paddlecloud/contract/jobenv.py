@@ -1,0 +1,193 @@
+"""The job's PADDLECLOUD_* environment: what the engines set and the launcher reads, typed, in one place.
+
+Each field is the variable ``PADDLECLOUD_<FIELD>`` (``env_name``). Engines build a ``JobEnv`` and
+call ``to_env()``; the launcher calls ``JobEnv.from_env(os.environ)``, which checks each variable
+on its own (type, range) and raises ``JobEnvError`` naming it; the checks across variables (counts,
+role against pservers) are the launcher's (``launch_env.read_facts``).
+
+``VARIABLES`` lists them (``paddlecloud-launch --help`` prints it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PREFIX = "PADDLECLOUD_"
+ROLES = ("pserver", "trainer")
+
+VARIABLES = """\
+=================================  =========================================================
+``PADDLECLOUD_ROLE``               ``pserver`` or ``trainer``
+``PADDLECLOUD_INDEX``              this process's index among its role. If unset:
+                                   ``JOB_COMPLETION_INDEX`` (k8s Indexed Job), else the
+                                   trailing ``-<n>`` of the host name (StatefulSet pod).
+``PADDLECLOUD_TRAINERS``           number of trainers (>= 1)
+``PADDLECLOUD_PSERVERS``           number of pservers (>= 0; 0 = collective mode)
+``PADDLECLOUD_PSERVER_HOSTS``      comma list, one host (DNS name or IP) per pserver
+``PADDLECLOUD_PSERVER_PORTS``      comma list, one port per pserver, or one port for all
+``PADDLECLOUD_TRAINER_HOSTS``      same for trainers (required on trainers; pservers ignore it)
+``PADDLECLOUD_TRAINER_PORTS``      collective endpoints / a PS trainer's own PADDLE_PORT
+``PADDLECLOUD_GLOO_PORT``          PS mode, required: gloo HTTP store port on pserver 0's host
+``PADDLECLOUD_MASTER_PORT``        collective, optional: PADDLE_MASTER port on trainer 0's host
+``PADDLECLOUD_JOB_NAME``           optional: exported as PADDLE_JOB_NAME
+``PADDLECLOUD_DATACENTER``         optional: exported as PADDLE_CLOUD_CURRENT_DATACENTER
+``PADDLECLOUD_USERNAME``           optional: exported as PADDLE_CLOUD_USERNAME
+``PADDLECLOUD_PACKAGE_DIR``        the entry's working directory (default: the current one)
+``PADDLECLOUD_ENTRY``              shell command, run as ``/bin/sh -c ENTRY``
+``PADDLECLOUD_OUTPUT_DIR``         job output folder; the log is ``<output>/<role>_<index>/log.txt``
+``PADDLECLOUD_PASSES``             optional (>= 1): exported as PADDLE_INIT_NUM_PASSES
+``PADDLECLOUD_VENV_CACHE``         venv cache dir (default ``$XDG_CACHE_HOME/paddlecloud/venvs``,
+                                   else ``~/.cache/paddlecloud/venvs``)
+``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names and for every
+                                   pserver to accept TCP before a trainer starts
+``PADDLECLOUD_POD_IP``             optional: this process's IP (k8s: downward API status.podIP)
+=================================  =========================================================
+"""
+
+
+class JobEnvError(ValueError):
+    """A job variable is missing or malformed; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    """Every PADDLECLOUD_* variable; None means unset (``to_env`` leaves it out)."""
+
+    role: str
+    trainers: int
+    pservers: int
+    entry: str
+    output_dir: str
+    index: int | None = None
+    pserver_hosts: tuple[str, ...] = ()
+    pserver_ports: tuple[int, ...] = ()
+    trainer_hosts: tuple[str, ...] = ()
+    trainer_ports: tuple[int, ...] = ()
+    gloo_port: int | None = None
+    master_port: int | None = None
+    job_name: str = ""
+    datacenter: str = ""
+    username: str = ""
+    package_dir: str | None = None
+    passes: int | None = None
+    venv_cache: str | None = None
+    pserver_wait_timeout: float | None = None
+    pod_ip: str | None = None
+
+    def to_env(self) -> dict[str, str]:
+        """The variables as a process's environment, in field order."""
+        env: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            env[env_name(f.name)] = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        return env
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> JobEnv:
+        """Parse and check each variable on its own; raises JobEnvError naming the bad one."""
+        role = _str(env, "role")
+        if role not in ROLES:
+            raise JobEnvError(f"{env_name('role')} must be 'pserver' or 'trainer', got {role!r}")
+        entry = _str(env, "entry")
+        if not entry:
+            raise JobEnvError(f"{env_name('entry')} is required (e.g. 'python train.py')")
+        output = _str(env, "output_dir")
+        if not output:
+            raise JobEnvError(f"{env_name('output_dir')} is required")
+        return cls(
+            role=role,
+            trainers=_required_int(env, "trainers", 1),
+            pservers=_required_int(env, "pservers", 0),
+            entry=entry,
+            output_dir=output,
+            index=_int(env, "index", 0),
+            pserver_hosts=_hosts(env, "pserver_hosts"),
+            pserver_ports=_ports(env, "pserver_ports"),
+            trainer_hosts=_hosts(env, "trainer_hosts"),
+            trainer_ports=_ports(env, "trainer_ports"),
+            gloo_port=_optional_port(env, "gloo_port"),
+            master_port=_optional_port(env, "master_port"),
+            job_name=env.get(env_name("job_name"), ""),
+            datacenter=env.get(env_name("datacenter"), ""),
+            username=env.get(env_name("username"), ""),
+            package_dir=_str(env, "package_dir") or None,
+            passes=_int(env, "passes", 1),
+            venv_cache=_str(env, "venv_cache") or None,
+            pserver_wait_timeout=_float(env, "pserver_wait_timeout"),
+            pod_ip=_str(env, "pod_ip") or None,
+        )
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(JobEnv))
+
+
+def env_name(field: str) -> str:
+    """The variable that carries a JobEnv field (for k8s valueFrom entries and error messages)."""
+    if field not in _FIELDS:
+        raise KeyError(f"JobEnv has no field {field!r}")
+    return PREFIX + field.upper()
+
+
+def _str(env: Mapping[str, str], field: str) -> str:
+    return env.get(env_name(field), "").strip()
+
+
+def _int(env: Mapping[str, str], field: str, minimum: int) -> int | None:
+    name, raw = env_name(field), _str(env, field)
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise JobEnvError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise JobEnvError(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def _required_int(env: Mapping[str, str], field: str, minimum: int) -> int:
+    value = _int(env, field, minimum)
+    if value is None:
+        raise JobEnvError(f"{env_name(field)} is required")
+    return value
+
+
+def _float(env: Mapping[str, str], field: str) -> float | None:
+    raw = _str(env, field)
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise JobEnvError(f"{env_name(field)}={raw!r} is not a number") from None
+
+
+def _port(name: str, raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        raise JobEnvError(f"{name}: {raw!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise JobEnvError(f"{name}: {port} is not a port number (1-65535)")
+    return port
+
+
+def _optional_port(env: Mapping[str, str], field: str) -> int | None:
+    raw = _str(env, field)
+    return _port(env_name(field), raw) if raw else None
+
+
+def _items(env: Mapping[str, str], field: str) -> list[str]:
+    return [item.strip() for item in env.get(env_name(field), "").split(",") if item.strip()]
+
+
+def _hosts(env: Mapping[str, str], field: str) -> tuple[str, ...]:
+    return tuple(_items(env, field))
+
+
+def _ports(env: Mapping[str, str], field: str) -> tuple[int, ...]:
+    return tuple(_port(env_name(field), p) for p in _items(env, field))

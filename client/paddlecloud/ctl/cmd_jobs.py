@@ -1,0 +1,251 @@
+"""paddlectl's job commands: submit, get jobs/workers, logs, wait, kill, delete job."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from paddlecloud.ctl import jobs, spec
+from paddlecloud.ctl.app import (
+    OUTPUT,
+    cli,
+    complete_jobs,
+    delete,
+    get,
+    note,
+    parse_chunk_size,
+    session_of,
+    warn,
+)
+from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem, describe_end
+from paddlecloud.ctl.files import is_remote
+from paddlecloud.ctl.jobs import LogStream, job_path, lines, wait
+from paddlecloud.ctl.output import BarProgress, dump, emit, human_bytes, jobs_table, workers_table
+
+
+def _default_jobname(package: str) -> str:
+    base = Path(package.rstrip("/")).name.lower()
+    name = re.sub(r"[^a-z0-9-]+", "-", base).strip("-")
+    name = re.sub(r"^[^a-z]+", "", name)[:40].rstrip("-")
+    return name or "paddle-cluster-job"
+
+
+@cli.command(short_help="Submit a job to PaddlePaddle Cloud.")
+@click.option("-jobname", "--jobname", help="The job's name: a-z, 0-9 and '-', at most 40 (default: the package's).")
+@click.option("-cpu", "--cpu", default="1", show_default=True, help="CPU for each trainer: 2, 0.5 or 500m.")
+@click.option("-gpu", "--gpu", type=int, default=0, show_default=True, help="GPUs for each trainer.")
+@click.option("-memory", "--memory", default="1Gi", show_default=True, help="Memory for each trainer: 1Gi, 512Mi.")
+@click.option("-parallelism", "--parallelism", type=int, default=1, show_default=True, help="Number of trainers.")
+@click.option("-pservers", "--pservers", type=int, default=0, show_default=True,
+              help="Number of parameter servers (0: collective mode).")
+@click.option("-pscpu", "--pscpu", default="1", show_default=True, help="CPU for each parameter server.")
+@click.option("-psmemory", "--psmemory", default="1Gi", show_default=True, help="Memory for each parameter server.")
+@click.option("-entry", "--entry", required=True, help='Command that starts a trainer, e.g. "python train.py".')
+@click.option("-passes", "--passes", type=int, default=1, show_default=True, help="Passes over the data.")
+@click.option("-image", "--image", default="", help="Runtime image (default: the datacenter's).")
+@click.option("-registry", "--registry", default="", help="Registry secret for a private image (see `registry`).")
+@click.option("-datacenter", "--datacenter", default=None, help="Datacenter (default: the config's current one).")
+@click.option("-env", "--env", multiple=True, metavar="NAME=VALUE", help="Environment variable; repeat for more.")
+@click.option("-max-retries", "--max-retries", "max_retries", type=int, default=0, show_default=True,
+              help="Restarts of a failed trainer before the job fails.")
+@click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
+              help="Seconds the job may wait for resources before it fails.")
+@click.option("-topology", "--topology", hidden=True, help="PaddlePaddle v1 config (retired; ignored).")
+@click.option("-chunk-size", "--chunk-size", "chunk_size", default=None, metavar="SIZE",
+              help="Upload chunk size, a multiple of 64Ki (default: the portal's).")
+@click.option("-wait", "--wait", "wait_end", is_flag=True, help="Wait until the job ends; exit 1 unless it succeeded.")
+@click.option("-f", "--follow", is_flag=True, help="Follow the logs until the job ends; exit 1 unless it succeeded.")
+@click.option("-dry-run", "--dry-run", "dry_run", is_flag=True,
+              help="Only ask the portal whether it would accept the job (quota included); upload and create nothing.")
+@click.option("-o", "--output", type=OUTPUT, default="table", help="Print the submitted job as json or yaml.")
+@click.argument("package")
+@click.pass_context
+def submit(ctx: click.Context, package: str, **flags: Any) -> None:
+    """Submit a job. PACKAGE is a local directory, uploaded (resumably) to the job's folder
+    /pfs/<datacenter>/home/<user>/jobs/<jobname>/ first, or a /pfs/ directory already there.
+
+    \b
+    paddlectl submit -jobname fit -pservers 2 -parallelism 2 -cpu 1 -memory 1Gi \\
+        -entry "python train.py" ./fit_a_line
+    """
+    if flags["topology"]:
+        warn("-topology is a PaddlePaddle v1 option and is ignored; use -entry")
+    jobname = flags["jobname"] or _default_jobname(package)
+    body = {
+        "jobname": jobname,
+        "entry": flags["entry"],
+        "parallelism": flags["parallelism"],
+        "pservers": flags["pservers"],
+        "cpu": flags["cpu"],
+        "memory": flags["memory"],
+        "gpu": flags["gpu"],
+        "pscpu": flags["pscpu"],
+        "psmemory": flags["psmemory"],
+        "passes": flags["passes"],
+        "image": flags["image"],
+        "registry": flags["registry"],
+        "env": spec.parse_env(flags["env"]),
+        "max_retries": flags["max_retries"],
+        "pending_timeout": flags["pending_timeout"],
+        "datacenter": flags["datacenter"],
+    }
+    spec.check(body)  # before the config is even read
+    chunk = parse_chunk_size(flags["chunk_size"])
+    if not is_remote(package) and not Path(package).expanduser().is_dir():
+        what = "is not a directory" if Path(package).expanduser().exists() else "does not exist"
+        raise UsageProblem(f"PACKAGE: {package} {what} (give a local directory or a /pfs/ path)")
+    session = session_of(ctx)
+    job, summary = jobs.submit(session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"])
+    if flags["dry_run"]:
+        if flags["output"] in ("json", "yaml"):
+            click.echo(dump(job, flags["output"]))
+        else:
+            asked = job.get("requested") or {}
+            click.echo(f"the portal would accept job {jobname} on {job['job']['datacenter']} "
+                       f"({asked.get('cpu', 0):g} cores, {human_bytes(int(asked.get('memory', 0)))}B memory, "
+                       f"{asked.get('gpu', 0)} GPUs in all); nothing was uploaded or created")
+        return
+    if summary is not None:
+        plural = "s" if summary.files != 1 else ""
+        note(f"uploaded {summary.files} file{plural} ({human_bytes(summary.bytes)}B) to {job['spec'].get('package')}"
+             + (f", {summary.chunks_reused} chunks already there" if summary.chunks_reused else ""))
+    if flags["output"] in ("json", "yaml"):
+        click.echo(dump(job, flags["output"]))
+    else:
+        click.echo(f"job {job['name']} submitted to {job['datacenter']} (uid {job['uid']}, {job['state']})")
+    if flags["follow"]:
+        follow_logs(ctx, job["uid"], None, None, True, None)
+    elif flags["wait_end"]:
+        wait_job(ctx, job["uid"])
+    elif flags["output"] == "table":
+        note(f"follow it with: paddlectl logs -f {job['name']}")
+
+
+@get.command("jobs", short_help="List your jobs (newest first).")
+@click.option("-active", "--active", is_flag=True, help="Only jobs still queued, pending or running.")
+@click.option("-state", "--state", type=click.Choice(["queued", "submitting", "pending", "running", "succeeded",
+                                                       "failed", "killed"]), help="Only jobs in this state.")
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.pass_context
+def get_jobs(ctx: click.Context, active: bool, state: str | None, output: str) -> None:
+    """NAME, STATE, TRAINERS and PSERVERS (ready/total), AGE, REASON.
+
+    TRAINERS counts running and finished trainers; PSERVERS running ones."""
+    params: dict[str, Any] = {}
+    if active:
+        params["active"] = "1"
+    if state:
+        params["state"] = state
+    items = list(session_of(ctx).paginate("/jobs", params))
+    emit(items, output, lambda: jobs_table(items))
+
+
+@get.command("workers", short_help="List the workers (trainers and pservers) of a job.")
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.argument("job", shell_complete=complete_jobs)
+@click.pass_context
+def get_workers(ctx: click.Context, job: str, output: str) -> None:
+    """NAME, ROLE, STATE, START (how long ago), RESTARTS, EXIT CODE, MESSAGE."""
+    items = list(session_of(ctx).paginate(f"{job_path(job)}/workers"))
+    emit(items, output, lambda: workers_table(items))
+
+
+def follow_logs(
+    ctx: click.Context, job: str, worker: str | None, tail: int | None, follow: bool, prefix: bool | None
+) -> None:
+    session = session_of(ctx)
+    stream = LogStream(session, job, worker=worker, tail=tail, follow=follow, notify=note)
+    iterator: Iterator[tuple[str, str]] = iter(stream)
+    for line in _with_prefix_choice(iterator, stream, prefix):
+        click.echo(line, nl=False)
+        sys.stdout.flush()
+    if follow:
+        end = stream.job
+        message = describe_end(end)
+        if end.get("state") != "succeeded":
+            raise PaddleCloudError(message)
+        note(message)
+
+
+def _with_prefix_choice(iterator: Iterator[tuple[str, str]], stream: Any, prefix: bool | None) -> Iterator[str]:
+    first = next(iterator, None)
+    # The workers are known once the stream has looked the job up (before its first piece).
+    use = prefix if prefix is not None else len(stream.workers) > 1
+    if first is None:
+        return
+    yield from lines(_chain(first, iterator), use)
+
+
+def _chain(first: tuple[str, str], rest: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    yield first
+    yield from rest
+
+
+@cli.command(short_help="Print logs of the job (-f to follow it to the end).")
+@click.option("-n", "--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines of each log.")
+@click.option("-w", "--worker", default=None, help="One worker: trainer-0, pserver-1, ... (default: all of them).")
+@click.option("-f", "--follow", is_flag=True,
+              help="Follow until the job ends; then exit 0 if it succeeded, 1 if it failed or was killed.")
+@click.option("--prefix/--no-prefix", default=None, help="Start each line with [worker] (default: with several).")
+@click.argument("job", shell_complete=complete_jobs)
+@click.pass_context
+def logs(ctx: click.Context, job: str, tail: int | None, worker: str | None, follow: bool,
+         prefix: bool | None) -> None:
+    """Print the logs of every worker of JOB (trainers, then pservers), or of one with -w."""
+    if worker and worker.startswith(f"{job}-"):
+        worker = worker[len(job) + 1:]  # the original's pod-style names: <job>-trainer-0
+    follow_logs(ctx, job, worker, tail, follow, prefix)
+
+
+def wait_job(ctx: click.Context, job: str, timeout: float | None = None) -> None:
+    def show(current: dict[str, Any]) -> None:
+        if current["state"] not in ("succeeded", "failed", "killed"):  # the end is told below
+            note(f"job {current['name']}: {current['state']}")
+
+    end = wait(session_of(ctx), job, timeout=timeout, notify=note, on_state=show)
+    if end.get("state") != "succeeded":
+        raise PaddleCloudError(describe_end(end))
+    note(describe_end(end))
+
+
+@cli.command("wait", short_help="Wait until a job ends; exit 0 if it succeeded, 1 if not.")
+@click.option("--timeout", type=float, default=None, help="Give up (exit 1) after this many seconds.")
+@click.argument("job", shell_complete=complete_jobs)
+@click.pass_context
+def wait_command(ctx: click.Context, job: str, timeout: float | None) -> None:
+    """Wait until JOB succeeds, fails or is killed, printing its state changes."""
+    wait_job(ctx, job, timeout)
+
+
+def kill_job(ctx: click.Context, job: str, remove: bool) -> None:
+    session = session_of(ctx)
+    if remove:
+        session.delete(job_path(job), {"rm": "1"})
+        click.echo(f"job {job} removed")
+        return
+    answer = session.delete(job_path(job))
+    if answer.get("state") == "killed":
+        click.echo(f"job {answer['name']} killed")
+    else:
+        click.echo(f"job {answer['name']} had already {answer.get('state')}; nothing to kill")
+
+
+@cli.command(short_help="Stop the job. -rm will remove the job from history.")
+@click.option("-rm", "--rm", "remove", is_flag=True, help="Also remove the job from the history.")
+@click.argument("job", shell_complete=complete_jobs)
+@click.pass_context
+def kill(ctx: click.Context, job: str, remove: bool) -> None:
+    """Stop every worker of JOB; with -rm also forget the job (its files stay on the PFS)."""
+    kill_job(ctx, job, remove)
+
+
+@delete.command("job", short_help="Kill a job and remove it from the history (kill -rm).")
+@click.argument("job", shell_complete=complete_jobs)
+@click.pass_context
+def delete_job(ctx: click.Context, job: str) -> None:
+    kill_job(ctx, job, True)
