@@ -149,6 +149,9 @@ def test_a_pod_resolves_another_pods_headless_name_and_logs_come_back_through_th
                 },
             },
         )
+        # The name exists once the pod has an IP; before that CoreDNS has no record (and refuses the
+        # bare name, which glibc reports as a temporary failure): the launcher retries, this test waits.
+        wait_for(lambda: core.read_namespaced_pod("srv", ns).status.pod_ip, "the server pod's IP", 120)  # type: ignore[union-attr]
         script = "import socket; print('resolved', socket.gethostbyname('srv-0.grp'))"
         core.create_namespaced_pod(
             ns,
