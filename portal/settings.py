@@ -308,6 +308,10 @@ PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
 # The unprivileged uid/gid local jobs run as inside their sandbox (nobody/nogroup); never root.
 PADDLECLOUD_JOB_UID = env_int("PADDLECLOUD_JOB_UID", 65534, minimum=1)
 PADDLECLOUD_JOB_GID = env_int("PADDLECLOUD_JOB_GID", 65534, minimum=1)
+# The uid/gid job pods run as (the `paddle` user of deploy/Dockerfile); a root worker hands the job's
+# folders on the PFS to it, as it does to PADDLECLOUD_JOB_UID for local jobs.
+PADDLECLOUD_POD_UID = env_int("PADDLECLOUD_POD_UID", 1000, minimum=1)
+PADDLECLOUD_POD_GID = env_int("PADDLECLOUD_POD_GID", 1000, minimum=1)
 CELERY_BEAT_SCHEDULE.update(
     {
         "reconcile": {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import pickle
-import secrets
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -20,6 +20,11 @@ from paddlecloud import recordio
 Reader = Callable[[], Iterable[Any]]
 Dumper = Callable[[Any, IO[bytes]], Any]
 Loader = Callable[[IO[bytes]], Any]
+
+
+def _unique() -> str:
+    """A temp-name tag no other writer shares: trainers in pods on one PFS all have pid 13 or so."""
+    return f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
 def trainer_id() -> int:
@@ -46,8 +51,7 @@ def _chunks(reader: Reader, line_count: int) -> Iterator[list[Any]]:
 
 
 def _atomic_dump(path: Path, obj: Any, dumper: Dumper) -> None:
-    # Not the pid alone: trainers in separate sandboxes (pid namespaces) share the PFS and often the pid.
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = path.with_name(f".{path.name}.tmp-{_unique()}")
     try:
         with open(tmp, "wb") as f:
             dumper(obj, f)
@@ -83,7 +87,7 @@ def convert(output_path: str, reader: Reader, line_count: int, name_prefix: str)
     tmp_names: list[Path] = []
     try:
         for i, chunk in enumerate(_chunks(reader, line_count)):
-            tmp = out / f".{name_prefix}-{i:05d}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+            tmp = out / f".{name_prefix}-{i:05d}.partial-{_unique()}"
             with recordio.Writer(tmp) as w:
                 for record in chunk:
                     w.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))

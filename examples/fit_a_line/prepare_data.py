@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +42,7 @@ def prepare(data_dir: Path = DATA_DIR) -> str:
     if marker.exists():
         return pattern
     split(samples, SHARD_ROWS, suffix=str(data_dir / "housing-train-%05d.pickle"))
-    tmp = data_dir / f".READY.tmp-{os.getpid()}-{secrets.token_hex(4)}"  # pids repeat across sandboxes
+    tmp = data_dir / f".READY.tmp-{uuid.uuid4().hex}"  # not the pid: pods share pids
     tmp.write_text(f"{ROWS} rows in shards of {SHARD_ROWS}\n")
     os.replace(tmp, marker)
     return pattern

@@ -175,6 +175,7 @@ class Plan:
     trainer_annotations: dict[str, str] = field(default_factory=dict)
     pserver_annotations: dict[str, str] = field(default_factory=dict)
     grace_seconds: int = 10
+    run_as: tuple[int, int] = (1000, 1000)  # (uid, gid) of every container: settings.PADDLECLOUD_POD_UID/GID
 
     @property
     def user_label(self) -> str:
@@ -224,6 +225,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         trainer_annotations=dict(data.get("pod_annotations") or {}),
         pserver_annotations=dict(data.get("pserver_annotations") or {}),
         grace_seconds=int(getattr(settings, "PADDLECLOUD_KILL_GRACE_SECONDS", 10)),
+        run_as=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
     )
 
 
@@ -435,6 +437,8 @@ def pod_template(plan: Plan, role: str) -> dict[str, Any]:
         # User code gets no API credentials and no env of other Services.
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        # The uid the engine hands the job's folders to, whatever USER the image says; never root.
+        "securityContext": {"runAsUser": plan.run_as[0], "runAsGroup": plan.run_as[1], "runAsNonRoot": True},
         "terminationGracePeriodSeconds": plan.grace_seconds,
         "containers": [container],
         "volumes": volumes,

@@ -24,16 +24,18 @@ import gc
 import hashlib
 import json
 import logging
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from jobs import packages
 from jobs.engines import k8s_manifests as m
-from jobs.engines import k8s_status, kube
+from jobs.engines import k8s_status, kube, local_world
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError
 from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
@@ -129,7 +131,15 @@ class KubernetesEngine(Engine):
         if self._namespace(job) != ns:
             self._remember(job, namespace=ns)
         plan = m.plan_for(job, self.datacenter, ns)
-        self._output(job).mkdir(parents=True, exist_ok=True)
+        # The pods' uid must be able to write the job's folders (its log, its model); a root worker
+        # would otherwise leave them root's and the launcher exits 71 (bug found by real pods).
+        local_world.prepare_dirs(
+            self.datacenter,
+            local_world.places(self.datacenter, username),
+            [self._output(job)],
+            runs_as_root=os.geteuid() == 0,
+            owner=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
+        )
 
         try:
             self.k8s.create("Namespace", None, m.namespace(ns, self.datacenter.name, username))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -296,3 +297,17 @@ def test_an_unreachable_cluster_is_transient(k8s_dc: Datacenter, alice: User) ->
     job.state = JobState.PENDING
     with pytest.raises(TransientEngineError):
         engine_for(k8s_dc).poll([job])
+
+
+def test_a_root_worker_hands_the_home_and_output_folder_to_the_pods_uid(
+    k8s_dc: Datacenter, alice: User, settings: Any
+) -> None:
+    """Found by real pods: the launcher (uid 1000) could not write its log in a folder a root worker made."""
+    settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID = 4321, 4322
+    job = submit(k8s_dc, alice, {"jobname": "owned", "parallelism": 1, "pservers": 0}, trainer_annotations=HANG)
+    home = Path(k8s_dc.storage_root) / "home" / "alice"
+    output = home / "jobs" / "owned" / "output" / job.uid
+    assert output.is_dir()
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in (home, home / "jobs", output.parent, output)}
+    assert owners == ({(4321, 4322)} if os.geteuid() == 0 else {(os.geteuid(), os.getegid())})
+    kill(job)

@@ -100,6 +100,9 @@ def test_ps_job_objects_are_accepted_with_the_env_contract(
         pod = obj.spec.template.spec
         assert [s.name for s in pod.image_pull_secrets] == ["pcr-hub"]
         assert pod.automount_service_account_token is False
+        # The uid the engine hands the job's folders to (settings.PADDLECLOUD_POD_UID), never root.
+        sc = pod.security_context
+        assert (sc.run_as_user, sc.run_as_group, sc.run_as_non_root) == (1000, 1000, True)
         [container] = pod.containers
         assert container.command == ["paddlecloud-launch"]
         assert container.image == "registry.example/paddle:3.0.0-gpu"  # gpu > 0: the datacenter's GPU image

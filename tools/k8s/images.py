@@ -50,11 +50,16 @@ def manifest_path() -> Path:
 
 
 def read_manifest() -> dict[str, Any] | None:
-    """{"runtime": {"ref", "layout"}, "pause": {...}} for the last successful build, or None."""
+    """{"runtime": {"ref", "layout"}, "pause": {...}}: this checkout's runtime and the last pause image
+    built, or None if either is missing (run `tools/k8s/build.sh`)."""
     path = manifest_path()
     if not path.exists():
         return None
     data: dict[str, Any] = json.loads(path.read_text())
+    # The runtime built from *this* checkout (another checkout's build may have written the file):
+    # an image with an older client ran the old launcher in the pods (found by the first real runs).
+    key = runtime_key()
+    data["runtime"] = {"ref": f"{RUNTIME_REPO}:3.0.0-{key}", "layout": str(images_dir() / f"runtime-{key}")}
     if not all(Path(entry["layout"], "index.json").exists() for entry in data.values()):
         return None
     return data
@@ -294,9 +299,14 @@ def build_base(steps: list[tuple[str, str]], env: dict[str, str], config: dict[s
     return rootfs, layer
 
 
+def runtime_key() -> str:
+    """The runtime image's key: the Dockerfile's steps and the files they copy from this checkout."""
+    return digest_of(parse_dockerfile(DOCKERFILE.read_text()))[:12]
+
+
 def build_runtime() -> dict[str, str]:
     steps = parse_dockerfile(DOCKERFILE.read_text())
-    key = digest_of(steps)[:12]
+    key = runtime_key()
     ref = f"{RUNTIME_REPO}:3.0.0-{key}"
     layout = images_dir() / f"runtime-{key}"
     if (layout / "index.json").exists():

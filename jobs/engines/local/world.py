@@ -59,16 +59,18 @@ def job_path(runtime: RuntimePaths) -> str:
     return os.pathsep.join(dict.fromkeys(dirs))
 
 
-def prepare_dirs(datacenter: Datacenter, where: Places, dirs: list[Path], runs_as_root: bool) -> None:
+def prepare_dirs(
+    datacenter: Datacenter, where: Places, dirs: list[Path], runs_as_root: bool, owner: tuple[int, int] | None = None
+) -> None:
     """Create ``dirs`` (in the user's home) without following links; as root, hand them and the
-    home to the job's uid so the job can write there. The job owns its home's contents, so each
-    name is opened without following symlinks: a link it planted cannot turn this into a chown
-    of a host path."""
+    home to the job's uid (``owner``, default the local sandbox's) so the job can write there. The
+    job owns its home's contents, so each name is opened without following symlinks: a link it
+    planted cannot turn this into a chown of a host path."""
     storage = storage_for(datacenter)
     names = [str(where.home.relative_to(where.root))]
     for directory in dirs:
         names.append(str(directory.relative_to(where.root)))
-    uid, gid = settings.PADDLECLOUD_JOB_UID, settings.PADDLECLOUD_JOB_GID
+    uid, gid = owner or (settings.PADDLECLOUD_JOB_UID, settings.PADDLECLOUD_JOB_GID)
     for name in names:
         storage.makedirs(name)
         if not runs_as_root:

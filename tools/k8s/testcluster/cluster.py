@@ -330,7 +330,9 @@ class TestCluster(KwokLogs):
         node = self.node
         assert node is not None
         runner = self.node_runner = NodeRunner(node, self.work_dir, self.kubeconfig_path, self.context)
-        args = runner.prepare()
+        waited = time.monotonic()
+        args = runner.prepare()  # may wait for another real node on this host to stop first
+        deadline += time.monotonic() - waited
         env = {**os.environ, "PATH": f"{node.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         self._spawn("containerd", *args["containerd"], exe=node.bin_dir / "containerd", env=env)
         self._wait("containerd", deadline, runner.containerd_ready)

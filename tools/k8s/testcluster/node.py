@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +27,11 @@ CNI_BIN_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
 NAMESPACE = "k8s.io"  # containerd namespace the CRI plugin uses
 NODE_LABEL = "paddlecloud.org/node"  # = "real" on this node, so tests and users can choose it
+# One real node per host: nodes share the bridge name, its address (CoreDNS) and the kubepods cgroups,
+# so a second one starting or stopping breaks the first (seen: pods losing DNS, `cpuset.mems: no such
+# device`). A node holds this lock from prepare() to cleanup_host(); another waits for it.
+HOST_LOCK = Path("/run/paddlecloud-node/host.lock")
+HOST_LOCK_WAIT_SECONDS = 1800
 
 
 def node_bin_dir() -> Path:
@@ -45,7 +52,7 @@ def node_missing(bin_dir: Path | None = None) -> list[str]:
     missing += [b for b in NODE_BINARIES if not os.access(bin_dir / b, os.X_OK)]
     missing += [f"{CNI_BIN_DIR}/{p}" for p in CNI_PLUGINS if not os.access(CNI_BIN_DIR / p, os.X_OK)]
     if read_manifest() is None:
-        missing.append("images (tools/k8s/images.py build)")
+        missing.append("the runtime image of this checkout (tools/k8s/images.py build)")
     return missing
 
 
@@ -79,6 +86,35 @@ class NodeRunner:
         self.images: dict[str, Any] = {}
         self.ports: dict[str, int] = {}
         self._netns_before: set[str] = set()
+        self._host_lock: int | None = None
+
+    def _lock_host(self) -> None:
+        """Wait (up to HOST_LOCK_WAIT_SECONDS) until no other real node runs on this host."""
+        HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + HOST_LOCK_WAIT_SECONDS
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise NodeError(f"another real node still runs on this host ({HOST_LOCK})") from None
+                if not said:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                    print(f"waiting for another real node on this host to stop (pid {holder})", file=sys.stderr)
+                    said = True
+                time.sleep(1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._host_lock = fd
+
+    def _unlock_host(self) -> None:
+        if self._host_lock is not None:
+            os.close(self._host_lock)  # closing the only descriptor releases the flock
+            self._host_lock = None
 
     # ----- start -----
 
@@ -88,6 +124,7 @@ class NodeRunner:
         if images is None:
             raise NodeError("node images are not built: run tools/k8s/build.sh as root")
         self.images = images
+        self._lock_host()
         for d in (self.dir, self.run_dir, self.dir / "cni", self.dir / "kubelet"):
             d.mkdir(parents=True, exist_ok=True)
         self._netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
@@ -351,6 +388,7 @@ state = "{self.run_dir / "state"}"
             for dirpath, _, _ in sorted(os.walk(hierarchy), key=lambda w: -len(w[0])):
                 with contextlib.suppress(OSError):
                     os.rmdir(dirpath)
+        self._unlock_host()
 
     @staticmethod
     def _kubepods_cgroups() -> list[Path]:
