@@ -35,8 +35,9 @@ from django.utils import timezone
 
 from jobs import packages
 from jobs.engines import k8s_manifests as m
-from jobs.engines import k8s_status, kube, local_world
+from jobs.engines import k8s_status, kube
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError
+from jobs.engines.local import world as local_world
 from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
 from portal.datacenters import quota
