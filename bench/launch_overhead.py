@@ -9,8 +9,8 @@ Ours is timed from engine.start() until the job is finished and every process is
 reconciler polled every 0.2 s (the portal's beat runs it every 2 s, PADDLECLOUD_RECONCILE_SECONDS);
 theirs from exec until the launcher exits. Ours runs twice per round, in the bubblewrap sandbox (what
 jobs get) and without it (a datacenter's "run without sandbox"). Prints the medians, the ratios
-ours/theirs (goal <= 0.5 with the sandbox on, issue 11), and the sandbox's own cost per process: `bwrap <a job's sandbox> true`
-against `true`.
+ours/theirs (goal <= 0.5 with the sandbox on, issue 11), and the sandbox's own cost per process:
+`bwrap <a job's sandbox> true` against `true`.
 
     .venv/bin/python bench/launch_overhead.py [--runs 5] [--steps 1000]
 """
