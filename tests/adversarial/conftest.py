@@ -23,6 +23,7 @@ from rest_framework.test import APIClient
 from jobs.models import Job, Worker
 from portal.accounts.models import ApiToken
 from portal.datacenters.models import Datacenter, Quota
+from portal.notifications.models import NotifyPreference
 from portal.registry.models import RegistrySecret
 from storage.models import Upload, UploadChunk
 from tests.conftest import client_for
@@ -133,6 +134,7 @@ def snapshot(world: World) -> dict[str, Any]:
         "quota": sorted(map(str, Quota.objects.values_list("user__username", "cpu", "memory", "gpu", "jobs"))),
         "tokens": sorted(ApiToken.objects.filter(revoked_at=None).values_list("pk", flat=True)),
         "users": User.objects.count(),
+        "notify": sorted(NotifyPreference.objects.values_list("user__username", "email", "webhook")),
     }
     files = []
     for directory, _, names in os.walk(world.root):

@@ -399,6 +399,7 @@ for op in [
     ("GET", "/api/v1/jobs/{name}"),
     ("DELETE", "/api/v1/jobs/{name}"),
     ("GET", "/api/v1/jobs/{name}/logs"),
+    ("GET", "/api/v1/jobs/{name}/metrics"),
     ("GET", "/api/v1/jobs/{name}/workers"),
 ]:
     base = op[1].replace("{name}", "nope")
@@ -415,7 +416,26 @@ for label, query, word in [
     ("cursor 10k chars", "cursor=" + "c" * 10_000, "cursor"),
 ]:
     CASES.append(Case(LOGS, label, 400, word, url=f"/api/v1/jobs/fit/logs?{query}"))
+METRICS = ("GET", "/api/v1/jobs/{name}/metrics")
+for label, query, word in [
+    ("worker unknown", "worker=trainer-9", "worker"),
+    ("worker 10k chars", "worker=" + "w" * 10_000, "worker"),
+    ("cursor garbage", "cursor=not-a-cursor", "cursor"),
+    ("cursor negative", "cursor=-5", "cursor"),
+]:
+    CASES.append(Case(METRICS, label, 400, word, url=f"/api/v1/jobs/fit/metrics?{query}"))
 CASES.append(C("DELETE", "/api/v1/jobs/{name}", "rm=maybe", 400, "rm", url="/api/v1/jobs/fit?rm=maybe"))
+
+# --- notification preferences ---------------------------------------------------------------------
+NOTIFY = ("PUT", "/api/v1/notifications")
+for label, body, fname in [
+    ("webhook not http", {"email": True, "webhook": "ftp://hooks.example/x"}, "webhook"),
+    ("webhook 10k chars", {"email": False, "webhook": "https://h.example/" + "x" * 10_000}, "webhook"),
+    ("email is text", {"email": "maybe", "webhook": ""}, "email"),
+    ("email is a list", {"email": [True]}, "email"),
+    ("unknown field sms", {"email": True, "sms": "+1"}, "sms"),
+]:
+    CASES.append(field_case(NOTIFY, label, body, fname))
 
 # --- registry, quota, tokens ----------------------------------------------------------------------
 REG = ("POST", "/api/v1/registry/")
@@ -563,6 +583,7 @@ EXAMPLE_URLS = {
     "/api/v1/files/uploads/{upload_id}/complete": "/api/v1/files/uploads/{upload}/complete",
     "/api/v1/jobs/{name}": "/api/v1/jobs/fit",
     "/api/v1/jobs/{name}/logs": "/api/v1/jobs/fit/logs",
+    "/api/v1/jobs/{name}/metrics": "/api/v1/jobs/fit/metrics",
     "/api/v1/jobs/{name}/workers": "/api/v1/jobs/fit/workers",
     "/api/v1/quota/{datacenter}/{username}": "/api/v1/quota/local/alice",
     "/api/v1/registry/{name}/": "/api/v1/registry/harbor/",

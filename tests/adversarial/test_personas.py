@@ -83,7 +83,12 @@ ROUTES: dict[Operation, Route] = {
     ("GET", "/api/v1/jobs/{name}"): Route("/api/v1/jobs/fit", 200, 404, 404),
     ("DELETE", "/api/v1/jobs/{name}"): Route("/api/v1/jobs/fit", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/logs"): Route("/api/v1/jobs/fit/logs", 200, 404, 404),
+    ("GET", "/api/v1/jobs/{name}/metrics"): Route("/api/v1/jobs/fit/metrics", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/workers"): Route("/api/v1/jobs/fit/workers", 200, 404, 404),
+    ("GET", "/api/v1/notifications"): Route("/api/v1/notifications", 200, 200, 200),
+    ("PUT", "/api/v1/notifications"): Route(
+        "/api/v1/notifications", 200, 200, 200, body={"email": True, "webhook": ""}
+    ),
     ("GET", "/api/v1/quota"): Route("/api/v1/quota", 200, 200, 200),
     ("GET", "/api/v1/quota/{datacenter}/{username}"): Route("/api/v1/quota/local/alice", 403, 403, 200),
     ("PUT", "/api/v1/quota/{datacenter}/{username}"): Route(
