@@ -2,7 +2,7 @@
 
 It is its own controller: `poll` restarts failed trainers up to max_retries, and reports a job failed
 as soon as a pserver dies (trainers would otherwise exit 0 with nothing learned). Every process runs
-in a bubblewrap sandbox as an unprivileged user, seeing only its user's /pfs paths (local_world.py).
+in a bubblewrap sandbox as an unprivileged user, seeing only its user's /pfs paths (world.py).
 """
 
 from __future__ import annotations
