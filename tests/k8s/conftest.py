@@ -112,6 +112,27 @@ def k8s_namespace(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient) -> Iterator[
 # ----- the kubernetes engine against the test cluster -----
 
 
+def hostpath_datacenter(cluster: TestCluster, root: Path, name: str, ns: str, **fields: Any) -> Any:
+    """A `kubernetes` datacenter on `cluster` with hostPath storage at `root` (made here, with home and
+    public), a name `<name>-<tag>` and a namespace prefix `<ns><tag>-` of its own."""
+    from portal.datacenters.models import Datacenter, Engine, StorageKind
+
+    tag = uuid.uuid4().hex[:6]
+    (root / "home").mkdir(parents=True)
+    (root / "public").mkdir()
+    return Datacenter.objects.create(
+        name=f"{name}-{tag}",
+        engine=Engine.KUBERNETES,
+        kubeconfig=cluster.kubeconfig_path.read_text(),
+        kube_context=cluster.context,
+        namespace_prefix=f"{ns}{tag}-",
+        storage_kind=StorageKind.HOSTPATH,
+        host_path=str(root),
+        storage_root=str(root),
+        **fields,
+    )
+
+
 @pytest.fixture
 def k8s_dc(db: None, k8s_cluster: TestCluster, tmp_path: Path) -> Iterator[Any]:
     """A `kubernetes` datacenter on the test cluster: hostPath storage under tmp_path, a name and a
@@ -119,21 +140,11 @@ def k8s_dc(db: None, k8s_cluster: TestCluster, tmp_path: Path) -> Iterator[Any]:
 
     Afterwards every namespace the engine made for it is deleted (with everything in it).
     """
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
-
-    tag = uuid.uuid4().hex[:6]
-    root = tmp_path / "pfs"
-    (root / "home").mkdir(parents=True)
-    (root / "public").mkdir()
-    dc = Datacenter.objects.create(
-        name=f"k8s-{tag}",
-        engine=Engine.KUBERNETES,
-        kubeconfig=k8s_cluster.kubeconfig_path.read_text(),
-        kube_context=k8s_cluster.context,
-        namespace_prefix=f"t{tag}-",
-        storage_kind=StorageKind.HOSTPATH,
-        host_path=str(root),
-        storage_root=str(root),
+    dc = hostpath_datacenter(
+        k8s_cluster,
+        tmp_path / "pfs",
+        "k8s",
+        "t",
         cpu_image="registry.example/paddle:3.0.0",
         gpu_image="registry.example/paddle:3.0.0-gpu",
         default_cpu="64",

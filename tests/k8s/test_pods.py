@@ -21,8 +21,9 @@ from paddlecloud.ctl.commands import cli
 from rest_framework.test import APIClient
 
 from jobs.models import Job
-from portal.datacenters.models import Datacenter, Engine, StorageKind
+from portal.datacenters.models import Datacenter
 from tests.cli.conftest import config_text, write_config
+from tests.k8s.conftest import hostpath_datacenter
 from tests.k8s.engine_helpers import nothing_left
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
@@ -47,19 +48,11 @@ def pods_dc(db: None, k8s_node_cluster: TestCluster, tmp_path: Path) -> Iterator
     """A `kubernetes` datacenter on the real node: hostPath storage at the test's PFS root, the built image."""
     manifest = read_manifest()
     assert manifest is not None
-    root = tmp_path / "podpfs"
-    (root / "home").mkdir(parents=True)
-    (root / "public").mkdir()
-    tag = uuid.uuid4().hex[:6]
-    dc = Datacenter.objects.create(
-        name=f"pods-{tag}",
-        engine=Engine.KUBERNETES,
-        kubeconfig=k8s_node_cluster.kubeconfig_path.read_text(),
-        kube_context=k8s_node_cluster.context,
-        namespace_prefix=f"p{tag}-",
-        storage_kind=StorageKind.HOSTPATH,
-        host_path=str(root),
-        storage_root=str(root),
+    dc = hostpath_datacenter(
+        k8s_node_cluster,
+        tmp_path / "podpfs",
+        "pods",
+        "p",
         cpu_image=manifest["runtime"]["ref"],
         gpu_image=manifest["runtime"]["ref"],
         default_cpu="8",
