@@ -64,10 +64,11 @@ def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
     from jobs.engines.local import world as local_world
     from jobs.runtimes import RuntimePaths
     from portal.datacenters.models import Datacenter
+    from storage import places
 
     probe = sandbox.probe()
     dc = Datacenter.objects.get(name="local")
-    where = local_world.places(dc, "bench")
+    where = places.places(dc, "bench")
     runtime = RuntimePaths(sys.executable, [sys.prefix, sys.base_prefix], None)
     box = local_world.build(dc, where, where.home_inside, probe, runtime, [])
     argv = [a if a != sandbox.INFO_FD else "1" for a in sandbox.command(box, ["true"])]

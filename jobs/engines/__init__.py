@@ -34,7 +34,7 @@ class EngineEntry:
 ENGINES: dict[str, EngineEntry] = {
     EngineName.LOCAL: EngineEntry("jobs.engines.local.engine.LocalEngine", "jobs.engines.local.rules.LocalRules"),
     EngineName.KUBERNETES: EngineEntry(
-        "jobs.engines.kubernetes.KubernetesEngine", "jobs.engines.k8s_rules.KubernetesRules"
+        "jobs.engines.kubernetes.engine.KubernetesEngine", "jobs.engines.kubernetes.rules.KubernetesRules"
     ),
 }
 assert set(ENGINES) == set(EngineName.values), "every engine choice has one entry in ENGINES"

@@ -1,7 +1,7 @@
 """What an engine requires of a datacenter and of a job spec: checked in the admin and before a submit.
 
 Rules never call a cluster and import nothing heavy; each engine's own live beside it
-(local/rules.py, k8s_rules.py) and jobs.engines.rules_for(name) finds them.
+(local/rules.py, kubernetes/rules.py) and jobs.engines.rules_for(name) finds them.
 """
 
 from __future__ import annotations

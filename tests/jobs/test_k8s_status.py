@@ -1,4 +1,4 @@
-"""The Kubernetes status rules (jobs/engines/k8s_status.py) on objects recorded from the real control plane.
+"""The Kubernetes status rules (jobs/engines/kubernetes/status.py) on objects recorded from the real control plane.
 
 No cluster needed: each case in tests/jobs/k8s_status_cases/ is what the engine listed of one job at one
 poll (re-record them with tests/jobs/k8s_status_cases/record.py). Every case states the rule it shows by
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from jobs.engines import k8s_status
-from jobs.engines.k8s_status import VANISHED_AFTER, Facts, JobObjects
+from jobs.engines.kubernetes import status as k8s_status
+from jobs.engines.kubernetes.status import VANISHED_AFTER, Facts, JobObjects
 from jobs.models import JobState, Reason, WorkerState
 from tests.jobs.k8s_status_cases import HERE, load
 

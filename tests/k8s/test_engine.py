@@ -18,9 +18,10 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
-from jobs.engines import engine_for, kube
+from jobs.engines import engine_for
 from jobs.engines.base import TransientEngineError
-from jobs.engines.kubernetes import KubernetesEngine
+from jobs.engines.kubernetes import client as kube
+from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job, JobState
 from jobs.reconcile import reconcile_datacenter
 from portal.datacenters.models import Datacenter
@@ -280,7 +281,7 @@ def test_the_reaper_deletes_objects_whose_job_row_is_gone(
     keep = submit(k8s_dc, alice, {"jobname": "keep"}, trainer_annotations=HANG)
     orphan = submit(k8s_dc, alice, {"jobname": "orphan", "pservers": 1}, trainer_annotations=HANG)
     Job.objects.filter(pk=orphan.pk).delete()
-    monkeypatch.setattr("jobs.engines.kubernetes.REAP_GRACE_SECONDS", 0)
+    monkeypatch.setattr("jobs.engines.kubernetes.engine.REAP_GRACE_SECONDS", 0)
     assert engine_for(k8s_dc).reap() == 1  # its Service; the garbage collector takes the rest
     wait_for(lambda: nothing_left(k8s_api, orphan.uid), "the orphan to be gone")
     assert objects_of(k8s_api, keep.uid)["Service"] == [keep.uid]

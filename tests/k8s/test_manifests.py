@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
-from jobs.engines import k8s_manifests as m
+from jobs.engines.kubernetes import manifests as m
+from jobs.engines.kubernetes import names
 from portal.datacenters.models import Datacenter, StorageKind
 from portal.registry.models import RegistrySecret
 from tests.k8s.engine_helpers import kill, new_job, start, wait_for
@@ -27,20 +28,20 @@ def env_of(container: Any) -> dict[str, str]:
 
 
 def test_names_are_dns_safe_and_collision_safe() -> None:
-    assert m.namespace_name("paddle-", "alice") == "paddle-alice"
-    mixed, lower = m.namespace_name("paddle-", "Alice"), m.namespace_name("paddle-", "alice")
+    assert names.namespace_name("paddle-", "alice") == "paddle-alice"
+    mixed, lower = names.namespace_name("paddle-", "Alice"), names.namespace_name("paddle-", "alice")
     assert mixed != lower and mixed.startswith("paddle-alice-")
-    assert m.dns_safe("a.b") != m.dns_safe("a_b")
-    assert m.dns_safe("a.b").startswith("a-b-")
-    long = m.namespace_name("paddle-", "x" * 100)
+    assert names.dns_safe("a.b") != names.dns_safe("a_b")
+    assert names.dns_safe("a.b").startswith("a-b-")
+    long = names.namespace_name("paddle-", "x" * 100)
     assert len(long) <= 63 and long.startswith("paddle-xxx")
-    assert m.namespace_name("", "default") != "default"
-    assert m.namespace_name("", "kube-system").startswith("kube-system-")
-    assert m.dns_safe("@@@").startswith("user-")
+    assert names.namespace_name("", "default") != "default"
+    assert names.namespace_name("", "kube-system").startswith("kube-system-")
+    assert names.dns_safe("@@@").startswith("user-")
     # The longest job name still gives valid object and host names.
     uid = "a" * 40 + "-abcde"
-    assert len(m.pserver_set_name(uid)) <= 52  # StatefulSet pods label <set>-<10-char hash> (63 max)
-    assert len(m.trainer_host(uid, 999).split(".")[0]) <= 63
+    assert len(names.pserver_set_name(uid)) <= 52  # StatefulSet pods label <set>-<10-char hash> (63 max)
+    assert len(names.trainer_host(uid, 999).split(".")[0]) <= 63
 
 
 def test_ps_job_objects_are_accepted_with_the_env_contract(

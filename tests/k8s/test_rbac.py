@@ -11,8 +11,9 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from jobs.engines import engine_for, kube
-from jobs.engines.kubernetes import KubernetesEngine
+from jobs.engines import engine_for
+from jobs.engines.kubernetes import client as kube
+from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from portal.registry.models import RegistrySecret
@@ -91,7 +92,7 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
     kill(hang)
     wait_for(lambda: nothing_left(k8s_api, hang.uid), "the killed job to be gone")
     Job.objects.filter(pk=again.pk).delete()
-    monkeypatch.setattr("jobs.engines.kubernetes.REAP_GRACE_SECONDS", 0)
+    monkeypatch.setattr("jobs.engines.kubernetes.engine.REAP_GRACE_SECONDS", 0)
     assert engine.reap() == 1
     assert engine.cleanup(job)
     assert isinstance(engine, KubernetesEngine)

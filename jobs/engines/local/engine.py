@@ -2,7 +2,7 @@
 
 It is its own controller: `poll` restarts failed trainers up to max_retries, and reports a job failed
 as soon as a pserver dies (trainers would otherwise exit 0 with nothing learned). Every process runs
-in a bubblewrap sandbox as an unprivileged user, seeing only its user's /pfs paths (world.py).
+in a bubblewrap sandbox as an unprivileged user, seeing only its user's /pfs paths (world.py, storage/places.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from jobs.engines.local import processes, sandbox
 from jobs.engines.local import world as local_world
 from jobs.logfiles import parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
+from storage import places
 
 # Only these variables of the worker's own environment reach job processes: the worker's secrets
 # (DATABASE_URL, SECRET_KEY, ...) must never.
@@ -159,8 +160,8 @@ class LocalEngine(Engine):
             directory.mkdir(parents=True, exist_ok=True)
             env = self._env(job, role, worker.index, str(package), str(self._output(job)), runtime=None)
         else:
-            where = local_world.places(self.datacenter, job.owner.get_username())
-            local_world.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0)
+            where = places.places(self.datacenter, job.owner.get_username())
+            places.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0)
             inside = where.inside(package)
             env = self._env(job, role, worker.index, inside, where.inside(self._output(job)), runtime=runtime)
             devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []

@@ -7,15 +7,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from jobs.engines import k8s_manifests as m
-from jobs.engines import k8s_status
+from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes import status as k8s_status
 
 HERE = Path(__file__).resolve().parent
 Obj = dict[str, Any]
 
 # What the status rules read of each object; everything else is dropped when a case is recorded.
-_LABELS = (m.JOB_LABEL, m.ROLE_LABEL, m.TRAINER_INDEX, m.PSERVER_INDEX)
-_POD_ANNOTATIONS = (m.TRAINER_INDEX, m.FAILURE_COUNT)
+_LABELS = (names.JOB_LABEL, names.ROLE_LABEL, names.TRAINER_INDEX, names.PSERVER_INDEX)
+_POD_ANNOTATIONS = (names.TRAINER_INDEX, names.FAILURE_COUNT)
 _CONTAINER_FIELDS = ("restartCount", "state", "lastState")
 _POD_STATUS_FIELDS = ("phase", "reason", "message", "startTime")
 _CONDITION_FIELDS = ("type", "status", "reason", "message")

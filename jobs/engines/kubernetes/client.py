@@ -1,7 +1,7 @@
 """The one module that imports the `kubernetes` client: a thin REST wrapper the engine talks through.
 
 Objects go in and come out as plain dicts (the API's own JSON, camelCase): the engine builds
-manifests as dicts (`k8s_manifests`) and reads status from dicts (`k8s_status`), and skipping the
+manifests as dicts (`manifests`) and reads status from dicts (`status`), and skipping the
 client's model classes keeps a list of thousands of pods fast to decode.
 
 Errors are sorted once, here: the cluster not answering (connection refused, timeouts, 5xx, 429,

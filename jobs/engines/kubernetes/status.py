@@ -25,8 +25,8 @@ from typing import Any
 
 from paddlecloud.contract.units import parse_time as parse_time  # kubernetes.py reads it from here
 
-from jobs.engines import k8s_manifests as m
 from jobs.engines.base import Observation, WorkerStatus
+from jobs.engines.kubernetes import names
 from jobs.models import JobState, Reason, Role, WorkerState
 
 IMAGE_PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
@@ -68,16 +68,16 @@ def group(pods: Iterable[Obj], jobs: Iterable[Obj], sets: Iterable[Obj]) -> dict
     """Objects by the job uid in their `paddlecloud.org/job` label."""
     result: dict[str, JobObjects] = defaultdict(JobObjects)
     for pod in pods:
-        uid = labels(pod).get(m.JOB_LABEL)
+        uid = labels(pod).get(names.JOB_LABEL)
         if uid:
             result[uid].pods.append(pod)
     for job in jobs:
-        uid = labels(job).get(m.JOB_LABEL)
-        if uid and job["metadata"]["name"] == m.trainer_job_name(uid):
+        uid = labels(job).get(names.JOB_LABEL)
+        if uid and job["metadata"]["name"] == names.trainer_job_name(uid):
             result[uid].trainer_job = job
     for sts in sets:
-        uid = labels(sts).get(m.JOB_LABEL)
-        if uid and sts["metadata"]["name"] == m.pserver_set_name(uid):
+        uid = labels(sts).get(names.JOB_LABEL)
+        if uid and sts["metadata"]["name"] == names.pserver_set_name(uid):
             result[uid].pserver_set = sts
     return dict(result)
 
@@ -86,8 +86,8 @@ def attach_events(objects: dict[str, JobObjects], namespaces: dict[str, str], ev
     """Give each job the FailedCreate events of its Job and StatefulSet (namespaces: uid -> namespace)."""
     owners: dict[tuple[str, str], str] = {}
     for uid, ns in namespaces.items():
-        owners[(ns, m.trainer_job_name(uid))] = uid
-        owners[(ns, m.pserver_set_name(uid))] = uid
+        owners[(ns, names.trainer_job_name(uid))] = uid
+        owners[(ns, names.pserver_set_name(uid))] = uid
     for event in events:
         involved = event.get("involvedObject") or {}
         owner = owners.get((involved.get("namespace", ""), involved.get("name", "")))
@@ -114,9 +114,9 @@ def conditions(obj: Obj | None) -> dict[str, Obj]:
 
 def pod_index(pod: Obj, role: str) -> int | None:
     meta = pod.get("metadata") or {}
-    raw = (meta.get("labels") or {}).get(m.PSERVER_INDEX if role == "pserver" else m.TRAINER_INDEX)
+    raw = (meta.get("labels") or {}).get(names.PSERVER_INDEX if role == "pserver" else names.TRAINER_INDEX)
     if raw is None and role == "trainer":
-        raw = (meta.get("annotations") or {}).get(m.TRAINER_INDEX)
+        raw = (meta.get("annotations") or {}).get(names.TRAINER_INDEX)
     if raw is None and role == "pserver":
         tail = meta.get("name", "").rsplit("-", 1)[-1]
         raw = tail if tail.isdigit() else None
@@ -127,7 +127,7 @@ def pod_index(pod: Obj, role: str) -> int | None:
 
 
 def failure_count(pod: Obj) -> int:
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(m.FAILURE_COUNT, "0")
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.FAILURE_COUNT, "0")
     return int(raw) if str(raw).isdigit() else 0
 
 
@@ -140,7 +140,7 @@ def by_worker(pods: Iterable[Obj]) -> dict[tuple[str, int], list[Obj]]:
     """(role, index) -> that worker's pods, oldest attempt first."""
     result: dict[tuple[str, int], list[Obj]] = defaultdict(list)
     for pod in pods:
-        role = labels(pod).get(m.ROLE_LABEL, "")
+        role = labels(pod).get(names.ROLE_LABEL, "")
         if role not in ("trainer", "pserver"):
             continue
         index = pod_index(pod, role)
@@ -353,9 +353,9 @@ def observe(f: Facts, objs: JobObjects) -> Observation:
         return Observation(JobState.SUCCEEDED, exit_code=0, workers=statuses)
     gone = []
     if objs.trainer_job is None:
-        gone.append(f"Job {m.trainer_job_name(f.uid)}")
+        gone.append(f"Job {names.trainer_job_name(f.uid)}")
     if f.pservers and objs.pserver_set is None:
-        gone.append(f"StatefulSet {m.pserver_set_name(f.uid)}")
+        gone.append(f"StatefulSet {names.pserver_set_name(f.uid)}")
     if gone and f.age > VANISHED_AFTER:
         message = f"the {' and '.join(gone)} of the job disappeared (deleted outside PaddleCloud?)"
         return Observation(JobState.FAILED, Reason.LAUNCH_FAILED, message, None, statuses)

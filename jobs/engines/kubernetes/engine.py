@@ -1,5 +1,5 @@
 """The `kubernetes` engine: one job = a headless Service (the owner), a StatefulSet of pservers and an
-Indexed Job of trainers in the user's namespace (see k8s_manifests for names, labels and volumes).
+Indexed Job of trainers in the user's namespace (see names.py and manifests.py for names, labels and volumes).
 
 - start: creates what is missing (a retry after a crash finds the rest and creates only the rest).
 - poll: three list calls per datacenter whatever the number of jobs (pods, Jobs, StatefulSets by
@@ -34,14 +34,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import packages
-from jobs.engines import k8s_manifests as m
-from jobs.engines import k8s_status, kube
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError
-from jobs.engines.local import world as local_world
+from jobs.engines.kubernetes import client as kube
+from jobs.engines.kubernetes import manifests as m
+from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes import status as k8s_status
 from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
 from portal.datacenters import quota
 from portal.registry.models import RegistrySecret
+from storage import places
 
 log = logging.getLogger(__name__)
 
@@ -128,15 +130,15 @@ class KubernetesEngine(Engine):
     def start(self, job: Job) -> None:
         self.package(job)
         username = job.owner.get_username()
-        ns = self._namespace(job) or m.namespace_name(self.datacenter.namespace_prefix, username)
+        ns = self._namespace(job) or names.namespace_name(self.datacenter.namespace_prefix, username)
         if self._namespace(job) != ns:
             self._remember(job, namespace=ns)
         plan = m.plan_for(job, self.datacenter, ns)
         # The pods' uid must be able to write the job's folders (its log, its model); a root worker
         # would otherwise leave them root's and the launcher exits 71 (bug found by real pods).
-        local_world.prepare_dirs(
+        places.prepare_dirs(
             self.datacenter,
-            local_world.places(self.datacenter, username),
+            places.places(self.datacenter, username),
             [self._output(job)],
             runs_as_root=os.geteuid() == 0,
             owner=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
@@ -200,7 +202,7 @@ class KubernetesEngine(Engine):
                 gc.enable()
 
     def _poll(self, jobs: list[Job]) -> dict[int, Observation]:
-        selector = m.datacenter_selector(self.datacenter.name)
+        selector = names.datacenter_selector(self.datacenter.name)
         pods = self.k8s.list("Pod", label_selector=selector)
         trainer_jobs = self.k8s.list("Job", label_selector=selector)
         sets = self.k8s.list("StatefulSet", label_selector=selector)
@@ -231,7 +233,7 @@ class KubernetesEngine(Engine):
     # ----- finish / stop / cleanup -----
 
     def _pods(self, job: Job, ns: str) -> list[dict[str, Any]]:
-        return self.k8s.list("Pod", ns, label_selector=m.job_selector(job.uid))
+        return self.k8s.list("Pod", ns, label_selector=names.job_selector(job.uid))
 
     def finish(self, job: Job) -> bool:
         """Archive every pod's log, then stop the pservers and any trainer still running. Idempotent."""
@@ -242,11 +244,11 @@ class KubernetesEngine(Engine):
             self._archive(job, ns, self._pods(job, ns))
             self._remember(job, archived=True)
         if job.pservers:
-            self.k8s.delete("StatefulSet", ns, m.pserver_set_name(job.uid))
+            self.k8s.delete("StatefulSet", ns, names.pserver_set_name(job.uid))
         # Suspending deletes the Job's running pods (and stops it creating any, e.g. after a quota
         # rejection) but keeps the Job and its pods' story until the TTL; a finished Job ignores it.
         try:
-            self.k8s.patch("Job", ns, m.trainer_job_name(job.uid), {"spec": {"suspend": True}})
+            self.k8s.patch("Job", ns, names.trainer_job_name(job.uid), {"spec": {"suspend": True}})
         except kube.KubeError as exc:  # gone already
             log.info("could not suspend the trainers of %s: %s", job.uid, exc.message)
         self._remember(job, finished=True)
@@ -279,11 +281,11 @@ class KubernetesEngine(Engine):
         Per job the owner (its Service) goes, and the garbage collector takes the rest; a StatefulSet or
         Job whose Service is already gone is deleted itself. Returns the number of jobs reaped.
         """
-        selector = m.datacenter_selector(self.datacenter.name)
+        selector = names.datacenter_selector(self.datacenter.name)
         by_job: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for kind in ("Service", "StatefulSet", "Job"):
             for obj in self.k8s.list(kind, label_selector=selector):
-                by_job.setdefault(k8s_status.labels(obj).get(m.JOB_LABEL, ""), []).append((kind, obj))
+                by_job.setdefault(k8s_status.labels(obj).get(names.JOB_LABEL, ""), []).append((kind, obj))
         rows = {
             row["uid"]: row
             for row in Job.objects.filter(uid__in=list(by_job)).values("uid", "state", "cleaned", "finished_at")
@@ -357,7 +359,7 @@ class KubernetesEngine(Engine):
         if not ns:
             return LogChunk(text="", cursor=str(offset), complete=False)
         try:
-            pods = self.k8s.list("Pod", ns, label_selector=m.job_selector(job.uid, role))
+            pods = self.k8s.list("Pod", ns, label_selector=names.job_selector(job.uid, role))
             attempts = k8s_status.by_worker(pods).get((role, int(index_text)), [])
             data = self._worker_text(ns, role, attempts).encode()
         except TransientEngineError:

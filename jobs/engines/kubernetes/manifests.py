@@ -22,9 +22,7 @@ reconciler lists a whole datacenter with one selector per kind.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -34,22 +32,11 @@ from paddlecloud.contract.jobenv import JobEnv, env_name
 from paddlecloud.contract.units import exact_quantity_bytes
 
 from jobs import packages
+from jobs.engines.kubernetes import names
 from jobs.models import Job
 from portal.datacenters.models import Datacenter, StorageKind
 from portal.datacenters.quota import Amounts
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "paddlecloud"
-DATACENTER_LABEL = "paddlecloud.org/datacenter"
-USER_LABEL = "paddlecloud.org/user"
-JOB_LABEL = "paddlecloud.org/job"
-ROLE_LABEL = "paddlecloud.org/role"
-# Set by the controllers on every pod they make.
-TRAINER_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation and label of Indexed Job pods
-PSERVER_INDEX = "apps.kubernetes.io/pod-index"  # label of StatefulSet pods
-FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"  # annotation: failures of the index so far
-
-QUOTA_NAME = "paddlecloud-quota"
 LAUNCHER = "paddlecloud-launch"
 # Every pod has its own IP, so fixed ports never collide.
 PSERVER_PORT = 7164
@@ -57,63 +44,6 @@ TRAINER_PORT = 7165
 GLOO_PORT = 7166  # the gloo HTTP store on pserver 0 (PS mode)
 MASTER_PORT = 7167  # PADDLE_MASTER on trainer 0 (collective mode)
 GPU_RESOURCE = "nvidia.com/gpu"
-_RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
-
-
-def dns_safe(username: str, max_length: int = 63) -> str:
-    """A DNS label for a user name: lowercased, other characters -> '-', trimmed, at most max_length.
-
-    If that changed the name at all, a hash of the original is appended, so two names that sanitize
-    alike ("Alice" and "alice", "a.b" and "a_b") still get different labels.
-    """
-    safe = re.sub(r"[^a-z0-9-]+", "-", username.lower())
-    safe = re.sub(r"-{2,}", "-", safe).strip("-")
-    if safe == username and len(safe) <= max_length:
-        return safe
-    digest = hashlib.sha256(username.encode()).hexdigest()[:6]
-    head = safe[: max_length - len(digest) - 1].rstrip("-") or "user"
-    return f"{head}-{digest}"
-
-
-def namespace_name(prefix: str, username: str) -> str:
-    """`<prefix><dns-safe user name>`, at most 63 characters, never a system namespace."""
-    room = 63 - len(prefix)
-    name = prefix + dns_safe(username, room)
-    if name in _RESERVED_NAMESPACES or name.startswith("kube-"):
-        digest = hashlib.sha256(username.encode()).hexdigest()[:6]
-        name = f"{name[: 63 - 7]}-{digest}"
-    return name
-
-
-def trainer_job_name(uid: str) -> str:
-    return f"{uid}-trainer"
-
-
-def pserver_set_name(uid: str) -> str:
-    return f"{uid}-ps"
-
-
-def pserver_host(uid: str, index: int) -> str:
-    return f"{pserver_set_name(uid)}-{index}.{uid}"
-
-
-def trainer_host(uid: str, index: int) -> str:
-    # Indexed Job pods get the host name <job name>-<index>; with subdomain <uid> that is a DNS name.
-    return f"{trainer_job_name(uid)}-{index}.{uid}"
-
-
-def registry_secret_name(registry: str) -> str:
-    return f"pcr-{registry}"
-
-
-def datacenter_selector(datacenter: str) -> str:
-    """The label selector of every object the engine made in one datacenter."""
-    return f"{MANAGED_BY}={MANAGER},{DATACENTER_LABEL}={datacenter}"
-
-
-def job_selector(uid: str, role: str | None = None) -> str:
-    selector = f"{MANAGED_BY}={MANAGER},{JOB_LABEL}={uid}"
-    return f"{selector},{ROLE_LABEL}={role}" if role else selector
 
 
 @dataclass(frozen=True)
@@ -179,7 +109,7 @@ class Plan:
 
     @property
     def user_label(self) -> str:
-        return dns_safe(self.username)
+        return names.dns_safe(self.username)
 
     @property
     def home_mount(self) -> str:
@@ -205,7 +135,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         name=job.name,
         username=username,
         datacenter=datacenter.name,
-        namespace=namespace or namespace_name(datacenter.namespace_prefix, username),
+        namespace=namespace or names.namespace_name(datacenter.namespace_prefix, username),
         trainers=int(spec["parallelism"]),
         pservers=int(spec["pservers"]),
         image=image,
@@ -221,7 +151,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         output_dir=output,
         storage=Storage.of(datacenter),
         env=dict(spec.get("env") or {}),
-        registry_secret=registry_secret_name(spec["registry"]) if spec.get("registry") else "",
+        registry_secret=names.registry_secret_name(spec["registry"]) if spec.get("registry") else "",
         trainer_annotations=dict(data.get("pod_annotations") or {}),
         pserver_annotations=dict(data.get("pserver_annotations") or {}),
         grace_seconds=int(getattr(settings, "PADDLECLOUD_KILL_GRACE_SECONDS", 10)),
@@ -233,13 +163,17 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
 
 
 def user_labels(datacenter: str, username: str) -> dict[str, str]:
-    return {MANAGED_BY: MANAGER, DATACENTER_LABEL: datacenter, USER_LABEL: dns_safe(username)}
+    return {
+        names.MANAGED_BY: names.MANAGER,
+        names.DATACENTER_LABEL: datacenter,
+        names.USER_LABEL: names.dns_safe(username),
+    }
 
 
 def labels(plan: Plan, role: str | None = None) -> dict[str, str]:
-    result = {**user_labels(plan.datacenter, plan.username), JOB_LABEL: plan.uid}
+    result = {**user_labels(plan.datacenter, plan.username), names.JOB_LABEL: plan.uid}
     if role:
-        result[ROLE_LABEL] = role
+        result[names.ROLE_LABEL] = role
     return result
 
 
@@ -277,7 +211,7 @@ def resource_quota(ns: str, datacenter: str, username: str, limits: Amounts) -> 
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": {"name": QUOTA_NAME, "namespace": ns, "labels": user_labels(datacenter, username)},
+        "metadata": {"name": names.QUOTA_NAME, "namespace": ns, "labels": user_labels(datacenter, username)},
         "spec": {"hard": hard},
     }
 
@@ -297,7 +231,7 @@ def registry_secret(
         "kind": "Secret",
         "type": "kubernetes.io/dockerconfigjson",
         "metadata": {
-            "name": registry_secret_name(registry),
+            "name": names.registry_secret_name(registry),
             "namespace": ns,
             "labels": user_labels(datacenter, username),
         },
@@ -318,7 +252,7 @@ def service(plan: Plan) -> dict[str, Any]:
             "clusterIP": "None",
             # Peers must resolve each other before they are Ready (pservers wait for trainers and back).
             "publishNotReadyAddresses": True,
-            "selector": {JOB_LABEL: plan.uid},
+            "selector": {names.JOB_LABEL: plan.uid},
             "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in ports],
         },
     }
@@ -380,9 +314,9 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
         role=role,
         trainers=plan.trainers,
         pservers=plan.pservers,
-        pserver_hosts=tuple(pserver_host(plan.uid, i) for i in range(plan.pservers)),
+        pserver_hosts=tuple(names.pserver_host(plan.uid, i) for i in range(plan.pservers)),
         pserver_ports=(PSERVER_PORT,),
-        trainer_hosts=tuple(trainer_host(plan.uid, i) for i in range(plan.trainers)),
+        trainer_hosts=tuple(names.trainer_host(plan.uid, i) for i in range(plan.trainers)),
         trainer_ports=(TRAINER_PORT,),
         gloo_port=GLOO_PORT,
         master_port=MASTER_PORT,
@@ -399,7 +333,9 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
     # The index comes from what the controller set on the pod (the launcher also falls back to
     # JOB_COMPLETION_INDEX and to the StatefulSet host name's ordinal).
     index_field = (
-        f"metadata.annotations['{TRAINER_INDEX}']" if role == "trainer" else f"metadata.labels['{PSERVER_INDEX}']"
+        f"metadata.annotations['{names.TRAINER_INDEX}']"
+        if role == "trainer"
+        else f"metadata.labels['{names.PSERVER_INDEX}']"
     )
     result.append({"name": env_name("index"), "valueFrom": {"fieldRef": {"fieldPath": index_field}}})
     result.append({"name": env_name("pod_ip"), "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
@@ -457,12 +393,12 @@ def pserver_set(plan: Plan, owner: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _meta(plan, pserver_set_name(plan.uid), "pserver", owner_reference(owner)),
+        "metadata": _meta(plan, names.pserver_set_name(plan.uid), "pserver", owner_reference(owner)),
         "spec": {
             "serviceName": plan.uid,
             "replicas": plan.pservers,
             "podManagementPolicy": "Parallel",  # all at once: nothing waits for pserver 0 to be Ready
-            "selector": {"matchLabels": {JOB_LABEL: plan.uid, ROLE_LABEL: "pserver"}},
+            "selector": {"matchLabels": {names.JOB_LABEL: plan.uid, names.ROLE_LABEL: "pserver"}},
             "template": pod_template(plan, "pserver"),
         },
     }
@@ -472,7 +408,7 @@ def trainer_job(plan: Plan, owner: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _meta(plan, trainer_job_name(plan.uid), "trainer", owner_reference(owner)),
+        "metadata": _meta(plan, names.trainer_job_name(plan.uid), "trainer", owner_reference(owner)),
         "spec": {
             "completionMode": "Indexed",
             "completions": plan.trainers,

@@ -1,0 +1,76 @@
+"""The names and labels of a job's Kubernetes objects (pure; see manifests.py for the layout they name)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "paddlecloud"
+DATACENTER_LABEL = "paddlecloud.org/datacenter"
+USER_LABEL = "paddlecloud.org/user"
+JOB_LABEL = "paddlecloud.org/job"
+ROLE_LABEL = "paddlecloud.org/role"
+# Set by the controllers on every pod they make.
+TRAINER_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation and label of Indexed Job pods
+PSERVER_INDEX = "apps.kubernetes.io/pod-index"  # label of StatefulSet pods
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"  # annotation: failures of the index so far
+
+QUOTA_NAME = "paddlecloud-quota"
+_RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+
+
+def dns_safe(username: str, max_length: int = 63) -> str:
+    """A DNS label for a user name: lowercased, other characters -> '-', trimmed, at most max_length.
+
+    If that changed the name at all, a hash of the original is appended, so two names that sanitize
+    alike ("Alice" and "alice", "a.b" and "a_b") still get different labels.
+    """
+    safe = re.sub(r"[^a-z0-9-]+", "-", username.lower())
+    safe = re.sub(r"-{2,}", "-", safe).strip("-")
+    if safe == username and len(safe) <= max_length:
+        return safe
+    digest = hashlib.sha256(username.encode()).hexdigest()[:6]
+    head = safe[: max_length - len(digest) - 1].rstrip("-") or "user"
+    return f"{head}-{digest}"
+
+
+def namespace_name(prefix: str, username: str) -> str:
+    """`<prefix><dns-safe user name>`, at most 63 characters, never a system namespace."""
+    room = 63 - len(prefix)
+    name = prefix + dns_safe(username, room)
+    if name in _RESERVED_NAMESPACES or name.startswith("kube-"):
+        digest = hashlib.sha256(username.encode()).hexdigest()[:6]
+        name = f"{name[: 63 - 7]}-{digest}"
+    return name
+
+
+def trainer_job_name(uid: str) -> str:
+    return f"{uid}-trainer"
+
+
+def pserver_set_name(uid: str) -> str:
+    return f"{uid}-ps"
+
+
+def pserver_host(uid: str, index: int) -> str:
+    return f"{pserver_set_name(uid)}-{index}.{uid}"
+
+
+def trainer_host(uid: str, index: int) -> str:
+    # Indexed Job pods get the host name <job name>-<index>; with subdomain <uid> that is a DNS name.
+    return f"{trainer_job_name(uid)}-{index}.{uid}"
+
+
+def registry_secret_name(registry: str) -> str:
+    return f"pcr-{registry}"
+
+
+def datacenter_selector(datacenter: str) -> str:
+    """The label selector of every object the engine made in one datacenter."""
+    return f"{MANAGED_BY}={MANAGER},{DATACENTER_LABEL}={datacenter}"
+
+
+def job_selector(uid: str, role: str | None = None) -> str:
+    selector = f"{MANAGED_BY}={MANAGER},{JOB_LABEL}={uid}"
+    return f"{selector},{ROLE_LABEL}={role}" if role else selector
