@@ -15,7 +15,6 @@ so a command logs in only when it has no token or the portal refused the cached 
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -28,11 +27,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from paddlecloud.ctl.errors import ConfigError
+import yaml
 
-TOP_KEYS = ("datacenters", "current-datacenter")
-ENTRY_KEYS = ("name", "username", "password", "endpoint", "datacenter")
-REQUIRED_ENTRY_KEYS = ("name", "username", "endpoint")
+from paddlecloud.ctl import config_schema as schema
+from paddlecloud.ctl.errors import ConfigError
 
 
 def config_path() -> Path:
@@ -87,8 +85,6 @@ class Config:
 
 def _compose(text: str, where: str) -> tuple[Any, Any]:
     """(data, node): the parsed document and its node tree, which knows the line of everything."""
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
-
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -103,37 +99,6 @@ def _compose(text: str, where: str) -> tuple[Any, Any]:
     finally:
         loader.dispose()
     return data, node
-
-
-def _child(node: Any, key: str | int) -> Any:
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
-
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            if key_node.value == key:
-                return value_node
-    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-        return node.value[key]
-    return None
-
-
-def _key_node(node: Any, key: str) -> Any:
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
-
-    if isinstance(node, yaml.MappingNode):
-        for key_node, _ in node.value:
-            if key_node.value == key:
-                return key_node
-    return None
-
-
-def _line(node: Any) -> str:
-    return f" line {node.start_mark.line + 1}" if node is not None else ""
-
-
-def _suggest(word: str, choices: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else f"; expected one of: {', '.join(choices)}"
 
 
 def check_endpoint(value: str) -> str | None:
@@ -152,88 +117,58 @@ def check_endpoint(value: str) -> str | None:
     return None
 
 
-def _text(value: Any, where: str, label: str) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        raise ConfigError(f"{where}: {label} is empty")
-    kind = type(value).__name__
-    raise ConfigError(f"{where}: {label} must be text, not {kind} ({value!r}); put it in quotes")
-
-
 def parse(text: str, path: Path) -> Config:
     """Validate the config text; every problem names the file, the line and the key."""
     where = shown(path)
     data, root = _compose(text, where)
     if data is None:
         raise ConfigError(f"{where}: the file is empty; it needs `datacenters:` and `current-datacenter:`")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}{_line(root)}: must be a mapping with `datacenters:` and `current-datacenter:`")
-    for key in data:
-        if key not in TOP_KEYS:
-            at = f"{where}{_line(_key_node(root, key))}"
-            raise ConfigError(f"{at}: unknown key {key!r}{_suggest(str(key), TOP_KEYS)}")
-    entries = data.get("datacenters")
-    entries_node = _child(root, "datacenters")
-    if not entries:
-        raise ConfigError(f"{where}{_line(entries_node)}: `datacenters:` is missing or empty; add at least one")
-    if not isinstance(entries, list):
-        raise ConfigError(f"{where}{_line(entries_node)}: `datacenters:` must be a list of `- name: ...` entries")
+    problem = schema.first_problem(data, root, where)
+    if problem:
+        raise ConfigError(problem)
     datacenters: list[Datacenter] = []
-    for index, entry in enumerate(entries):
-        node = _child(entries_node, index)
-        at = f"{where}{_line(node)}"
-        label = f"datacenters[{index}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{at}: {label} must be a mapping with name, username and endpoint")
-        for key in entry:
-            if key not in ENTRY_KEYS:
-                key_at = f"{where}{_line(_key_node(node, key))}"
-                raise ConfigError(f"{key_at}: {label}: unknown key {key!r}{_suggest(str(key), ENTRY_KEYS)}")
-        for key in REQUIRED_ENTRY_KEYS:
-            if key not in entry:
-                raise ConfigError(f"{at}: {label} has no `{key}:`")
-        values = {key: _text(entry[key], f"{where}{_line(_child(node, key))}", f"{label}.{key}")
-                  for key in entry if entry[key] is not None or key in REQUIRED_ENTRY_KEYS}
-        name = values["name"].strip()
-        endpoint_at = f"{where}{_line(_child(node, 'endpoint'))}"
-        problem = check_endpoint(values["endpoint"].strip())
-        if problem:
-            raise ConfigError(f"{endpoint_at}: {label}.endpoint: {problem}")
-        if not name:
-            raise ConfigError(f"{at}: {label}.name is empty")
-        if any(d.name == name for d in datacenters):
-            raise ConfigError(f"{at}: {label}: the name {name!r} is used twice")
-        portal_name = (values.get("datacenter") or name).strip()
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", portal_name):
-            key = "datacenter" if values.get("datacenter") else "name"
-            raise ConfigError(
-                f"{where}{_line(_child(node, key))}: {label}.{key} {portal_name!r} is not a datacenter name on the "
-                "portal; add `datacenter: <name on the portal>` and keep `name:` as your label"
-            )
-        datacenters.append(
-            Datacenter(
-                name=name,
-                username=values["username"].strip(),
-                endpoint=values["endpoint"].strip().rstrip("/"),
-                password=values.get("password"),
-                portal_name=portal_name,
-            )
-        )
+    for index, entry in enumerate(data["datacenters"]):
+        datacenters.append(_entry(entry, schema.node_at(root, ["datacenters", index]), where, index, datacenters))
     names = ", ".join(d.name for d in datacenters)
-    current_node = _child(root, "current-datacenter")
-    if "current-datacenter" not in data or data["current-datacenter"] in (None, ""):
+    current_at = f"{where}{schema.line(schema.node_at(root, ['current-datacenter']))}"
+    current = (data.get("current-datacenter") or "").strip()
+    if not current:
         raise ConfigError(
-            f"{where}{_line(current_node)}: `current-datacenter:` is missing; add `current-datacenter: "
+            f"{current_at}: `current-datacenter:` is missing; add `current-datacenter: "
             f"{datacenters[0].name}` (configured: {names})"
         )
-    current = _text(data["current-datacenter"], f"{where}{_line(current_node)}", "current-datacenter").strip()
     if current not in {d.name for d in datacenters}:
         raise ConfigError(
-            f"{where}{_line(current_node)}: current-datacenter {current!r} is not one of the configured "
-            f"datacenters: {names}"
+            f"{current_at}: current-datacenter {current!r} is not one of the configured datacenters: {names}"
         )
     return Config(path=path, datacenters=datacenters, current_name=current)
+
+
+def _entry(entry: dict[str, Any], node: Any, where: str, index: int, before: list[Datacenter]) -> Datacenter:
+    """One `datacenters:` entry the schema accepted: the rules between its fields and the other entries."""
+    at, label = f"{where}{schema.line(node)}", f"datacenters[{index}]"
+    name = entry["name"].strip()
+    problem = check_endpoint(entry["endpoint"].strip())
+    if problem:
+        raise ConfigError(f"{where}{schema.line(schema.node_at(node, ['endpoint']))}: {label}.endpoint: {problem}")
+    if not name:
+        raise ConfigError(f"{at}: {label}.name is empty")
+    if any(d.name == name for d in before):
+        raise ConfigError(f"{at}: {label}: the name {name!r} is used twice")
+    portal_name = (entry.get("datacenter") or name).strip()
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", portal_name):
+        key = "datacenter" if entry.get("datacenter") else "name"
+        raise ConfigError(
+            f"{where}{schema.line(schema.node_at(node, [key]))}: {label}.{key} {portal_name!r} is not a datacenter "
+            "name on the portal; add `datacenter: <name on the portal>` and keep `name:` as your label"
+        )
+    return Datacenter(
+        name=name,
+        username=entry["username"].strip(),
+        endpoint=entry["endpoint"].strip().rstrip("/"),
+        password=entry.get("password"),
+        portal_name=portal_name,
+    )
 
 
 def load(path: Path | None = None) -> Config:
@@ -294,8 +229,6 @@ def _write_private(path: Path, text: str) -> None:
 
 def save_entry(path: Path, entry: Datacenter, make_current: bool = True) -> None:
     """Add or replace one datacenter entry (by name) and make it current; other entries are kept."""
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
-
     entries: list[dict[str, Any]] = []
     current = entry.name
     if path.exists():
