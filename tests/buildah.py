@@ -23,6 +23,7 @@ import pytest
 from tools.k8s.images import read_manifest
 
 PADDLECTL = Path(sys.executable).parent / "paddlectl"
+BLOB_INFO_CACHE = Path("/var/lib/containers")  # root's buildah keeps blob metadata here whatever the storage
 REQUIRED = os.environ.get("CI") == "true" or os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1"
 WHEEL = "pcdemo_tiny-0.1-py3-none-any.whl"
 ENTRY = "import os, pcdemo_tiny\nprint(pcdemo_tiny.greet(), 'in', os.getcwd(), 'as uid', os.getuid())\n"
@@ -62,6 +63,7 @@ def buildah_storage(root: Path) -> Iterator[dict[str, str]]:
     """The environment for buildah with its storage under root (overlay, vfs where overlay fails); removed after."""
     conf = root / "storage.conf"
     env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "BUILDAH_ISOLATION": "chroot"}
+    had_cache = BLOB_INFO_CACHE.exists()
     for driver in ("overlay", "vfs"):
         conf.write_text(f'[storage]\ndriver = "{driver}"\nrunroot = "{root}/run"\ngraphroot = "{root}/graph"\n')
         if subprocess.run(["buildah", "info"], env=env, capture_output=True, check=False).returncode == 0:
@@ -73,6 +75,8 @@ def buildah_storage(root: Path) -> Iterator[dict[str, str]]:
         subprocess.run(["buildah", "rmi", "--all", "--force"], env=env, capture_output=True, check=False)
         _unmount_beneath(root)
         shutil.rmtree(root, ignore_errors=True)
+        if not had_cache:
+            shutil.rmtree(BLOB_INFO_CACHE, ignore_errors=True)
 
 
 def buildah(env: dict[str, str], *args: str) -> str:
