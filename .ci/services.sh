@@ -8,6 +8,7 @@ command -v pg_ctlcluster >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/d
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v bwrap >/dev/null || need+=(bubblewrap)  # the local engine's job sandbox
 command -v chromium >/dev/null || need+=(chromium)  # the browser tests (tests/browser)
+command -v buildah >/dev/null || need+=(buildah)  # paddlectl build's real build tests (tests/cli/test_build.py)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -1,6 +1,6 @@
 """paddlectl's root: the `cli` group, its aliases and help sections, one-line errors and shared helpers.
 
-Commands live in cmd_jobs, cmd_files, cmd_account and cmd_config (cmd_help for help and completion)
+Commands live in cmd_jobs, cmd_files, cmd_build, cmd_account and cmd_config (cmd_help for help and completion)
 and attach to the groups here; `commands` imports them all. Every failure is a `PaddleCloudError`
 (or a click usage error) that `PaddlectlGroup.main` prints as one line: exit 1 when an operation
 failed, 2 for a usage or config error.
@@ -44,6 +44,7 @@ def note(message: str) -> None:
 SECTIONS = (
     ("Jobs", ("submit", "get", "logs", "metrics", "kill", "wait", "delete", "registry")),
     ("Files on the PFS", ("file", "cp", "ls", "mkdir", "rm")),
+    ("Images", ("build",)),
     ("Account and configuration", ("login", "logout", "config")),
     ("Other", ("version", "commands", "help", "completion")),
 )
