@@ -103,7 +103,7 @@ def kill(job: Job, timeout: float = 30.0) -> Job:
     return job
 
 
-def objects_of(api: k8s.ApiClient, uid: str) -> dict[str, list[str]]:
+def objects_of(api: k8s.ApiClient, uid: str) -> dict[str, list[str | None]]:
     """Names of everything in the cluster labelled with the job uid, by kind (empty lists: nothing left)."""
     selector = f"paddlecloud.org/job={uid}"
     core, apps, batch = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.BatchV1Api(api)
