@@ -82,7 +82,7 @@ class ListView(APIView):
         query = _query(ListQuery, request)
         listing = files.listing(request.user, query["path"], query["recursive"])
         paginator = Pagination()
-        page: list[Any] | None = paginator.paginate_queryset(listing, request, view=self)  # type: ignore[arg-type]
+        page: list[Any] | None = paginator.paginate_queryset(listing, request, view=self)
         return paginator.get_paginated_response(page)
 
 
@@ -255,7 +255,7 @@ class UploadListView(APIView):
         paginator = Pagination()
         page = paginator.paginate_queryset(found.order_by("-created_at"), request, view=self) or []
         return paginator.get_paginated_response(
-            [upload_json(upload, {"received": upload.received}) for upload in page]  # type: ignore[attr-defined]
+            [upload_json(upload, {"received": upload.received}) for upload in page]
         )
 
     @extend_schema(request=UploadStart, responses={201: UPLOAD})

@@ -61,7 +61,8 @@ def start_worker(
     extra_env: dict[str, str] | None = None,
     concurrency: int = 1,
 ) -> WorkerProcess:
-    queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE
+    # Set by tests/settings.py; mypy types `settings` from portal/settings.py, which leaves it to Celery.
+    queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE  # type: ignore[misc]
     env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     log_path = log_dir / f"worker-{queue}.log"
     args = [

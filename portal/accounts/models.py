@@ -53,7 +53,7 @@ class ApiToken(models.Model):
 
     @property
     def prefix(self) -> str:
-        return self.key[:6] + "…"
+        return f"{self.key[:6]}…"
 
 
 def issue_token(user: User) -> ApiToken:

@@ -40,7 +40,7 @@ def client_address(request: HttpRequest) -> str:
     PADDLECLOUD_TRUSTED_PROXIES proxies in front of the portal are believed.
     """
     proxies = settings.PADDLECLOUD_TRUSTED_PROXIES
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    forwarded: str = request.META.get("HTTP_X_FORWARDED_FOR", "")
     if proxies and forwarded:
         hops = [hop.strip() for hop in forwarded.split(",")]
         return hops[-min(proxies, len(hops))][:64]

@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig, Suspicio
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
-from paddlecloud.contract.quantity import quote
+from paddlecloud.contract.quantity import quote as quote  # re-exported: the API modules quote user values with it
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -40,7 +40,7 @@ STATUS: dict[type[domain.DomainError], int] = {
 def status_of(error: domain.DomainError) -> int:
     for kind in type(error).__mro__:
         if kind in STATUS:
-            return STATUS[kind]  # type: ignore[index]
+            return STATUS[kind]
     return status.HTTP_400_BAD_REQUEST
 
 

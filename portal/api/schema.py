@@ -52,7 +52,7 @@ class ErrorDocumentingSchema(AutoSchema):
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         for code in self.error_statuses():
             if code not in responses:
-                response = self._get_response_for_code(ERROR, code, direction=direction)
+                response = self._get_response_for_code(ERROR, code, direction=direction)  # type: ignore[no-untyped-call]
                 response["description"] = DESCRIPTIONS[code]
                 responses[code] = response
         return responses
@@ -80,7 +80,7 @@ class ErrorDocumentingSchema(AutoSchema):
         return codes
 
 
-class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+class ApiTokenScheme(OpenApiAuthenticationExtension):
     """Documents the API token (portal.accounts.authentication) as the security scheme of the API."""
 
     target_class = "portal.accounts.authentication.ApiTokenAuthentication"

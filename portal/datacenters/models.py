@@ -11,8 +11,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from jobs.engines import ENGINES, rules_for
-from jobs.engines import EngineName as Engine  # the engine table's choices, by the name the portal uses
+from jobs.engines import ENGINES, EngineName, rules_for
 from portal.crypto import EncryptedTextField
 from portal.errors import Invalid
 from portal.validators import (
@@ -21,6 +20,8 @@ from portal.validators import (
     validate_memory_quantity,
     validate_storage_quantity,
 )
+
+Engine = EngineName  # the engine table's choices, by the name the portal uses
 
 
 class StorageKind(models.TextChoices):

@@ -151,7 +151,7 @@ def error_body(response: Any) -> dict[str, Any]:
     assert response["Content-Type"].startswith("application/json"), (response.status_code, response["Content-Type"])
     raw = response.content
     assert len(raw) < MAX_ERROR_BYTES, f"error body is {len(raw)} bytes: {raw[:200]!r}..."
-    body = json.loads(raw)
+    body: dict[str, Any] = json.loads(raw)
     assert set(body) == {"detail", "code", "errors"}, body
     assert isinstance(body["detail"], str) and body["detail"], body
     assert isinstance(body["code"], str) and body["code"], body

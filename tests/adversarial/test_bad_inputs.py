@@ -37,7 +37,7 @@ class Case:
     raw: bytes | str | None = None  # sent as is, with content_type
     content_type: str = "application/json"
     persona: str = "alice"
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=dict)  # WSGI environ extras (HTTP_*)
     field: str | None = None  # when set, errors[] must hold this exact field
     slow: bool = False  # a pathological value: run with a hang bound
 
@@ -57,6 +57,10 @@ def field_case(op: Operation, label: str, body: Any, fname: str, status: int = 4
 
 
 CASES: list[Case] = []
+# Names the table loops below share (module level), with their widest types.
+raw: bytes | str
+status: int | tuple[int, ...]
+word: str | tuple[str, ...]
 
 # --- quantities in the job spec and in the operators' quota PUT ---------------------------------
 SUBMIT = ("POST", "/api/v1/jobs")
@@ -96,12 +100,12 @@ for quantity_field in ("cpu", "memory", "storage"):
             )
         )
 for int_field in ("gpu", "jobs", "storage_files"):
-    for value in (10**30, 1.5, "NaN", [1]):
+    for not_int in (10**30, 1.5, "NaN", [1]):
         CASES.append(
             field_case(
                 QUOTA_PUT,
-                f"{int_field}={str(value)[:12]}",
-                {int_field: value},
+                f"{int_field}={str(not_int)[:12]}",
+                {int_field: not_int},
                 int_field,
                 url="/api/v1/quota/local/alice",
                 persona="carol",
@@ -347,7 +351,7 @@ for label, upload_id in [
     )
 CHUNKS = ("PUT", "/api/v1/files/uploads/{upload_id}/chunks/{index}")
 GOOD_CHUNK = {"HTTP_X_CHUNK_CHECKSUM": checksum(b"x" * 65536)}
-for label, url, headers, raw, status, word in [
+CHUNK_CASES: list[tuple[str, str, dict[str, str], bytes, int | tuple[int, ...], str]] = [
     ("negative index", "/api/v1/files/uploads/{upload}/chunks/-1", GOOD_CHUNK, b"x" * 65536, (400, 404), "index"),
     ("index past the end", "/api/v1/files/uploads/{upload}/chunks/2", GOOD_CHUNK, b"x" * 65536, (400, 404), "index"),
     ("index 10^30", "/api/v1/files/uploads/{upload}/chunks/" + "9" * 30, GOOD_CHUNK, b"x", (400, 404), "index"),
@@ -362,7 +366,8 @@ for label, url, headers, raw, status, word in [
         "X-Chunk-Checksum",
     ),
     ("short chunk", "/api/v1/files/uploads/{upload}/chunks/0", GOOD_CHUNK, b"x" * 100, 400, "length"),
-]:
+]
+for label, url, headers, raw, status, word in CHUNK_CASES:
     CASES.append(
         C(*CHUNKS, label, status, word, url=url, raw=raw, content_type="application/octet-stream", headers=headers)
     )
@@ -547,7 +552,7 @@ JSON_BODIES: dict[Operation, tuple[str, dict[str, Any], str]] = {
 for op, (url, good, persona) in JSON_BODIES.items():
     text = json.dumps(good)
     first = next(iter(good))
-    for label, raw, content_type, status, word in [
+    bodies: list[tuple[str, str, str, int, str | tuple[str, ...]]] = [
         ("malformed JSON", text[:-3], "application/json", 400, "JSON"),
         ("nested too deep", "[" * DEEP + "]" * DEEP, "application/json", 400, ("nest", "deep", "depth")),
         (
@@ -569,7 +574,8 @@ for op, (url, good, persona) in JSON_BODIES.items():
             ("large", "limit", "bytes"),
         ),
         ("first field null", json.dumps({**good, first: None}), "application/json", 400, first),
-    ]:
+    ]
+    for label, raw, content_type, status, word in bodies:
         if label == "first field null" and op == QUOTA_PUT:
             continue  # null is how an operator resets a quota to the datacenter's default
         CASES.append(Case(op, label, status, word, url=url, raw=raw, content_type=content_type, persona=persona))
@@ -631,7 +637,8 @@ def test_bad_input_is_refused_naming_it_and_creates_nothing(world: World, case: 
     method = case.label.split()[1] if case.label.startswith("method ") else case.op[0]
     before = snapshot(world)
     if case.raw is not None:
-        response = api.generic(method, url, case.raw, content_type=case.content_type, **case.headers)
+        # DRF sends bytes as they are (force_bytes); its stubs say str.
+        response = api.generic(method, url, case.raw, content_type=case.content_type, **case.headers)  # type: ignore[arg-type]
     elif case.body is not None:
         response = api.generic(method, url, json.dumps(case.body), content_type="application/json", **case.headers)
     else:

@@ -33,7 +33,7 @@ class Route:
     anon: int = 401
     body: Any = None
     raw: bytes | None = None  # a chunk's bytes (with its checksum header)
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=dict)  # WSGI environ extras (HTTP_*)
 
 
 def login(username: str = "alice") -> dict[str, str]:
@@ -118,7 +118,8 @@ def call(world: World, persona: str, method: str, route: Route) -> Any:
     if persona != "alice" and body is not None and body.get("username") == "alice":
         body = login(persona if persona != "anon" else "alice")
     if route.raw is not None:
-        return api.generic(method, url, route.raw, content_type="application/octet-stream", **route.headers)
+        # DRF sends bytes as they are (force_bytes); its stubs say str.
+        return api.generic(method, url, route.raw, content_type="application/octet-stream", **route.headers)  # type: ignore[arg-type]
     return api.generic(method, url, "" if body is None else json.dumps(body), content_type="application/json")
 
 

@@ -117,7 +117,7 @@ def worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
 
 def one_line_error(result: Any) -> str:
     """The single stderr line of a failed command (asserting it is one line and no traceback)."""
-    err = result.stderr
+    err: str = result.stderr
     assert "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("warning:")]
     assert len(lines) == 1, err

@@ -43,7 +43,9 @@ def test_logs_f_follows_a_ps_job_to_the_end_through_a_portal_restart(
         env=portal.env(),
     )
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.extend(iter(follower.stdout.readline, "")), daemon=True)
+    stdout = follower.stdout
+    assert stdout is not None  # stdout=PIPE
+    reader = threading.Thread(target=lambda: out.extend(iter(stdout.readline, "")), daemon=True)
     reader.start()
     try:
         wait_for(lambda: any("loss" in line for line in out), "the first loss line", 300, watch=worker)

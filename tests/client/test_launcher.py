@@ -264,8 +264,8 @@ def test_resolver_retries_until_dns_has_the_name(monkeypatch: pytest.MonkeyPatch
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 0)),
         ]
 
-    monkeypatch.setattr(launcher.socket, "getaddrinfo", flaky)
-    monkeypatch.setattr(launcher.time, "sleep", lambda s: None)
+    monkeypatch.setattr(socket, "getaddrinfo", flaky)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
     resolve = launcher.resolver(30, Tee(None))
     assert resolve("job-x-pserver-0.job-x") == "10.1.2.3"  # IPv4 preferred
     assert resolve("job-x-pserver-0.job-x") == "10.1.2.3" and len(calls) == 3  # cached
@@ -275,7 +275,7 @@ def test_resolver_gives_up_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> N
     def never(host: str, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    monkeypatch.setattr(launcher.socket, "getaddrinfo", never)
+    monkeypatch.setattr(socket, "getaddrinfo", never)
     with pytest.raises(LaunchError, match=r"'job-x-pserver-1\.job-x' did not resolve within 0s") as e:
         launcher.resolver(0, Tee(None))("job-x-pserver-1.job-x")
     assert e.value.code == EXIT_DNS

@@ -132,7 +132,8 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_still_succeeds(
     finally:
         first.stop(signal.SIGKILL)
     assert Job.objects.get(name="fake").state == "running"
-    second = start_worker(tmp_path / "again" if (tmp_path / "again").mkdir() is None else tmp_path, beat=True)
+    (tmp_path / "again").mkdir()
+    second = start_worker(tmp_path / "again", beat=True)
     try:
         job = finished("fake", second)
         assert job.state == "succeeded"

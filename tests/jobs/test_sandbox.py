@@ -123,7 +123,7 @@ def test_places_map_host_paths_to_pfs_paths(tmp_path: Path) -> None:
 
 
 def test_limits_come_from_the_spec_per_role() -> None:
-    spec = {"cpu": "500m", "memory": "1Gi", "pscpu": "2", "psmemory": "256Mi"}
+    spec: dict[str, object] = {"cpu": "500m", "memory": "1Gi", "pscpu": "2", "psmemory": "256Mi"}
     assert local_world.limits(spec, "trainer") == cgroups.Limits(1 << 30, Decimal("0.5"))
     assert local_world.limits(spec, "pserver") == cgroups.Limits(256 << 20, Decimal(2))
 

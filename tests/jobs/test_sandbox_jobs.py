@@ -9,7 +9,6 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.conf import settings
@@ -17,6 +16,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from jobs.engines.local import cgroups, sandbox
+from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
@@ -60,7 +60,7 @@ def _package(local_dc: Datacenter, name: str, script: str) -> Path:
     return package
 
 
-def _log(job: Any, worker: str = "trainer_0") -> str:
+def _log(job: Job, worker: str = "trainer_0") -> str:
     out = Path(job.datacenter.storage_root) / "home" / job.owner.username / "jobs" / job.name / "output" / job.uid
     return (out / worker / "log.txt").read_text()
 

@@ -119,7 +119,7 @@ def test_a_failed_requirements_install_shows_pips_last_error(
 
 
 def last_line(api: APIClient, name: str, worker: str) -> str:
-    text = api.get(f"/api/v1/jobs/{name}/logs?worker={worker}").json()["text"]
+    text: str = api.get(f"/api/v1/jobs/{name}/logs?worker={worker}").json()["text"]
     return [line for line in text.splitlines() if line.strip()][-1]
 
 

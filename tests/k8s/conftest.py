@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:  # `tools` lives at the repo root, which plain `py
     sys.path.insert(0, str(ROOT))
 
 from kubernetes import client as k8s  # noqa: E402
-from kubernetes.client.rest import ApiException  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
 
 from tools.k8s.testcluster import RealNode, TestCluster, default_bin_dir, missing_binaries, node_missing  # noqa: E402
 

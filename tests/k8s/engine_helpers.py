@@ -108,13 +108,16 @@ def objects_of(api: k8s.ApiClient, uid: str) -> dict[str, list[str]]:
     selector = f"paddlecloud.org/job={uid}"
     core, apps, batch = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.BatchV1Api(api)
     return {
-        "Service": [o.metadata.name for o in core.list_service_for_all_namespaces(label_selector=selector).items],
-        "StatefulSet": [
-            o.metadata.name for o in apps.list_stateful_set_for_all_namespaces(label_selector=selector).items
-        ],
-        "Job": [o.metadata.name for o in batch.list_job_for_all_namespaces(label_selector=selector).items],
-        "Pod": [o.metadata.name for o in core.list_pod_for_all_namespaces(label_selector=selector).items],
+        "Service": _names(core.list_service_for_all_namespaces(label_selector=selector).items),
+        "StatefulSet": _names(apps.list_stateful_set_for_all_namespaces(label_selector=selector).items),
+        "Job": _names(batch.list_job_for_all_namespaces(label_selector=selector).items),
+        "Pod": _names(core.list_pod_for_all_namespaces(label_selector=selector).items),
     }
+
+
+def _names(items: list[Any]) -> list[str]:
+    """The names of objects the API listed (any kind: each has metadata.name)."""
+    return [o.metadata.name for o in items]
 
 
 def nothing_left(api: k8s.ApiClient, uid: str) -> bool:

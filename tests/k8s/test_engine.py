@@ -39,8 +39,8 @@ from tests.k8s.engine_helpers import (
     objects_of,
     start,
     submit,
-    wait_for,
 )
+from tests.wait import wait_for
 from tools.k8s.testcluster import TestCluster, free_ports
 
 pytestmark = pytest.mark.django_db

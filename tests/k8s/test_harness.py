@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from tests.wait import wait_for
 from tools.k8s.testcluster import (
@@ -24,7 +26,9 @@ pytestmark = pytest.mark.k8s  # also added by conftest for every test under test
 T = TypeVar("T")
 
 
-def pod_body(name: str, annotations: dict[str, str] | None = None, image: str = "paddle:latest", **res: str) -> dict:
+def pod_body(
+    name: str, annotations: dict[str, str] | None = None, image: str = "paddle:latest", **res: str
+) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": image}
     if res:
         container["resources"] = {"requests": res, "limits": res}
@@ -34,7 +38,7 @@ def pod_body(name: str, annotations: dict[str, str] | None = None, image: str = 
     }
 
 
-def indexed_job(name: str, annotations: dict[str, str], completions: int = 2, **spec: Any) -> dict:
+def indexed_job(name: str, annotations: dict[str, str], completions: int = 2, **spec: Any) -> dict[str, Any]:
     template = pod_body("", annotations)
     del template["metadata"]["name"]
     return {
@@ -62,7 +66,9 @@ def pod_phase(core: k8s.CoreV1Api, ns: str, name: str, phase: str) -> k8s.V1Pod 
     return pod if pod.status.phase == phase else None
 
 
-def test_apiserver_validates_and_runs_pods(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_apiserver_validates_and_runs_pods(
+    k8s_cluster: TestCluster, k8s_api: k8s.ApiClient, k8s_namespace: str
+) -> None:
     version = k8s.VersionApi(k8s_api).get_code()
     assert version.git_version == pinned_versions()["K8S_VERSION"]
     core = k8s.CoreV1Api(k8s_api)
@@ -79,7 +85,7 @@ def test_apiserver_validates_and_runs_pods(k8s_cluster: TestCluster, k8s_api: k8
     assert gpus == {"kwok-node-0": "4", "kwok-node-1": "4", "kwok-node-2": None}
 
 
-def test_indexed_job_succeeds(k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_indexed_job_succeeds(k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     batch = k8s.BatchV1Api(k8s_api)
     batch.create_namespaced_job(k8s_namespace, indexed_job("ok", {FATE: "succeed", DELAY: "1s"}))
     # Newer Job controllers set SuccessCriteriaMet first, then Complete once pods are accounted for.
@@ -89,13 +95,13 @@ def test_indexed_job_succeeds(k8s_api: k8s.ApiClient, k8s_namespace: str):
     assert job.status.completed_indexes == "0,1"
 
 
-def test_job_without_fate_succeeds_by_default(k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_job_without_fate_succeeds_by_default(k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     batch = k8s.BatchV1Api(k8s_api)
     batch.create_namespaced_job(k8s_namespace, indexed_job("plain", {}, completions=1))
     wait_for(lambda: job_condition(batch, k8s_namespace, "plain", "Complete"), "Job Complete")
 
 
-def test_failing_index_fails_job_with_exit_code(k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_failing_index_fails_job_with_exit_code(k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     batch, core = k8s.BatchV1Api(k8s_api), k8s.CoreV1Api(k8s_api)
     body = indexed_job("bad", {FATE: "fail", EXIT_CODE: "3", DELAY: "500ms"}, completions=1, backoffLimitPerIndex=0)
     batch.create_namespaced_job(k8s_namespace, body)
@@ -109,7 +115,7 @@ def test_failing_index_fails_job_with_exit_code(k8s_api: k8s.ApiClient, k8s_name
     assert (terminated.exit_code, terminated.reason) == (3, "Error")
 
 
-def test_oomkilled_and_image_pull_error_fates(k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_oomkilled_and_image_pull_error_fates(k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     core = k8s.CoreV1Api(k8s_api)
     core.create_namespaced_pod(k8s_namespace, pod_body("oom", {FATE: "oomkilled", DELAY: "200ms"}))
     core.create_namespaced_pod(k8s_namespace, pod_body("pull", image="registry.example/invalid-image:1"))
@@ -125,11 +131,11 @@ def test_oomkilled_and_image_pull_error_fates(k8s_api: k8s.ApiClient, k8s_namesp
         return pod if waiting and waiting.reason == "ImagePullBackOff" else None
 
     for name in ("pull", "pull2"):
-        pod = wait_for(lambda name=name: backoff(name), f"{name} ImagePullBackOff")
+        pod = wait_for(functools.partial(backoff, name), f"{name} ImagePullBackOff")
         assert pod.status.phase == "Pending"
 
 
-def test_gpu_request_beyond_any_node_is_unschedulable(k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_gpu_request_beyond_any_node_is_unschedulable(k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     core = k8s.CoreV1Api(k8s_api)
     core.create_namespaced_pod(k8s_namespace, pod_body("greedy", **{"nvidia.com/gpu": "8"}))
 
@@ -139,11 +145,11 @@ def test_gpu_request_beyond_any_node_is_unschedulable(k8s_api: k8s.ApiClient, k8
 
     cond = wait_for(unschedulable, "PodScheduled=False")
     assert cond.reason == "Unschedulable"
-    assert "nvidia.com/gpu" in cond.message
+    assert cond.message and "nvidia.com/gpu" in cond.message
     assert core.read_namespaced_pod("greedy", k8s_namespace).status.phase == "Pending"
 
 
-def test_background_delete_of_job_removes_pods(k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_background_delete_of_job_removes_pods(k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     batch, core = k8s.BatchV1Api(k8s_api), k8s.CoreV1Api(k8s_api)
     batch.create_namespaced_job(k8s_namespace, indexed_job("hang", {FATE: "hang"}))
     selector = "batch.kubernetes.io/job-name=hang"
@@ -157,7 +163,7 @@ def test_background_delete_of_job_removes_pods(k8s_api: k8s.ApiClient, k8s_names
     wait_for(lambda: not core.list_namespaced_pod(k8s_namespace, label_selector=selector).items or None, "pods gone")
 
 
-def test_statefulset_pods_stay_running(k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_statefulset_pods_stay_running(k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     apps, batch, core = k8s.AppsV1Api(k8s_api), k8s.BatchV1Api(k8s_api), k8s.CoreV1Api(k8s_api)
     core.create_namespaced_service(
         k8s_namespace,
@@ -194,7 +200,7 @@ def test_statefulset_pods_stay_running(k8s_api: k8s.ApiClient, k8s_namespace: st
         assert pod.status.container_statuses[0].state.running is not None
 
 
-def test_pod_logs_are_served(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient, k8s_namespace: str):
+def test_pod_logs_are_served(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient, k8s_namespace: str) -> None:
     core = k8s.CoreV1Api(k8s_api)
     core.create_namespaced_pod(k8s_namespace, pod_body("talker", {FATE: "hang"}))
     core.create_namespaced_pod(k8s_namespace, pod_body("other", {FATE: "hang"}))
@@ -211,7 +217,7 @@ def test_pod_logs_are_served(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient, k
     assert core.read_namespaced_pod_log("talker", k8s_namespace, container="main") == "done\n"
 
 
-def test_stop_leaves_no_process(k8s_cluster: TestCluster, tmp_path):
+def test_stop_leaves_no_process(k8s_cluster: TestCluster, tmp_path: Path) -> None:
     # A second, private cluster: stopping the session's one would break the other tests.
     cluster = TestCluster(k8s_cluster.bin_dir, tmp_path / "k8s", nodes=[FakeNode("solo")])
     cluster.start()

@@ -15,7 +15,8 @@ from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import names
 from portal.datacenters.models import Datacenter, StorageKind
 from portal.registry.models import RegistrySecret
-from tests.k8s.engine_helpers import kill, new_job, start, wait_for
+from tests.k8s.engine_helpers import kill, new_job, start
+from tests.wait import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +97,7 @@ def test_ps_job_objects_are_accepted_with_the_env_contract(
     for obj, role in ((sts, "pserver"), (trainers, "trainer")):
         assert obj.metadata.labels == {**common, "paddlecloud.org/role": role}
         assert obj.spec.template.metadata.labels.items() >= {**common, "paddlecloud.org/role": role}.items()
-        [owner] = obj.metadata.owner_references
+        [owner] = obj.metadata.owner_references or []
         assert (owner.kind, owner.name, owner.uid) == ("Service", job.uid, svc.metadata.uid)
         pod = obj.spec.template.spec
         assert [s.name for s in pod.image_pull_secrets] == ["pcr-hub"]
@@ -162,7 +163,7 @@ def test_collective_job_has_no_pservers(k8s_dc: Datacenter, bob: User, k8s_api: 
     assert pod.image_pull_secrets is None
     [container] = pod.containers
     assert container.image == "my/own:1"
-    assert "nvidia.com/gpu" not in container.resources.limits
+    assert container.resources.limits is not None and "nvidia.com/gpu" not in container.resources.limits
     env = env_of(container)
     assert env["PADDLECLOUD_PSERVERS"] == "0" and not env["PADDLECLOUD_PSERVER_HOSTS"]
     assert env["PADDLECLOUD_TRAINERS"] == "3"
@@ -205,7 +206,7 @@ def test_every_storage_kind_is_accepted(
         assert home.monitors == ["10.0.0.1:6789", "10.0.0.2:6789"] and home.path == "/pfs/home/alice"
         assert home.secret_ref.name == "ceph"
     else:
-        [volume] = pod.volumes
+        [volume] = pod.volumes or []
         assert volume.persistent_volume_claim.claim_name == "pfs-claim"
         assert mounts[f"/pfs/{k8s_dc.name}/home/alice"].sub_path == "home/alice"
         assert public.sub_path == "public"

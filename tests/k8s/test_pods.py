@@ -144,7 +144,7 @@ def test_a_pod_resolves_another_pods_headless_name_and_logs_come_back_through_th
         )
         # The name exists once the pod has an IP; before that CoreDNS has no record (and refuses the
         # bare name, which glibc reports as a temporary failure): the launcher retries, this test waits.
-        wait_for(lambda: core.read_namespaced_pod("srv", ns).status.pod_ip, "the server pod's IP", 120)  # type: ignore[union-attr]
+        wait_for(lambda: core.read_namespaced_pod("srv", ns).status.pod_ip, "the server pod's IP", 120)
         script = "import socket; print('resolved', socket.gethostbyname('srv-0.grp'))"
         core.create_namespaced_pod(
             ns,
@@ -164,7 +164,7 @@ def test_a_pod_resolves_another_pods_headless_name_and_logs_come_back_through_th
 
         wait_for(lambda: phase("cli") in ("Succeeded", "Failed"), "the client pod to finish", 120)
         log = core.read_namespaced_pod_log("cli", ns)
-        srv_ip = core.read_namespaced_pod("srv", ns).status.pod_ip  # type: ignore[union-attr]
+        srv_ip = core.read_namespaced_pod("srv", ns).status.pod_ip
         assert (phase("cli"), log.strip()) == ("Succeeded", f"resolved {srv_ip}")
         core.delete_namespace(ns)
 
@@ -177,7 +177,7 @@ def test_the_ps_example_runs_in_pods_with_falling_loss_logs_by_cursor_and_nothin
     job = submit(alice_api, pods_dc, spec)
     wait_for(lambda: state_of(job, "running", "succeeded", "failed"), "running", 240, watch=worker)
     live = log_of(alice_api, "fit", "trainer-0")
-    job = wait_for(lambda: done(job), "released", 300, watch=worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 300, watch=worker)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
     after = log_of(alice_api, "fit", "trainer-0", live["cursor"])
     assert after["complete"] is True
@@ -196,7 +196,7 @@ def test_the_collective_example_runs_in_pods(
     put(pods_dc, alice, "dp", EXAMPLES / "fit_a_line_collective")
     spec = {"jobname": "dp", "entry": "python train.py", "parallelism": 2, "pservers": 0, "passes": 2}
     job = submit(alice_api, pods_dc, spec)
-    job = wait_for(lambda: done(job), "released", 300, watch=worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 300, watch=worker)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
     assert len(losses(log_of(alice_api, "dp", "trainer-1")["text"])) >= 2
 
@@ -207,7 +207,7 @@ def test_a_trainer_exiting_3_is_retried_then_fails_backoff_limit(
     put(pods_dc, alice, "three", EXAMPLES / "fit_a_line")
     spec = {"jobname": "three", "entry": "exit 3", "parallelism": 1, "pservers": 0, "max_retries": 1}
     job = submit(alice_api, pods_dc, spec)
-    job = wait_for(lambda: done(job), "released", 180, watch=worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 180, watch=worker)
     assert (job.state, job.reason, job.exit_code) == ("failed", "BackoffLimit", 3), job.message
 
 
@@ -222,7 +222,7 @@ def test_a_pserver_container_killed_fails_the_job_pserver_lost(
     with k8s_node_cluster.api_client() as api:
         selector = f"paddlecloud.org/job={job.uid},paddlecloud.org/role=pserver"
         pods = k8s.CoreV1Api(api).list_pod_for_all_namespaces(label_selector=selector).items
-    container_id = str(pods[0].status.container_statuses[0].container_id).split("://")[-1]  # type: ignore[union-attr,index]
+    container_id = str(pods[0].status.container_statuses[0].container_id).split("://")[-1]
     runner = k8s_node_cluster.node_runner
     assert runner is not None
     killed_at = time.monotonic()
@@ -242,7 +242,7 @@ def job_containers(cluster: TestCluster, job: Job) -> set[str] | None:
     ids = {
         str(c.container_id).split("://")[-1]
         for p in pods
-        for c in (p.status.container_statuses or [])  # type: ignore[union-attr]
+        for c in (p.status.container_statuses or [])
         if c.state.running
     }
     return ids if len(ids) == job.trainers + job.pservers else None
@@ -315,7 +315,7 @@ def test_a_job_reads_home_and_public_data_and_its_model_comes_back_with_paddlect
     (root / "home" / "alice" / "data" / "numbers.txt").write_text("1 2 3 4\n")
     (root / "public" / "scale.txt").write_text("0.5\n")
     job = submit(alice_api, pods_dc, {"jobname": "reader", "entry": "python read.py", "parallelism": 1, "pservers": 0})
-    job = wait_for(lambda: done(job), "released", 180, watch=worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 180, watch=worker)
     assert job.state == "succeeded", job.message
     remote = f"/pfs/{pods_dc.name}/home/alice/jobs/reader/output/{job.uid}/model.txt"
     result = CliRunner().invoke(cli, ["file", "cp", remote, str(alice_cli / "model.txt")], catch_exceptions=False)
@@ -332,5 +332,5 @@ def test_a_trainer_over_its_memory_limit_ends_oomkilled(
     put(pods_dc, alice, "hog", package)
     spec = {"jobname": "hog", "entry": "python hog.py", "parallelism": 1, "pservers": 0, "memory": "256Mi"}
     job = submit(alice_api, pods_dc, spec)
-    job = wait_for(lambda: done(job), "released", 180, watch=worker)  # type: ignore[assignment]
+    job = wait_for(lambda: done(job), "released", 180, watch=worker)
     assert (job.state, job.reason) == ("failed", "OOMKilled"), job.message

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
@@ -17,7 +18,8 @@ from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from portal.registry.models import RegistrySecret
-from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, submit, wait_for
+from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, submit
+from tests.wait import wait_for
 from tools.k8s.testcluster import TestCluster
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +32,7 @@ def service_account_kubeconfig(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient)
     """deploy/rbac.yaml applied, and a kubeconfig with a token of its service account (removed afterwards)."""
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     core, rbac = k8s.CoreV1Api(k8s_api), k8s.RbacAuthorizationV1Api(k8s_api)
-    create = {
+    create: dict[str, Callable[[Any], object]] = {
         "Namespace": lambda d: core.create_namespace(d),
         "ServiceAccount": lambda d: core.create_namespaced_service_account(d["metadata"]["namespace"], d),
         "ClusterRole": lambda d: rbac.create_cluster_role(d),
@@ -109,7 +111,7 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
 def test_the_portal_manifests_are_accepted(service_account_kubeconfig: str, k8s_api: k8s.ApiClient) -> None:
     """deploy/portal.yaml passes the API server's validation (server-side dry run, nothing stored)."""
     core, apps = k8s.CoreV1Api(k8s_api), k8s.AppsV1Api(k8s_api)
-    create = {
+    create: dict[str, Callable[..., object]] = {
         "Secret": core.create_namespaced_secret,
         "ConfigMap": core.create_namespaced_config_map,
         "Service": core.create_namespaced_service,

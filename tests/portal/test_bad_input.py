@@ -107,7 +107,7 @@ def test_quota_for_an_unknown_datacenter_names_the_field(alice_api: APIClient, l
     assert "unknown datacenter 'mars'; you may use: local" in response.json()["detail"]
 
 
-QUOTA_CASES = [
+QUOTA_CASES: list[tuple[dict[str, object], str, str]] = [
     ({"gpu": -1}, "gpu", "greater than or equal to 0"),
     ({"jobs": "many"}, "jobs", "valid integer"),
     ({"cpu": "-2"}, "cpu", "must not be negative"),

@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 def test_a_worker_process_runs_the_heartbeat_task_into_the_database(tmp_path: Path) -> None:
     worker = start_worker(tmp_path)
     try:
-        heartbeat.apply_async(args=["test-host-1"], queue=worker.queue)
-        heartbeat.apply_async(args=["test-host-1"], queue=worker.queue)
+        heartbeat.apply_async(args=("test-host-1",), queue=worker.queue)
+        heartbeat.apply_async(args=("test-host-1",), queue=worker.queue)
         row = wait_for(
             lambda: WorkerHeartbeat.objects.filter(hostname="test-host-1", beats=2).first(),
             timeout=90,

@@ -8,6 +8,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -52,7 +53,7 @@ EXPECTED = {
 }
 
 
-def assert_security_headers(response: HttpResponse, page: str) -> None:
+def assert_security_headers(response: HttpResponseBase, page: str) -> None:
     csp = response.headers.get("Content-Security-Policy", "")
     assert "default-src 'self'" in csp and "script-src 'self'" in csp, page
     assert "frame-ancestors 'none'" in csp and "object-src 'none'" in csp, page

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from django.contrib.auth.models import User
-from django.http import HttpResponse
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from portal.accounts.throttle import parse_rate
 from tests.conftest import PASSWORD
+
+if TYPE_CHECKING:  # the test client's response type exists only in django-stubs
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 ROUTES = ["/login/", "/admin/login/", "/api/v1/auth/token"]
 
@@ -19,22 +23,22 @@ def _three_per_minute(settings: SettingsWrapper) -> None:
     settings.PADDLECLOUD_LOGIN_RATE = "3/min"
 
 
-def attempt(route: str, username: str, password: str, address: str = "192.0.2.1", **headers: str) -> HttpResponse:
+def attempt(route: str, username: str, password: str, address: str = "192.0.2.1", **headers: str) -> TestResponse:
     client = Client(REMOTE_ADDR=address, headers=headers)
     if route.startswith("/api/"):
         return client.post(route, {"username": username, "password": password}, content_type="application/json")
     return client.post(route, {"username": username, "password": password})
 
 
-def refused_as_wrong(route: str, response: HttpResponse) -> bool:
+def refused_as_wrong(route: str, response: TestResponse) -> bool:
     return response.status_code == (401 if route.startswith("/api/") else 200)
 
 
-def logged_in(route: str, response: HttpResponse) -> bool:
+def logged_in(route: str, response: TestResponse) -> bool:
     return response.status_code == (200 if route.startswith("/api/") else 302)
 
 
-def assert_throttled(route: str, response: HttpResponse) -> None:
+def assert_throttled(route: str, response: TestResponse) -> None:
     assert response.status_code == 429
     assert 1 <= int(response["Retry-After"]) <= 60
     text = response.json()["detail"] if route.startswith("/api/") else response.content.decode()

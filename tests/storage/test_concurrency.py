@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -109,9 +111,13 @@ def client(connect: Callable[[User], Client], alice: User, local_dc: Datacenter,
     return connect(alice)
 
 
-def _parallel(jobs: list[Callable[[], Any]], workers: int = 8) -> list[Any]:
+def _parallel(jobs: Sequence[Callable[[], Any]], workers: int = 8) -> list[Any]:
     with ThreadPoolExecutor(workers) as pool:
         return [future.result() for future in [pool.submit(job) for job in jobs]]
+
+
+def _put_status(client: Client, upload: dict[str, Any], index: int, data: bytes) -> int:
+    return client.put(upload, index, data).status_code
 
 
 def test_parallel_chunks_in_any_order_make_the_file(
@@ -120,7 +126,7 @@ def test_parallel_chunks_in_any_order_make_the_file(
     data = os.urandom(24 * CHUNK + 999)
     upload = client.start(f"{HOME}/parallel.bin", data)
     order = list(range(upload["chunks"]))[::-1]
-    results = _parallel([lambda i=i: client.put(upload, i, data).status_code for i in order])
+    results = _parallel([functools.partial(_put_status, client, upload, i, data) for i in order])
     assert results == [200] * len(order)
     assert client.complete(upload).status_code == 200
     assert checksum((home / "parallel.bin").read_bytes()) == checksum(data)
@@ -131,7 +137,7 @@ def _cut_chunk(client: Client, upload: dict[str, Any], index: int, data: bytes) 
     """Send chunk `index` with its full Content-Length but only half its bytes, then drop the connection."""
     piece = data[index * CHUNK : (index + 1) * CHUNK]
     url = urlparse(client.base)
-    token = client.session.headers["Authorization"]
+    token = str(client.session.headers["Authorization"])
     with socket.create_connection((url.hostname, url.port)) as sock:
         head = (
             f"PUT /api/v1/files/uploads/{upload['id']}/chunks/{index} HTTP/1.1\r\n"
@@ -161,7 +167,7 @@ def test_an_upload_cut_at_half_resumes_to_a_byte_identical_file(
     status = resumed.status(upload)
     assert status["present"] == [[0, 3]] and status["missing"] == [[3, 7]] and status["wrong"] == []
     missing = [i for a, b in status["missing"] for i in range(a, b)]
-    assert _parallel([lambda i=i: resumed.put(upload, i, data).status_code for i in missing]) == [200] * 4
+    assert _parallel([functools.partial(_put_status, resumed, upload, i, data) for i in missing]) == [200] * 4
     assert resumed.complete(upload).status_code == 200
     assert checksum((home / "resumed.bin").read_bytes()) == checksum(data)
     assert recorded(alice, local_dc) == (len(data), 1, 0, 0)
@@ -174,8 +180,8 @@ def test_two_uploads_to_one_path_the_later_complete_wins(
     first, second = os.urandom(6 * CHUNK), os.urandom(4 * CHUNK + 5)
     a = client.start(f"{HOME}/same.bin", first)
     b = client.start(f"{HOME}/same.bin", second)
-    jobs = [lambda i=i: client.put(a, i, first).status_code for i in range(a["chunks"])]
-    jobs += [lambda i=i: client.put(b, i, second).status_code for i in range(b["chunks"])]
+    jobs = [functools.partial(_put_status, client, a, i, first) for i in range(a["chunks"])]
+    jobs += [functools.partial(_put_status, client, b, i, second) for i in range(b["chunks"])]
     assert set(_parallel(jobs)) == {200}
     assert client.complete(a).status_code == 200
     assert (home / "same.bin").read_bytes() == first  # neither upload disturbed the other
@@ -192,7 +198,7 @@ def test_two_uploads_to_one_path_completed_at_once_leave_one_whole_file(
     started = [client.start(f"{HOME}/race.bin", data) for data in contents]
     for upload, data in zip(started, contents, strict=True):
         assert set(
-            _parallel([lambda i=i, u=upload, d=data: client.put(u, i, d).status_code for i in range(upload["chunks"])])
+            _parallel([functools.partial(_put_status, client, upload, i, data) for i in range(upload["chunks"])])
         ) == {200}
     barrier = threading.Barrier(2)
 
@@ -200,8 +206,8 @@ def test_two_uploads_to_one_path_completed_at_once_leave_one_whole_file(
         barrier.wait()
         return client.complete(upload).status_code
 
-    assert _parallel([lambda u=u: complete(u) for u in started], workers=2) == [200, 200]
-    finished = sorted(Upload.objects.filter(path=f"{HOME}/race.bin"), key=lambda u: u.finished_at)
+    assert _parallel([functools.partial(complete, u) for u in started], workers=2) == [200, 200]
+    finished = sorted(Upload.objects.filter(path=f"{HOME}/race.bin"), key=attrgetter("finished_at"))
     winner = contents[[str(u["id"]) for u in started].index(str(finished[-1].id))]
     assert (home / "race.bin").read_bytes() == winner
     assert recorded(alice, local_dc) == (len(winner), 1, 0, 0)
@@ -223,7 +229,7 @@ def test_concurrent_starts_cannot_together_pass_the_quota(
             timeout=60,
         ).status_code
 
-    codes = _parallel([lambda i=i: start(i) for i in range(6)], workers=6)
+    codes = _parallel([functools.partial(start, i) for i in range(6)], workers=6)
     assert sorted(codes) == [201, 413, 413, 413, 413, 413]
     assert recorded(alice, local_dc) == (0, 0, 3 * CHUNK, 1)
 

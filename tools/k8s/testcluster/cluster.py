@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from tools.k8s.pki import make_pki
 from tools.k8s.testcluster.kwok_logs import KwokLogs

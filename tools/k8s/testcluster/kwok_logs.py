@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
 
