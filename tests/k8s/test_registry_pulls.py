@@ -83,9 +83,16 @@ def test_a_job_pulls_its_image_with_the_users_registry_secret_and_succeeds(
     assert "/v2/alice/paddle/manifests/" in k8s_registry.log_tail("node", 200_000)  # the kubelet asked it
 
 
-@pytest.mark.parametrize("login", ["no secret", "wrong password"])
+@pytest.mark.parametrize(
+    ("login", "answer"),
+    [
+        ("no secret", "no basic auth credentials (the registry wants a login"),
+        ("wrong password", "401 Unauthorized (the registry refused the login"),
+    ],
+)
 def test_a_job_without_a_valid_login_shows_the_registrys_refusal(
     login: str,
+    answer: str,
     registry_dc: Datacenter,
     alice: User,
     alice_api: APIClient,
@@ -102,9 +109,22 @@ def test_a_job_without_a_valid_login_shows_the_registrys_refusal(
     assert job.state == "pending"
     assert job.message.startswith("trainer 0: ")
     assert image in job.message
-    assert "401 Unauthorized" in job.message, job.message
+    assert answer in job.message, job.message
     if registry:  # deleting the secret while the job waits is said on the job
         assert alice_api.delete(f"/api/v1/registry/{registry}").status_code == 204
         job = drive(registry_dc, lambda: pull_refused(job, "was deleted"), "the deletion noticed", 60)
         assert job.message.startswith(f"registry secret {registry!r} was deleted while the job was pending")
     kill(job)
+
+
+def test_a_registry_the_node_does_not_trust_is_named(
+    registry_dc: Datacenter, alice: User, alice_api: APIClient, tmp_path: Path
+) -> None:
+    with TestRegistry(work_dir=tmp_path / "untrusted", hosts_dir=None) as untrusted:  # containerd is not told
+        untrusted.add_user("alice", "pw")
+        add_secret(alice_api, "untrusted", untrusted, "alice", "pw")
+        job = job_with(registry_dc, alice, "untrusted", f"{untrusted.host}/alice/paddle:1", "untrusted")
+        job = drive(registry_dc, lambda: pull_refused(job), "ImagePullBackOff", PULL_TIMEOUT)
+        assert "certificate signed by unknown authority" in job.message, job.message
+        assert "(the node does not trust the registry's certificate" in job.message
+        kill(job)
