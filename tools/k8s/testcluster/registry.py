@@ -146,9 +146,17 @@ class TestRegistry:
     # ----- lifecycle -----
 
     def start(self, timeout: float = 30) -> None:
+        """Start both processes and return once they serve; on failure nothing of it is left running."""
         missing = registry_missing(self.bin_dir)
         if missing:
             raise RegistryError(f"registry binaries missing: {', '.join(missing)} (run tools/k8s/build.sh)")
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         loopback, node = _listener_pair(self.gateway)
         self.port = loopback.sock.getsockname()[1]
         try:
