@@ -170,8 +170,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request otherwise
+# The portal image collects static files at build time into its own (read-only) folder.
+STATIC_ROOT = Path(env_str("PADDLECLOUD_STATIC_ROOT", str(VAR_DIR / "static"))).resolve()
+if not STATIC_ROOT.is_dir():  # never mkdir on a read-only root filesystem where it already exists
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request otherwise
 
 # The embedded portal is plain HTTP on loopback: Secure cookies would never come back from a browser.
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and not PADDLECLOUD_EMBEDDED)
