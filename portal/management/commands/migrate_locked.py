@@ -32,6 +32,9 @@ class Command(BaseCommand):
             return
         self._lock(options["wait"])
         try:
+            with connection.cursor() as cursor:
+                # A migration may rewrite a big table: this session alone drops the request-sized bound.
+                cursor.execute("SET statement_timeout = 0")
             call_command("migrate", interactive=False, stdout=self.stdout)
         finally:
             with connection.cursor() as cursor:
