@@ -48,14 +48,15 @@ def kubectl() -> str:
 _rendered: dict[str, list[Doc]] = {}
 
 
+def kustomize(folder: Path) -> list[Doc]:
+    out = subprocess.run([kubectl(), "kustomize", str(folder)], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
 def render(overlay: str) -> list[Doc]:
     if overlay not in _rendered:
-        out = subprocess.run(
-            [kubectl(), "kustomize", str(DEPLOY / "overlays" / overlay)],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr
-        _rendered[overlay] = [d for d in yaml.safe_load_all(out.stdout) if d]
+        _rendered[overlay] = kustomize(DEPLOY / "overlays" / overlay)
     return _rendered[overlay]
 
 
@@ -252,6 +253,66 @@ def test_disruption_budgets_service_and_ingress_point_at_real_pods(docs: list[Do
     (ingress,) = of_kind(docs, "Ingress")
     backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     assert backend["port"]["name"] in [p["name"] for p in services[backend["name"]]["spec"]["ports"]]
+
+
+# The README's example of an operator's own overlay ("Deploy on Kubernetes", step 2), verbatim but the path.
+SITE = """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {overlay}
+images:
+  - name: registry.example.com/paddlecloud/portal
+    newName: registry.example.org/paddle/portal
+    newTag: "2026.11"
+configMapGenerator:
+  - name: paddlecloud-settings
+    behavior: merge
+    literals:
+      - ALLOWED_HOSTS=paddle.example.org
+      - CSRF_TRUSTED_ORIGINS=https://paddle.example.org
+      - PADDLECLOUD_PUBLIC_URL=https://paddle.example.org
+patches:
+  - target: {{kind: Ingress, name: paddlecloud}}
+    patch: |-
+      - {{op: replace, path: /spec/rules/0/host, value: paddle.example.org}}
+      - {{op: replace, path: /spec/tls/0/hosts/0, value: paddle.example.org}}
+  # The PFS straight from the NFS export the datacenter names (storage kind NFS), instead of a claim.
+  - target: {{kind: Deployment, name: "paddlecloud-(web|worker)"}}
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/volumes/0
+        value: {{name: pfs, nfs: {{server: nfs.example.org, path: /export/pfs}}}}
+  - patch: |-
+      $patch: delete
+      apiVersion: v1
+      kind: PersistentVolumeClaim
+      metadata: {{name: paddlecloud-pfs}}
+"""
+
+
+def test_an_operators_overlay_sets_image_host_and_pfs_and_is_accepted(
+    k8s_cluster: TestCluster, k8s_namespace: str, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    # kustomize takes other kustomizations by relative path only.
+    overlay = os.path.relpath(DEPLOY / "overlays" / "external", site)
+    (site / "kustomization.yaml").write_text(SITE.format(overlay=overlay))
+    docs = kustomize(site)
+    assert not of_kind(docs, "PersistentVolumeClaim")
+    for component, deployment in portal_deployments(docs).items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert {c["image"] for c in containers(pod)} == {"registry.example.org/paddle/portal:2026.11"}
+        if component != "beat":
+            assert pod["volumes"][0] == {"name": "pfs", "nfs": {"server": "nfs.example.org", "path": "/export/pfs"}}
+    (config,) = of_kind(docs, "ConfigMap")
+    assert config["data"]["ALLOWED_HOSTS"] == "paddle.example.org"
+    assert config["data"]["PADDLECLOUD_TRUSTED_PROXIES"] == "1"  # merged, not replaced
+    (ingress,) = of_kind(docs, "Ingress")
+    assert ingress["spec"]["rules"][0]["host"] == ingress["spec"]["tls"][0]["hosts"][0] == "paddle.example.org"
+    result = dry_run_apply(k8s_cluster, retargeted(docs, k8s_namespace), tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_portal_image_is_non_root_and_buildable_without_docker() -> None:
