@@ -28,14 +28,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if connection.vendor != "postgresql":
-            call_command("migrate", interactive=False, stdout=self.stdout)
+            call_command("migrate", interactive=False, stdout=options.get("stdout"))
             return
         self._lock(options["wait"])
         try:
             with connection.cursor() as cursor:
                 # A migration may rewrite a big table: this session alone drops the request-sized bound.
                 cursor.execute("SET statement_timeout = 0")
-            call_command("migrate", interactive=False, stdout=self.stdout)
+            call_command("migrate", interactive=False, stdout=options.get("stdout"))
         finally:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
