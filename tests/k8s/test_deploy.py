@@ -6,6 +6,7 @@ container non-root, without capabilities, read-only, bounded; every portal pod m
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -55,9 +56,10 @@ def kustomize(folder: Path) -> list[Doc]:
 
 
 def render(overlay: str) -> list[Doc]:
+    """The overlay's objects (rendered once per session; each caller gets its own copy to change)."""
     if overlay not in _rendered:
         _rendered[overlay] = kustomize(DEPLOY / "overlays" / overlay)
-    return _rendered[overlay]
+    return copy.deepcopy(_rendered[overlay])
 
 
 @pytest.fixture(params=OVERLAYS)
