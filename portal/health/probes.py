@@ -95,8 +95,10 @@ def probes(get_response: View) -> View:
             response = JsonResponse(body("only GET and HEAD", "method_not_allowed"), status=405)
             response["Allow"] = "GET, HEAD"
             return response
-        if request.path == LIVENESS_PATH:
-            return JsonResponse({"status": OK})
-        return readiness()
+        response = JsonResponse({"status": OK}) if request.path == LIVENESS_PATH else readiness()
+        # The security middleware further in never sees these answers: the headers that matter here.
+        response["Cache-Control"] = "no-store"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
 
     return middleware

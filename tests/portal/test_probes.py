@@ -56,6 +56,9 @@ def get(path: str, **extra: Any) -> tuple[int, dict[str, Any], float]:
 def test_liveness_answers_for_the_pod_ip_that_allowed_hosts_refuses_elsewhere() -> None:
     status, answer, _ = get("/healthz")
     assert (status, answer) == (200, {"status": "ok"})
+    response = Client().head("/healthz", HTTP_HOST=POD_HOST)
+    assert response.status_code == 200
+    assert (response["Cache-Control"], response["X-Content-Type-Options"]) == ("no-store", "nosniff")
     assert Client().get("/api/v1/version", HTTP_HOST=POD_HOST).status_code == 400  # the host check still holds
 
 
