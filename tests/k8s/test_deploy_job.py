@@ -42,6 +42,7 @@ from tools.k8s.testcluster import TestCluster
 ROOT = Path(__file__).resolve().parents[2]
 API_NAME = "kubernetes.default.svc"  # in the API server's certificate
 UID = 1000
+PORTAL_PODS = "app.kubernetes.io/name=paddlecloud-portal"
 pytestmark = [
     pytest.mark.deploy,
     pytest.mark.skipif(os.environ.get("PADDLECLOUD_DEPLOY_TEST") != "1", reason="set PADDLECLOUD_DEPLOY_TEST=1"),
@@ -208,6 +209,9 @@ def test_the_installed_portal_runs_the_example_job_in_real_pods(
             assert job["state"] == "succeeded", job
             # The trainers' logs, archived by the in-cluster worker from the pods, read back through web.
             assert "loss" in paddlectl(env, "logs", "fit").lower()
+            portal_pods: list[Any] = core.list_namespaced_pod(ns, label_selector=PORTAL_PODS).items
+            restarts = {p.metadata.name: p.status.container_statuses[0].restart_count for p in portal_pods}
+            assert len(restarts) == 3 and set(restarts.values()) == {0}, restarts  # every probe held
         finally:
             core.delete_namespace(ns)
             for kind in ("clusterrolebinding", "clusterrole"):
