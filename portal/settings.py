@@ -73,6 +73,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the kubelet's probes name the pod's IP as Host, which ALLOWED_HOSTS rightly refuses.
+    "portal.health.probes.probes",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
@@ -127,12 +129,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and PADDLECLOUD_DB_STATEMENT_TIMEOUT:
-    # The server cancels a statement that runs longer (0: no bound). Celery workers share it.
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     _pg_options = DATABASES["default"].setdefault("OPTIONS", {})
-    _pg_options["options"] = (
-        f"{_pg_options.get('options', '')} -c statement_timeout={PADDLECLOUD_DB_STATEMENT_TIMEOUT * 1000}"
-    ).strip()
+    # An unreachable server fails a request (and /readyz) in seconds, not after the OS's TCP timeout.
+    _pg_options.setdefault("connect_timeout", 5)
+    if PADDLECLOUD_DB_STATEMENT_TIMEOUT:
+        # The server cancels a statement that runs longer (0: no bound). Celery workers share it.
+        _pg_options["options"] = (
+            f"{_pg_options.get('options', '')} -c statement_timeout={PADDLECLOUD_DB_STATEMENT_TIMEOUT * 1000}"
+        ).strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -165,8 +170,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request otherwise
+# The portal image collects static files at build time into its own (read-only) folder.
+STATIC_ROOT = Path(env_str("PADDLECLOUD_STATIC_ROOT", str(VAR_DIR / "static"))).resolve()
+if not STATIC_ROOT.is_dir():  # never mkdir on a read-only root filesystem where it already exists
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request otherwise
 
 # The embedded portal is plain HTTP on loopback: Secure cookies would never come back from a browser.
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and not PADDLECLOUD_EMBEDDED)

@@ -1,4 +1,4 @@
-"""deploy/rbac.yaml grants what the engine needs: a whole job lifecycle runs as that service account."""
+"""deploy/base/rbac.yaml grants what the engine needs: a whole job lifecycle runs as that service account."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from tools.k8s.testcluster import TestCluster
 
 pytestmark = pytest.mark.django_db
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 
 
 @pytest.fixture(scope="module")
 def service_account_kubeconfig(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient) -> Iterator[str]:
-    """deploy/rbac.yaml applied, and a kubeconfig with a token of its service account (removed afterwards)."""
+    """deploy/base/rbac.yaml applied, and a kubeconfig with a token of its service account (removed afterwards)."""
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     core, rbac = k8s.CoreV1Api(k8s_api), k8s.RbacAuthorizationV1Api(k8s_api)
     create: dict[str, Callable[[Any], object]] = {
@@ -106,18 +106,3 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
     assert refused.value.status == 403
     with pytest.raises(kube.KubeError):
         engine.k8s.create("Pod", ns, {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
-
-
-def test_the_portal_manifests_are_accepted(service_account_kubeconfig: str, k8s_api: k8s.ApiClient) -> None:
-    """deploy/portal.yaml passes the API server's validation (server-side dry run, nothing stored)."""
-    core, apps = k8s.CoreV1Api(k8s_api), k8s.AppsV1Api(k8s_api)
-    create: dict[str, Callable[..., object]] = {
-        "Secret": core.create_namespaced_secret,
-        "ConfigMap": core.create_namespaced_config_map,
-        "Service": core.create_namespaced_service,
-        "Deployment": apps.create_namespaced_deployment,
-    }
-    docs = [d for d in yaml.safe_load_all((RBAC.parent / "portal.yaml").read_text()) if d]
-    assert sorted({d["kind"] for d in docs}) == sorted(create)
-    for doc in docs:
-        create[doc["kind"]](doc["metadata"]["namespace"], doc, dry_run="All")

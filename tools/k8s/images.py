@@ -1,6 +1,7 @@
 """Build the test node's OCI images without Docker: the runtime image from deploy/Dockerfile, and pause.
 
-`python3 tools/k8s/images.py build` (root; standard library only, so it runs before the venv exists):
+`python3 tools/k8s/images.py build` (root; standard library only, so it runs before the venv exists);
+`... build-portal` builds the portal image from deploy/Dockerfile.portal the same way (the deploy test's):
 
 - The runtime image is *derived from deploy/Dockerfile*: `FROM debian:<suite>-slim` becomes an
   mmdebstrap minbase root filesystem, and ENV / RUN / COPY / USER / WORKDIR / CMD are carried out in
@@ -32,6 +33,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 RUNTIME_REPO = "paddlecloud.local/paddle"
+PORTAL_DOCKERFILE = REPO / "deploy" / "Dockerfile.portal"
+PORTAL_REPO = "paddlecloud.local/portal"
 PAUSE_REF = "paddlecloud.local/pause:1"
 DEBIAN_MIRROR = "http://deb.debian.org"
 SUPPORTED = {"FROM", "ENV", "RUN", "COPY", "USER", "WORKDIR", "CMD"}
@@ -305,10 +308,23 @@ def runtime_key() -> str:
 
 
 def build_runtime() -> dict[str, str]:
-    steps = parse_dockerfile(DOCKERFILE.read_text())
-    key = runtime_key()
-    ref = f"{RUNTIME_REPO}:3.0.0-{key}"
-    layout = images_dir() / f"runtime-{key}"
+    return build_image(DOCKERFILE, f"{RUNTIME_REPO}:3.0.0-{runtime_key()}", f"runtime-{runtime_key()}")
+
+
+def portal_ref() -> str:
+    """The portal image built from deploy/Dockerfile.portal in *this* checkout (key as for the runtime)."""
+    return f"{PORTAL_REPO}:{digest_of(parse_dockerfile(PORTAL_DOCKERFILE.read_text()))[:12]}"
+
+
+def build_portal() -> dict[str, str]:
+    ref = portal_ref()
+    return build_image(PORTAL_DOCKERFILE, ref, f"portal-{ref.rsplit(':', 1)[1]}")
+
+
+def build_image(dockerfile: Path, ref: str, name: str) -> dict[str, str]:
+    """Build `dockerfile` (the subset above) into the OCI layout `<images>/<name>` that names `ref`."""
+    steps = parse_dockerfile(dockerfile.read_text())
+    layout = images_dir() / name
     if (layout / "index.json").exists():
         return {"ref": ref, "layout": str(layout)}
     first_copy = next((i for i, (op, _) in enumerate(steps) if op == "COPY"), len(steps))
@@ -316,7 +332,7 @@ def build_runtime() -> dict[str, str]:
     config: dict[str, Any] = {"Env": [f"{k}={v}" for k, v in env.items()]}
     (images_dir() / "pip-cache").mkdir(parents=True, exist_ok=True)
     rootfs, base_layer = build_base(steps[:first_copy], env, config)
-    work = images_dir() / f"top-{key}"
+    work = images_dir() / f"top-{name}"
     if work.exists():
         shutil.rmtree(work)
     upper, scratch, merged = work / "upper", work / "work", work / "merged"
@@ -324,7 +340,9 @@ def build_runtime() -> dict[str, str]:
         d.mkdir(parents=True)
     run("mount", "-t", "overlay", "overlay", "-o", f"lowerdir={rootfs},upperdir={upper},workdir={scratch}", str(merged))
     try:
-        apply(steps[first_copy:], Chroot(merged, env, images_dir() / "pip-cache"), config)
+        top = Chroot(merged, env, images_dir() / "pip-cache")
+        top.workdir = config.get("WorkingDir", "/")  # a WORKDIR before the first COPY holds after it
+        apply(steps[first_copy:], top, config)
     finally:
         run("umount", str(merged))
     overlay_whiteouts_to_oci(upper)
@@ -373,12 +391,16 @@ def node_bin_dir() -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if argv != ["build"]:
-        print("usage: python3 tools/k8s/images.py build", file=sys.stderr)
+    if argv not in (["build"], ["build-portal"]):
+        print("usage: python3 tools/k8s/images.py build|build-portal", file=sys.stderr)
         return 2
     images_dir().mkdir(parents=True, exist_ok=True)
     lock = (images_dir() / ".lock").open("w")
     fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: they share the base root filesystem
+    if argv == ["build-portal"]:  # not part of `build`: only the deploy test needs it
+        entry = build_portal()
+        print(f"image portal: {entry['ref']} ({entry['layout']})")
+        return 0
     result = {"runtime": build_runtime(), "pause": build_pause(node_bin_dir())}
     manifest_path().write_text(json.dumps(result, indent=2))
     for name, entry in result.items():

@@ -224,7 +224,7 @@ class KubernetesEngine(Engine):
 
     def _check_registry_secrets(self, jobs: list[Job], observations: dict[int, Observation]) -> None:
         """Jobs whose registry secret the user deleted: blank the namespace's copy once (the portal may
-        not delete Secrets, see deploy/rbac.yaml; the deleted login must not pull anything any more) and,
+        not delete Secrets, see deploy/base/rbac.yaml; the deleted login must not pull anything any more) and,
         while the job still waits for its pods, say on the job why its image may not come."""
         named = [job for job in jobs if job.spec.get("registry")]
         if not named:
