@@ -1,0 +1,122 @@
+"""When each part of a job's log arrived: fixed-size (byte offset, unix time) records in a side file.
+
+``log.txt`` stays a plain log; ``log.times`` next to it holds one 16-byte record (little-endian
+uint64 offset into ``log.txt``, float64 unix seconds) for the bytes written from that offset on,
+at most one every ``MIN_GAP`` seconds, so the file grows with time, never with the number of
+lines, and the launcher keeps no more than the last record's time in memory. A record is written
+before the bytes it stamps: a reader never sees a line without its time. A line's time is that of
+its first byte, i.e. of the last record at or before the line's start. Records ascend by offset,
+so a reader finds a chunk's first record by binary search and walks on from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, BinaryIO
+
+TIMES_NAME = "log.times"
+RECORD = struct.Struct("<Qd")
+MIN_GAP = 0.01  # seconds: lines that arrive closer together share a time
+_BLOCK = 4096  # records read at once while walking forward
+
+
+class Recorder:
+    """Stamps the bytes about to be appended to the log: call `note(size)` just before writing them."""
+
+    def __init__(
+        self, index: BinaryIO | None, offset: int, clock: Callable[[], float] = time.time, min_gap: float = MIN_GAP
+    ) -> None:
+        self._index = index
+        self.offset = offset
+        self._clock = clock
+        self._min_gap = min_gap
+        self._last: float | None = None
+
+    def note(self, size: int) -> None:
+        if size <= 0:
+            return
+        now = self._clock()
+        if self._index is not None and (self._last is None or now - self._last >= self._min_gap or now < self._last):
+            try:
+                self._index.write(RECORD.pack(self.offset, now))
+                self._last = now
+            except OSError:
+                self._index = None  # disk full: the log goes on without times, never the other way round
+        self.offset += size
+
+    def stop(self) -> None:
+        """Stop stamping (the log could not be written, or is done with): close the side file."""
+        if self._index is not None:
+            with contextlib.suppress(OSError):
+                self._index.close()
+        self._index = None
+
+
+def open_recorder(log: BinaryIO, folder: Path) -> Recorder:
+    """A recorder for `log` (opened for appending): its times go to `folder`/log.times; none if that fails."""
+    offset = os.fstat(log.fileno()).st_size
+    try:
+        # Stays open as long as the log does (the launcher's whole life), hence no `with`.
+        index: BinaryIO | None = (folder / TIMES_NAME).open("ab", buffering=0)
+    except OSError:
+        index = None
+    return Recorder(index, offset)
+
+
+def line_starts(data: bytes, start: int) -> list[int]:
+    """The offset of every line that begins in `data` (read from `start`): its first byte and each after a newline."""
+    if not data:
+        return []
+    starts = [start]
+    at = data.find(b"\n")
+    while at != -1 and at + 1 < len(data):
+        starts.append(start + at + 1)
+        at = data.find(b"\n", at + 1)
+    return starts
+
+
+def _record(index: IO[bytes], number: int) -> tuple[int, float]:
+    index.seek(number * RECORD.size)
+    offset, when = RECORD.unpack(index.read(RECORD.size))
+    return int(offset), float(when)
+
+
+def _first_record(index: IO[bytes], count: int, offset: int) -> int:
+    """The number of the last record at or before `offset` (-1 if every record comes after it)."""
+    low, high = 0, count  # the answer lies in [low - 1, high - 1]
+    while low < high:
+        middle = (low + high) // 2
+        if _record(index, middle)[0] <= offset:
+            low = middle + 1
+        else:
+            high = middle
+    return low - 1
+
+
+def times_at(index: IO[bytes] | None, starts: Sequence[int]) -> list[float | None]:
+    """Arrival time (unix seconds, ms precision) of the byte at each of the ascending `starts`; None if unknown."""
+    if index is None or not starts:
+        return [None] * len(starts)
+    count = index.seek(0, os.SEEK_END) // RECORD.size  # a torn last record (disk full) is ignored
+    number = _first_record(index, count, starts[0])
+    current = _record(index, number)[1] if number >= 0 else None
+    number += 1
+    index.seek(number * RECORD.size)
+    ahead: list[tuple[int, float]] = []
+    out: list[float | None] = []
+    for start in starts:
+        while True:
+            if not ahead and number < count:
+                block = index.read(min(_BLOCK, count - number) * RECORD.size)
+                ahead = [(int(o), float(t)) for o, t in RECORD.iter_unpack(block)][::-1]
+                number += len(ahead)
+            if not ahead or ahead[-1][0] > start:
+                break
+            current = ahead.pop()[1]
+        out.append(None if current is None else round(current, 3))
+    return out
