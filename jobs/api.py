@@ -229,7 +229,7 @@ class JobLogs(APIView):
                     help_text="when each line that starts in `text` arrived (unix seconds, ms precision), in "
                     "order: the text's first character starts a line (it may continue the previous answer's "
                     "last line, whose time that was), and so does each character after a newline; null where "
-                    "no time was kept (a log written before times were, or by the portal itself)",
+                    "no time was kept (a log written before times were, or a pod's own log)",
                 ),
                 "cursor": serializers.CharField(),
                 "complete": serializers.BooleanField(),
