@@ -34,3 +34,14 @@ def test_the_job_page_shows_no_pserver_pending_or_running_count_after_the_end(lo
     job = make_job(local_dc, alice)
     html = page_client(alice).get(f"/jobs/{job.uid}/").content.decode()
     assert 'title="stopped when the job ended"' in html
+
+
+def test_the_job_page_keeps_polling_until_the_job_is_released_so_delete_shows_up(local_dc: Datacenter,
+                                                                                alice: User) -> None:
+    job = make_job(local_dc, alice, released=False)
+    live = f'hx-get="/jobs/{job.uid}/live"'
+    assert live in page_client(alice).get(f"/jobs/{job.uid}/live").content.decode()
+    job.released = True
+    job.save(update_fields=["released"])
+    final = page_client(alice).get(f"/jobs/{job.uid}/live").content.decode()
+    assert live not in final and 'data-testid="delete"' in final
