@@ -24,6 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from paddlecloud import logtimes  # noqa: E402
+
 from bench.pages import percentile, setup_django  # noqa: E402
 
 TRAINER = """import time
@@ -99,9 +101,11 @@ def main() -> None:
         folder = Path(packages.output_dir(dc, "bench", "big", big.uid)) / "trainer_0"
         folder.mkdir(parents=True, exist_ok=True)
         line = "pass 0 step 000000 loss 0.123456 " + "x" * 60 + "\n"
-        with (folder / "log.txt").open("w") as out:
+        # With its launcher's times: a record per line, as lines 10 ms or more apart get (the most there can be).
+        with (folder / "log.txt").open("wb") as out, (folder / logtimes.TIMES_NAME).open("wb") as stamps:
             for i in range(10 * 1024 * 1024 // len(line)):
-                out.write(line.replace("000000", f"{i:06d}"))
+                stamps.write(logtimes.RECORD.pack(out.tell(), 1.7e9 + i * 0.01))
+                out.write(line.replace("000000", f"{i:06d}").encode())
         size = (folder / "log.txt").stat().st_size
         times = []
         for _ in range(20):
@@ -109,6 +113,7 @@ def main() -> None:
             data = api.get("/api/v1/jobs/big/logs", {"worker": "trainer-0", "tail": "1000"}).json()
             times.append(time.perf_counter() - start)
             assert data["text"].count("\n") == 1000 and data["complete"], data["cursor"]
+            assert len(data["times"]) == 1000 and None not in data["times"]
         print(f"last screen of a {size / 1e6:.1f} MB log (?tail=1000, the viewer's first request, 20 tries): "
               f"p50 {statistics.median(times):.3f}s, max {max(times):.3f}s")
 

@@ -12,6 +12,8 @@ from rest_framework.views import APIView
 
 from jobs import metrics, packages, services
 from jobs.engines import engine_for
+from jobs.engines.base import LogChunk
+from jobs.logfiles import line_count
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
 from portal.api.errors import quote
@@ -222,6 +224,13 @@ class JobLogs(APIView):
                 "job": serializers.CharField(),
                 "worker": serializers.CharField(),
                 "text": serializers.CharField(),
+                "times": serializers.ListField(
+                    child=serializers.FloatField(allow_null=True),
+                    help_text="when each line that starts in `text` arrived (unix seconds, ms precision), in "
+                    "order: the text's first character starts a line (it may continue the previous answer's "
+                    "last line, whose time that was), and so does each character after a newline; null where "
+                    "no time was kept (a log written before times were, or a pod's own log)",
+                ),
                 "cursor": serializers.CharField(),
                 "complete": serializers.BooleanField(),
                 "state": serializers.ChoiceField(JobState.choices),
@@ -236,14 +245,14 @@ class JobLogs(APIView):
         tail = request.query_params.get("tail")
         if tail is None:
             chunk = engine.read_log(job, worker, cursor)
-            text = chunk.text
+            text, times = chunk.text, _times_of(chunk)
         else:
             if not (len(tail) <= 6 and tail.isascii() and tail.isdigit() and int(tail) <= MAX_TAIL):
                 raise exceptions.ValidationError({"tail": [f"must be a whole number from 0 to {MAX_TAIL}"]})
             # Read to the end keeping only the last lines, so the cursor returned follows from there.
-            text, chunk = "", engine.read_log(job, worker, cursor)
+            text, times, chunk = "", [], engine.read_log(job, worker, cursor)
             while True:
-                text = _last_lines(text + chunk.text, int(tail))
+                text, times = _last_lines(*_joined(text, times, chunk), int(tail))
                 following = engine.read_log(job, worker, chunk.cursor)
                 if following.cursor == chunk.cursor:
                     break
@@ -253,6 +262,7 @@ class JobLogs(APIView):
                 "job": job.name,
                 "worker": worker,
                 "text": text,
+                "times": times,
                 "cursor": chunk.cursor,
                 "complete": chunk.complete,
                 "state": job.state,
@@ -311,5 +321,27 @@ def _listed(names: list[str], limit: int = 10) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _last_lines(text: str, count: int) -> str:
-    return "".join(text.splitlines(keepends=True)[-count:]) if count else ""
+Times = list[float | None]
+
+
+def _times_of(chunk: LogChunk) -> Times:
+    """One time per line starting in the chunk's text (null each where the engine kept none)."""
+    return chunk.times if chunk.times is not None else [None] * line_count(chunk.text)
+
+
+def _joined(text: str, times: Times, chunk: LogChunk) -> tuple[str, Times]:
+    """`text` followed by the chunk's; a line the chunk only continues keeps the time of its start."""
+    more = _times_of(chunk)
+    if text and not text.endswith("\n"):
+        more = more[1:]
+    return text + chunk.text, times + more
+
+
+def _last_lines(text: str, times: Times, count: int) -> tuple[str, Times]:
+    """The last `count` lines (a line ends at a newline; a `\r` progress update stays in its line)."""
+    if not count:
+        return "", []
+    lines = text.split("\n")
+    whole = len(lines) - 1 if lines[-1] == "" else len(lines)
+    first = max(0, whole - count)
+    return "\n".join(lines[first:]), times[len(times) - (whole - first) :] if whole > first else []

@@ -16,6 +16,7 @@ import secrets
 import stat
 from typing import IO
 
+from paddlecloud import logtimes
 from paddlecloud.contract.quantity import quote
 
 from jobs.engines.base import LogChunk, TransientEngineError
@@ -58,24 +59,44 @@ def _refuse(job: Job, worker: str, why: str) -> LogRefused:
     return LogRefused(f"{worker}: {message}")
 
 
-def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | None:
-    """The worker's log file opened for reading; None while it does not exist; LogRefused (403) if unsafe."""
+class _Unsafe(Exception):
+    """The file's path or the file itself may not be read (a link, not a regular file)."""
+
+
+def _open_beneath(job: Job, worker: str, file_name: str) -> IO[bytes] | None:
     try:
         target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker, file_name), follow_last=False)
     except Forbidden as exc:  # a folder on the way is a link out of the home
-        raise _refuse(job, worker, exc.message) from None
+        raise _Unsafe(exc.message) from None
     try:
         opened = target.storage.open(target.name, "rb")
     except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError:
-        raise _refuse(job, worker, f"{target.logical} is not a regular file") from None
+        raise _Unsafe(f"{target.logical} is not a regular file") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link (EMLINK on the BSDs)
-            raise _refuse(job, worker, f"{target.logical} is a symbolic link, which is not followed") from None
+            raise _Unsafe(f"{target.logical} is a symbolic link, which is not followed") from None
         raise_os_error(exc, target.logical)
     handle: IO[bytes] = opened.file  # type: ignore[assignment]
     return handle
+
+
+def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | None:
+    """The worker's log file opened for reading; None while it does not exist; LogRefused (403) if unsafe."""
+    try:
+        return _open_beneath(job, worker, file_name)
+    except _Unsafe as exc:
+        raise _refuse(job, worker, str(exc)) from None
+
+
+def open_times(job: Job, worker: str) -> IO[bytes] | None:
+    """The worker's log.times (see paddlecloud.logtimes); None if missing or unsafe: its lines then have no time."""
+    try:
+        return _open_beneath(job, worker, logtimes.TIMES_NAME)
+    except _Unsafe as exc:
+        log.warning("job %s %s: times not read: %s", job.uid, worker, exc)
+        return None
 
 
 def write_archive(job: Job, worker: str, data: bytes) -> bool:
@@ -121,23 +142,43 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
 def read_log_file(
     job: Job, worker: str, cursor: str, final: bool, limit: int = MAX_CHUNK, file_name: str = "log.txt"
 ) -> LogChunk | None:
-    """The worker's log file (or another file of its folder) after `cursor`; None while it does not exist."""
+    """The worker's log file (or another file of its folder) after `cursor`; None while it does not exist.
+
+    The log (not another file) comes with its lines' times, read from the log.times beside it.
+    """
     offset = parse_cursor(cursor)
     handle = open_log(job, worker, file_name)
     if handle is None:
         return None
-    with handle:
-        return read_chunk(handle, offset, final, limit)
+    times = open_times(job, worker) if file_name == "log.txt" else None
+    with handle, times or contextlib.nullcontext():
+        return read_chunk(handle, offset, final, limit, times)
 
 
-def read_chunk(handle: IO[bytes], offset: int, final: bool, limit: int = MAX_CHUNK) -> LogChunk:
-    """Text after byte `offset`. Until the log is final, a trailing partial line waits for its newline."""
+def read_chunk(
+    handle: IO[bytes], offset: int, final: bool, limit: int = MAX_CHUNK, times: IO[bytes] | None = None
+) -> LogChunk:
+    """Text after byte `offset`, and the time of each line starting in it (from `times`, a log.times).
+
+    Until the log is final, a trailing partial line waits for its newline.
+    """
     size = handle.seek(0, 2)
-    handle.seek(min(offset, size))
+    start = min(offset, size)
+    handle.seek(start)
     data = handle.read(limit)
     if not final and len(data) < limit:
         # Hold back an unfinished line; a line longer than `limit` is passed on in pieces. Text up to
         # a `\r` is passed on: a progress bar's update shows now, and the reader replaces the line.
         data = data[: max(data.rfind(b"\n"), data.rfind(b"\r")) + 1]
-    end = min(offset, size) + len(data)
-    return LogChunk(text=data.decode("utf-8", errors="replace"), cursor=str(end), complete=final and end >= size)
+    end = start + len(data)
+    return LogChunk(
+        text=data.decode("utf-8", errors="replace"),
+        cursor=str(end),
+        complete=final and end >= size,
+        times=logtimes.times_at(times, logtimes.line_starts(data, start)),
+    )
+
+
+def line_count(text: str) -> int:
+    """Lines that start in `text` (the API's rule for `times`): its start, and each newline not at its end."""
+    return text.count("\n") + (0 if text.endswith("\n") or not text else 1)

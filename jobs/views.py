@@ -83,8 +83,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
             jobs = jobs.filter(name__icontains=wanted["q"])
     else:
         jobs, status = jobs.none(), 400
-    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = _decorate(list(page.object_list))
+    # The page's ids first, from the index alone, then just those rows with their joins: an OFFSET
+    # builds every row it skips, and with the joins the last of 400 pages took 3x the first.
+    page = Paginator(jobs.values_list("pk", flat=True), PAGE_SIZE).get_page(request.GET.get("page"))
+    ids = list(page.object_list)
+    found = Job.objects.select_related("owner", "datacenter").in_bulk(ids)
+    rows = _decorate([found[pk] for pk in ids if pk in found])
     query = request.GET.copy()
     query.pop("page", None)
     context = {

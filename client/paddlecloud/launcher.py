@@ -8,7 +8,9 @@ environment variables and runs ``paddlecloud-launch`` (no arguments) as the proc
 What it does, in order:
 
 1. Appends ``=== attempt started <time> ... ===`` to ``log.txt``; everything after (its own
-   messages, pip's output, the entry's merged stdout+stderr) goes to that file and to stdout.
+   messages, pip's output, the entry's merged stdout+stderr) goes to that file and to stdout, and
+   when it arrived to ``log.times`` beside it (``paddlecloud.logtimes``: the portal shows each
+   line's time from it; the log itself stays plain text).
    The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
 2. PS mode, pserver 0: serves the gloo HTTP rendezvous store (see ``gloo_store``).
 3. ``<package>/requirements.txt`` present: gets a layer venv on the runtime the launcher runs in
@@ -48,7 +50,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from paddlecloud import launch_env, venvcache
+from paddlecloud import launch_env, logtimes, venvcache
 from paddlecloud.contract import jobenv
 from paddlecloud.launch_env import Facts, FactsError
 
@@ -74,21 +76,27 @@ class Interrupted(Exception):
 
 
 class Tee:
-    """Writes to the job's log file and to stdout; one lock so lines never interleave."""
+    """Writes to the job's log file (stamping arrival times, see logtimes) and to stdout; one lock so
+    lines never interleave."""
 
-    def __init__(self, log: BinaryIO | None) -> None:
+    def __init__(self, log: BinaryIO | None, times: logtimes.Recorder | None = None) -> None:
         self._log = log
+        self._times = times
         self._lock = threading.Lock()
 
     def write(self, data: bytes) -> None:
         with self._lock:
             if self._log is not None:
                 try:
+                    if self._times is not None:
+                        self._times.note(len(data))
                     self._log.write(data)
                 except OSError as e:
                     # Disk full or storage gone: stop logging, never stop draining the pipe
                     # (a blocked pipe would hang the entry).
                     self._log = None
+                    if self._times is not None:
+                        self._times.stop()
                     data += f"[paddlecloud-launch] log file write failed, stdout only from now: {e}\n".encode()
             try:
                 sys.stdout.buffer.write(data)
@@ -340,8 +348,12 @@ def _best_effort_log(message: str) -> None:
         try:
             d = Path(out) / f"{role}_{int(idx)}"
             d.mkdir(parents=True, exist_ok=True)
-            with open(d / LOG_NAME, "a") as f:
-                f.write(f"[paddlecloud-launch] {message}\n")
+            data = f"[paddlecloud-launch] {message}\n".encode()
+            with (d / LOG_NAME).open("ab", buffering=0) as f:
+                times = logtimes.open_recorder(f, d)
+                times.note(len(data))
+                times.stop()
+                f.write(data)
         except OSError:
             pass
 
@@ -364,7 +376,8 @@ def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.get
     _become_subreaper()
     tee = Tee(None)
     try:
-        tee = Tee(_open_log(facts))
+        log = _open_log(facts)
+        tee = Tee(log, logtimes.open_recorder(log, facts.log_dir))
         when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         tee.write(f"=== attempt started {when} ({facts.role} {facts.index}, host {hostname()}) ===\n".encode())
         code = launch(facts, tee, relay)

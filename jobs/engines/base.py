@@ -54,6 +54,9 @@ class LogChunk:
     text: str
     cursor: str  # pass back to get what comes after; unchanged when nothing new arrived
     complete: bool  # True when this log will never grow again
+    # When each line that starts in `text` arrived (unix seconds; see paddlecloud.logtimes), None
+    # where unknown; the whole list is None where the engine keeps no times for this log.
+    times: list[float | None] | None = None
 
 
 class Engine(ABC):

@@ -1,6 +1,8 @@
 // Log viewer: one worker or all of them, followed by cursor (the API's cursor is the truth: a dropped
 // connection resumes where it stopped, never losing or repeating a line). Opens at the end (`tail`),
 // loads older text on demand, and lets a `\r` progress update replace the line it belongs to.
+// Each line shows when it arrived (the API's `times`, kept by the launcher): local time, the full ISO
+// time on hover, hidden with the Times toggle. "All workers" interleaves the workers' lines by time.
 (function () {
   const viewer = document.getElementById("log-viewer");
   if (!viewer) return;
@@ -8,34 +10,97 @@
   const select = document.getElementById("log-worker");
   const followButton = document.getElementById("log-follow");
   const olderButton = document.getElementById("log-older");
+  const timesBox = document.getElementById("log-times");
   const search = document.getElementById("log-search");
   const matches = document.getElementById("log-matches");
   const download = document.getElementById("log-download");
   const statusText = document.getElementById("log-status");
   const api = viewer.dataset.api;
-  const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, TICK_MS = 500;
+  const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, OLDER_EACH_MIN = 64 * 1024, TICK_MS = 500;
+  const TIMES_KEY = "paddlecloud.logTimes";
   const encoder = new TextEncoder(), decoder = new TextDecoder();
 
-  let generation = 0, following = true, streams = {}, lines = [], nodes = [], timer = null;
+  // `lines` stays sorted by (key, seq): key is the line's time (kept ascending within a worker), seq
+  // the order lines came in (new ones count up, older ones loaded on demand count down).
+  let generation = 0, following = true, streams = {}, lines = [], timer = null, newest = 0, oldest = 0;
 
   function bytes(text) { return encoder.encode(text).length; }
-
   function setStatus(text) { statusText.textContent = text; }
+  function pad(n, width) { return String(n).padStart(width || 2, "0"); }
+
+  function clock(time) {
+    const d = new Date(time * 1000), now = new Date();
+    const day = d.toDateString() === now.toDateString() ? "" : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} `;
+    return `${day}${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  }
 
   // --- the lines model -------------------------------------------------------------------------
   function stream(worker, prefix) {
-    return { worker, prefix, cursor: "", start: 0, open: -1, openText: "", cr: false, complete: false, busy: false };
+    return { worker, prefix, cursor: "", start: 0, open: null, openText: "", cr: false, complete: false, busy: false,
+      firstKey: null, lastKey: null };
   }
 
-  function show(index) {
-    const text = lines[index] + "\n";
-    if (nodes[index]) { nodes[index].nodeValue = text; return; }
-    nodes[index] = document.createTextNode(text);
-    if (!search.value) pane.appendChild(nodes[index]);
+  function element(line) {
+    const el = document.createElement("span");
+    el.className = "line";
+    el.dataset.worker = line.st.worker;
+    const stamp = document.createElement("span");
+    stamp.className = "ts";
+    if (line.time !== null && line.time !== undefined) {
+      el.dataset.time = String(line.time);
+      stamp.textContent = clock(line.time) + " ";
+      el.title = new Date(line.time * 1000).toISOString();
+    } else {
+      stamp.textContent = " ".repeat(13);
+    }
+    el.appendChild(stamp);
+    if (line.st.prefix) {
+      const who = document.createElement("span");
+      who.className = "who";
+      who.textContent = line.st.prefix;
+      el.appendChild(who);
+    }
+    el.appendChild(document.createTextNode(""));
+    return el;
+  }
+
+  function setText(line, text) {
+    line.text = text;
+    line.el.lastChild.nodeValue = text + "\n";
+  }
+
+  function before(a, b) { return a.key < b.key || (a.key === b.key && a.seq < b.seq); }
+
+  // Where `line` goes in `lines`: after every line that sorts before it (new lines: nearly always the end).
+  function place(line) {
+    let low = 0, high = lines.length;
+    if (!high || before(lines[high - 1], line)) low = high;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (before(lines[middle], line)) low = middle + 1; else high = middle;
+    }
+    const next = lines[low];
+    lines.splice(low, 0, line);
+    if (!search.value) pane.insertBefore(line.el, next ? next.el : null);
+  }
+
+  function lastKey() { return lines.length ? lines[lines.length - 1].key : 0; }
+
+  // A new line of `st` that arrived at `time` (null: unknown, it then sorts as arriving now).
+  function addLine(st, time) {
+    let key = time !== null && time !== undefined ? time : (st.lastKey !== null ? st.lastKey : lastKey());
+    if (st.lastKey !== null) key = Math.max(key, st.lastKey);
+    st.lastKey = key;
+    if (st.firstKey === null) st.firstKey = key;
+    const line = { st, time, key, seq: ++newest, text: "" };
+    line.el = element(line);
+    place(line);
+    return line;
   }
 
   // Text after the cursor of `st`: whole lines, or a line cut after a `\r` (a progress update).
-  function ingest(st, text) {
+  // times[i] is when the i-th piece between newlines began; a piece that continues the open line keeps its time.
+  function ingest(st, text, times) {
     const pieces = text.split("\n");
     pieces.forEach((piece, i) => {
       const terminated = i < pieces.length - 1;
@@ -45,28 +110,38 @@
         if (j > 0) cr = true;
         if (segment !== "") { current = cr ? segment : current + segment; cr = false; }
       });
-      if (st.open < 0) { lines.push(""); st.open = lines.length - 1; }
-      lines[st.open] = st.prefix + current;
-      show(st.open);
-      if (terminated) { st.open = -1; st.openText = ""; st.cr = false; } else { st.openText = current; st.cr = cr; }
+      if (!st.open) st.open = addLine(st, times ? times[i] : null);
+      setText(st.open, current);
+      if (terminated) { st.open = null; st.openText = ""; st.cr = false; } else { st.openText = current; st.cr = cr; }
     });
+  }
+
+  // Older whole lines of `st` (oldest first) with their times: placed before what it has, by time among the others.
+  function ingestOlder(st, texts, times) {
+    for (let i = texts.length - 1; i >= 0; i--) {
+      const time = times[i];
+      let key = time !== null && time !== undefined ? time : st.firstKey;
+      if (key === null) key = 0;
+      if (st.firstKey !== null) key = Math.min(key, st.firstKey);
+      st.firstKey = key;
+      if (st.lastKey === null) st.lastKey = key;
+      const line = { st, time, key, seq: --oldest, text: "" };
+      line.el = element(line);
+      setText(line, texts[i]);
+      place(line);
+    }
   }
 
   function render() {
     const term = search.value.toLowerCase();
     pane.textContent = "";
-    if (!term) {
-      nodes.forEach((node) => pane.appendChild(node));
-      matches.textContent = "";
-      return;
-    }
-    let found = 0;
     const shown = document.createDocumentFragment();
+    let found = 0;
     lines.forEach((line) => {
-      if (line.toLowerCase().includes(term)) { found += 1; shown.appendChild(document.createTextNode(line + "\n")); }
+      if (!term || (line.st.prefix + line.text).toLowerCase().includes(term)) { found += 1; shown.appendChild(line.el); }
     });
     pane.appendChild(shown);
-    matches.textContent = `${found} matching line${found === 1 ? "" : "s"} of ${lines.length} loaded`;
+    matches.textContent = term ? `${found} matching line${found === 1 ? "" : "s"} of ${lines.length} loaded` : "";
   }
 
   function atBottom() { return pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 8; }
@@ -87,7 +162,7 @@
     st.start = Math.max(0, Number(data.cursor) - bytes(data.text));
     st.cursor = data.cursor;
     st.complete = data.complete;
-    ingest(st, data.text);
+    ingest(st, data.text, data.times);
   }
 
   async function follow(st, gen) {
@@ -97,7 +172,7 @@
       const data = await fetchLog(st.worker, { cursor: st.cursor });
       if (gen !== generation) return;
       const stick = atBottom();
-      if (data.text) ingest(st, data.text);
+      if (data.text) ingest(st, data.text, data.times);
       st.cursor = data.cursor;
       st.complete = data.complete;
       if (data.text && search.value) render();
@@ -121,38 +196,44 @@
     timer = setTimeout(() => tick(gen), TICK_MS);
   }
 
-  // Older text of the one followed worker: the bytes before `start`, cut at a line start.
-  async function loadOlder() {
-    const st = Object.values(streams)[0];
-    if (!st || Object.keys(streams).length !== 1 || st.start <= 0) return;
-    const gen = generation;
-    const from = Math.max(0, st.start - OLDER_BYTES);
-    olderButton.disabled = true;
-    try {
-      const data = await fetchLog(st.worker, { cursor: String(from) });
-      if (gen !== generation) return;
-      let raw = encoder.encode(data.text).subarray(0, st.start - from);
-      let begin = from;
-      if (from > 0) {
-        const newline = raw.indexOf(10);
-        if (newline >= 0 && newline + 1 < raw.length) { raw = raw.subarray(newline + 1); begin = from + newline + 1; }
+  // The bytes of `st` before its `start`, cut at a line start, as lines with their times.
+  async function older(st, gen, size) {
+    const from = Math.max(0, st.start - size);
+    const data = await fetchLog(st.worker, { cursor: String(from) });
+    if (gen !== generation) return;
+    let raw = encoder.encode(data.text).subarray(0, st.start - from);
+    let begin = from, skipped = 0;
+    if (from > 0) {
+      const newline = raw.indexOf(10);
+      if (newline >= 0 && newline + 1 < raw.length) {
+        raw = raw.subarray(newline + 1); begin = from + newline + 1; skipped = 1;
       }
-      const older = decoder.decode(raw).replace(/\n$/, "").split("\n").map((line) => {
-        const parts = line.split("\r").filter((part) => part !== "");
-        return st.prefix + (parts.length ? parts[parts.length - 1] : "");
-      });
-      const before = pane.scrollHeight;
-      lines = older.concat(lines);
-      const added = older.map((line) => document.createTextNode(line + "\n"));
-      nodes = added.concat(nodes);
-      if (st.open >= 0) st.open += older.length;
-      st.start = begin;
-      render();
-      pane.scrollTop += pane.scrollHeight - before;  // keep the reader's place
+    }
+    const texts = decoder.decode(raw).replace(/\n$/, "").split("\n").map((line) => {
+      const parts = line.split("\r").filter((part) => part !== "");
+      return parts.length ? parts[parts.length - 1] : "";
+    });
+    const times = texts.map((_, i) => (data.times ? data.times[i + skipped] : null));
+    st.start = begin;
+    ingestOlder(st, texts, times);
+  }
+
+  async function loadOlder() {
+    const wanting = Object.values(streams).filter((st) => st.start > 0);
+    if (!wanting.length) return;
+    const gen = generation;
+    const size = Math.max(OLDER_EACH_MIN, Math.floor(OLDER_BYTES / wanting.length));
+    olderButton.disabled = true;
+    const height = pane.scrollHeight;
+    try {
+      await Promise.all(wanting.map((st) => older(st, gen, size)));
+      if (gen !== generation) return;
+      if (search.value) render();
+      pane.scrollTop += pane.scrollHeight - height;  // keep the reader's place
     } catch (error) {
       setStatus(`could not load older text: ${error.message}`);
     } finally {
-      olderButton.disabled = st.start <= 0;
+      olderButton.disabled = Object.values(streams).every((st) => st.start <= 0);
     }
   }
 
@@ -160,7 +241,7 @@
     generation += 1;
     const gen = generation;
     clearTimeout(timer);
-    lines = []; nodes = []; pane.textContent = ""; streams = {};
+    lines = []; pane.textContent = ""; streams = {};
     const names = choice === "*" ? Array.from(select.options).map((o) => o.value).filter((v) => v !== "*") : [choice];
     names.forEach((name) => { streams[name] = stream(name, choice === "*" ? `[${name}] ` : ""); });
     download.href = `${viewer.dataset.base}${encodeURIComponent(names[0])}/download`;
@@ -172,11 +253,15 @@
       if (gen === generation) setStatus(`retrying: ${error.message}`);
     }
     if (gen !== generation) return;
-    olderButton.hidden = choice === "*";
     olderButton.disabled = Object.values(streams).every((st) => st.start <= 0);
     render();
     toEnd();
     tick(gen);
+  }
+
+  function showTimes(on) {
+    pane.classList.toggle("hide-times", !on);
+    try { localStorage.setItem(TIMES_KEY, on ? "1" : "0"); } catch (error) { /* private mode: not remembered */ }
   }
 
   followButton.addEventListener("click", () => {
@@ -189,5 +274,8 @@
   olderButton.addEventListener("click", loadOlder);
   search.addEventListener("input", () => { render(); if (!search.value) toEnd(); });
   select.addEventListener("change", () => choose(select.value));
+  try { timesBox.checked = localStorage.getItem(TIMES_KEY) !== "0"; } catch (error) { timesBox.checked = true; }
+  showTimes(timesBox.checked);
+  timesBox.addEventListener("change", () => showTimes(timesBox.checked));
   choose(select.value);
 })();

@@ -28,23 +28,49 @@
     return out;
   }
 
-  function chart(name, lines) {
+  // A metric whose values are all positive and span two orders of magnitude or more may be drawn on
+  // a log scale (a checkbox by its name); linear is the default, and the choice is kept per metric.
+  const LOG_SPAN = 100;
+  const logScale = new Map();
+
+  function range(lines) {
     let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
     for (const pts of lines.values()) for (const [x, y] of pts) {
       x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
     }
+    return { x0, x1, y0, y1 };
+  }
+
+  // An axis label that fits left of the chart: 4 digits, or an exponent for very large or small values.
+  function axis(v) {
+    const size = Math.abs(v);
+    return size !== 0 && (size >= 1e5 || size < 1e-2) ? v.toExponential(2) : v.toPrecision(4);
+  }
+
+  function spansDecades(lines) {
+    const { y0, y1 } = range(lines);
+    return y0 > 0 && y1 / y0 >= LOG_SPAN;
+  }
+
+  function chart(name, lines, log) {
+    let { x0, x1, y0, y1 } = range(lines);
+    const f = log ? Math.log10 : (y) => y;
+    const shown = log ? (y) => Math.pow(10, y) : (y) => y;
+    y0 = f(y0); y1 = f(y1);
     if (x1 === x0) x1 = x0 + 1;
     if (y1 === y0) { y1 = y0 + 1; y0 -= 1; }
     const sx = (x) => PAD.left + ((x - x0) / (x1 - x0)) * (W - PAD.left - PAD.right);
-    const sy = (y) => H - PAD.bottom - ((y - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
-    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "metric-chart", role: "img", "data-metric": name });
+    const sy = (y) => H - PAD.bottom - ((f(y) - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "metric-chart", role: "img", "data-metric": name,
+      "data-scale": log ? "log" : "linear" });
     svg.appendChild(el("title", {}, name));
     svg.appendChild(el("rect", { x: PAD.left, y: PAD.top, width: W - PAD.left - PAD.right,
       height: H - PAD.top - PAD.bottom, fill: "none", stroke: "#ccc" }));
     const label = (x, y, text, anchor) => svg.appendChild(
       el("text", { x, y, "font-size": 11, fill: "#555", "text-anchor": anchor }, text));
-    label(PAD.left - 4, PAD.top + 10, y1.toPrecision(4), "end");
-    label(PAD.left - 4, H - PAD.bottom, y0.toPrecision(4), "end");
+    label(PAD.left - 4, PAD.top + 10, axis(shown(y1)), "end");
+    label(PAD.left - 4, H - PAD.bottom, axis(shown(y0)), "end");
+    if (log) label(PAD.left - 4, (PAD.top + H - PAD.bottom) / 2, axis(shown((y0 + y1) / 2)), "end");
     label(PAD.left, H - 8, String(x0), "start");
     label(W - PAD.right, H - 8, `step ${x1}`, "end");
     let i = 0;
@@ -77,8 +103,20 @@
         key.textContent = ` ${worker}: ${pts[pts.length - 1][1].toPrecision(4)}`;
         caption.appendChild(key);
       }
+      const log = spansDecades(lines) && logScale.get(name) === true;
+      if (spansDecades(lines)) {
+        const toggle = document.createElement("label");
+        toggle.className = "metric-scale";
+        const box = document.createElement("input");
+        box.type = "checkbox";
+        box.checked = log;
+        box.dataset.metric = name;
+        box.addEventListener("change", () => { logScale.set(name, box.checked); render(); });
+        toggle.append(" ", box, " log scale");
+        caption.appendChild(toggle);
+      }
       figure.appendChild(caption);
-      figure.appendChild(chart(name, lines));
+      figure.appendChild(chart(name, lines, log));
       box.appendChild(figure);
     }
   }

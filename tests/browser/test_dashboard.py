@@ -106,7 +106,8 @@ def test_the_example_submitted_from_the_form_goes_live_to_succeeded_with_logs_an
     job = Job.objects.get(uid=uid)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
 
-    assert page.locator('[data-testid="kill"]').count() == 0 and page.locator('[data-testid="delete"]').count() == 1
+    page.wait_for_selector('[data-testid="delete"]', timeout=15_000)  # once the job is released
+    assert page.locator('[data-testid="kill"]').count() == 0
     rows = page.eval_on_selector_all('[data-testid="worker-row"]', "rows => rows.map(r => r.dataset.worker)")
     assert sorted(rows) == ["pserver-0", "pserver-1", "trainer-0", "trainer-1"]
     assert page.text_content("#job-exit") == "0"

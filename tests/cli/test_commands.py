@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from paddlecloud import logtimes
 
 from jobs.models import Job, Worker
 from portal.datacenters.models import Datacenter, Engine, StorageKind
@@ -209,6 +210,23 @@ def test_logs_prints_every_worker_or_one_and_the_tail(portal: Portal, history: d
     assert one.stdout == "".join(f"trainer_1 line {i}\n" for i in range(5))
     tail = portal.run("logs", "-n", "2", "--worker", "fit-pserver-0", "fit")  # the original's pod-style name
     assert tail.stdout == "pserver_0 line 3\npserver_0 line 4\n"
+
+
+def test_logs_timestamps_starts_each_line_with_the_time_it_arrived(portal: Portal, history: dict[str, Job]) -> None:
+    folder = portal.pfs_home / "jobs" / "fit" / "output" / history["fit"].uid / "trainer_0"
+    folder.mkdir(parents=True)
+    (folder / "log.txt").write_bytes(b"old line\nfirst\nsecond\n")
+    t0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC).timestamp()
+    records = logtimes.RECORD.pack(9, t0) + logtimes.RECORD.pack(15, t0 + 1.5)  # none for the old line
+    (folder / logtimes.TIMES_NAME).write_bytes(records)
+    stamped = portal.run("logs", "-timestamps", "-w", "trainer-0", "fit")
+    assert stamped.exit_code == 0, stamped.stderr
+    assert stamped.stdout.splitlines() == [
+        "-                        old line",
+        "2026-01-02T03:04:05.678Z first",
+        "2026-01-02T03:04:07.178Z second",
+    ]
+    assert portal.run("logs", "-w", "trainer-0", "fit").stdout == "old line\nfirst\nsecond\n"  # default unchanged
 
 
 def test_version_commands_help_and_completion(portal: Portal) -> None:

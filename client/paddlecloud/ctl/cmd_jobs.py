@@ -25,7 +25,7 @@ from paddlecloud.ctl.app import (
 )
 from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem, describe_end
 from paddlecloud.ctl.files import is_remote
-from paddlecloud.ctl.jobs import LogStream, job_path, lines, wait
+from paddlecloud.ctl.jobs import LogStream, job_path, lines, stamped_lines, wait
 from paddlecloud.ctl.output import BarProgress, dump, emit, human_bytes, jobs_table, workers_table
 
 
@@ -165,12 +165,18 @@ def get_workers(ctx: click.Context, job: str, output: str) -> None:
 
 
 def follow_logs(
-    ctx: click.Context, job: str, worker: str | None, tail: int | None, follow: bool, prefix: bool | None
+    ctx: click.Context,
+    job: str,
+    worker: str | None,
+    tail: int | None,
+    follow: bool,
+    prefix: bool | None,
+    timestamps: bool = False,
 ) -> None:
     session = session_of(ctx)
     stream = LogStream(session, job, worker=worker, tail=tail, follow=follow, notify=note)
-    iterator: Iterator[tuple[str, str]] = iter(stream)
-    for line in _with_prefix_choice(iterator, stream, prefix):
+    iterator: Iterator[tuple[str, str, list[float | None]]] = stream.stamped()
+    for line in _with_prefix_choice(iterator, stream, prefix, timestamps):
         click.echo(line, nl=False)
         sys.stdout.flush()
     if follow:
@@ -181,16 +187,23 @@ def follow_logs(
         note(message)
 
 
-def _with_prefix_choice(iterator: Iterator[tuple[str, str]], stream: Any, prefix: bool | None) -> Iterator[str]:
+Piece = tuple[str, str, list[float | None]]
+
+
+def _with_prefix_choice(iterator: Iterator[Piece], stream: Any, prefix: bool | None, timestamps: bool) -> Iterator[str]:
     first = next(iterator, None)
     # The workers are known once the stream has looked the job up (before its first piece).
     use = prefix if prefix is not None else len(stream.workers) > 1
     if first is None:
         return
-    yield from lines(_chain(first, iterator), use)
+    pieces = _chain(first, iterator)
+    if timestamps:
+        yield from stamped_lines(pieces, use)
+    else:
+        yield from lines(((worker, text) for worker, text, _ in pieces), use)
 
 
-def _chain(first: tuple[str, str], rest: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+def _chain(first: Piece, rest: Iterator[Piece]) -> Iterator[Piece]:
     yield first
     yield from rest
 
@@ -201,14 +214,16 @@ def _chain(first: tuple[str, str], rest: Iterator[tuple[str, str]]) -> Iterator[
 @click.option("-f", "--follow", is_flag=True,
               help="Follow until the job ends; then exit 0 if it succeeded, 1 if it failed or was killed.")
 @click.option("--prefix/--no-prefix", default=None, help="Start each line with [worker] (default: with several).")
+@click.option("-timestamps", "--timestamps", is_flag=True,
+              help="Start each line with the UTC time it was written (RFC 3339, milliseconds).")
 @click.argument("job", shell_complete=complete_jobs)
 @click.pass_context
 def logs(ctx: click.Context, job: str, tail: int | None, worker: str | None, follow: bool,
-         prefix: bool | None) -> None:
+         prefix: bool | None, timestamps: bool) -> None:
     """Print the logs of every worker of JOB (trainers, then pservers), or of one with -w."""
     if worker and worker.startswith(f"{job}-"):
         worker = worker[len(job) + 1:]  # the original's pod-style names: <job>-trainer-0
-    follow_logs(ctx, job, worker, tail, follow, prefix)
+    follow_logs(ctx, job, worker, tail, follow, prefix, timestamps)
 
 
 def wait_job(ctx: click.Context, job: str, timeout: float | None = None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -211,6 +212,11 @@ class LogStream:
         return answer
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
+        for worker, text, _ in self.stamped():
+            yield worker, text
+
+    def stamped(self) -> Iterator[tuple[str, str, list[float | None]]]:
+        """(worker, text, times) pieces: `times` has when each line starting in `text` arrived (the API's)."""
         self.job = self.outage.call(lambda: get(self.session, self.name))
         uid = self.job["uid"]
         self.workers = [self.worker] if self.worker else worker_names(self.job)
@@ -232,7 +238,7 @@ class LogStream:
                     cursors[worker] = answer.get("cursor", cursors[worker])
                     complete[worker] = bool(answer.get("complete"))
                     if text:
-                        yield worker, text
+                        yield worker, text, list(answer.get("times") or [])
                     if not text or not moved or complete[worker]:
                         break
             if not self.follow or all(complete.values()):
@@ -254,6 +260,28 @@ def lines(pieces: Iterator[tuple[str, str]], prefix: bool) -> Iterator[str]:
             if not line.endswith("\n"):
                 line += "\n"  # the last line of a finished log may lack its newline
             yield f"[{worker}] {line}" if prefix else line
+
+
+def stamped_lines(pieces: Iterator[tuple[str, str, list[float | None]]], prefix: bool) -> Iterator[str]:
+    """Like `lines`, each line after the UTC time it arrived (RFC 3339, ms), `-` where none was kept."""
+    open_line: dict[str, bool] = {}
+    for worker, text, times in pieces:
+        parts = text.split("\n")
+        if parts[-1] == "":
+            parts.pop()
+        for i, part in enumerate(parts):
+            ended = i < len(parts) - 1 or text.endswith("\n")
+            when = times[i] if i < len(times) else None
+            if i == 0 and open_line.get(worker):
+                stamp = "...".ljust(24)  # the rest of a line whose start was printed already
+            else:
+                stamp = _utc(when) if when is not None else "-".ljust(24)
+            open_line[worker] = not ended
+            yield f"{stamp} {f'[{worker}] ' if prefix else ''}{part}\n"
+
+
+def _utc(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def wait(
