@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tools.k8s.images import SUPPORTED, parse_dockerfile
-from tools.k8s.testcluster import TestCluster
+from tools.k8s.testcluster import TestCluster, default_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -36,11 +36,13 @@ Doc = dict[str, Any]
 
 
 def kubectl() -> str:
-    """kubectl (its built-in kustomize renders deploy/): PADDLECLOUD_KUBECTL, else the one on PATH."""
-    found = os.environ.get("PADDLECLOUD_KUBECTL") or shutil.which("kubectl")
+    """kubectl (its built-in kustomize renders deploy/): PADDLECLOUD_KUBECTL, else the one tools/k8s/build.sh
+    built beside the control plane (same version as the server), else the one on PATH."""
+    built = default_bin_dir() / "kubectl"
+    found = os.environ.get("PADDLECLOUD_KUBECTL") or (str(built) if built.exists() else shutil.which("kubectl"))
     if found:
         return found
-    message = "kubectl not found (set PADDLECLOUD_KUBECTL or put kubectl on PATH)"
+    message = "kubectl not found (run tools/k8s/build.sh, set PADDLECLOUD_KUBECTL or put kubectl on PATH)"
     if os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1":
         pytest.fail(message, pytrace=False)
     pytest.skip(message)

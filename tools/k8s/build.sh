@@ -35,7 +35,25 @@ complete() {
   for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
 }
 
+# kubectl (its kustomize renders deploy/ for tests/k8s/test_deploy.py) is built from the same module as
+# the control plane, so client and server versions match; a cache built before it gets it added here.
+build_kubectl() {
+  [[ -x "$bin/kubectl" ]] && return 0
+  local gobin="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+  if ! grep -q 'k8s.io/kubernetes/cmd/kubectl' "$out/src/kube/go.mod"; then
+    sed -i 's#^\(\t\)k8s.io/kubernetes/cmd/kube-scheduler$#&\n\1k8s.io/kubernetes/cmd/kubectl#' "$out/src/kube/go.mod"
+    cp "$here/gosum/kube-$K8S_VERSION.sum" "$out/src/kube/go.sum"
+    (cd "$out/src/kube" && GOTOOLCHAIN=local "$gobin" mod tidy)
+    cmp -s "$out/src/kube/go.sum" "$here/gosum/kube-$K8S_VERSION.sum" \
+      || { cp "$out/src/kube/go.sum" "$here/gosum/kube-$K8S_VERSION.sum"; echo "note: updated gosum/kube-$K8S_VERSION.sum"; }
+  fi
+  echo "go build kubectl ($K8S_VERSION)"
+  (cd "$out/src/kube" && CGO_ENABLED=0 GOTOOLCHAIN=local "$gobin" build -trimpath -ldflags "-s -w" \
+    -o "$bin/kubectl" k8s.io/kubernetes/cmd/kubectl)
+}
+
 build_node() {
+  build_kubectl
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-node.sh"; fi
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-registry.sh"; fi  # the test registry, crane
 }
@@ -97,6 +115,7 @@ go_line="$(grep -m1 '^go ' "$kube_mod")"
   echo "	k8s.io/kubernetes/cmd/kube-apiserver"
   echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
   echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+  echo "	k8s.io/kubernetes/cmd/kubectl"
   echo ")"
 } > "$src/kube/go.mod"
 n_replace=$(grep -c ' => k8s.io/' "$src/kube/go.mod")
