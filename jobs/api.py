@@ -103,7 +103,7 @@ class WorkerSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 def jobs_visible_to(request: Request) -> QuerySet[Job]:
     """The jobs a request sees (Job.objects.visible_to): its own, or an operator's ?owner= or ?all=1."""
     owner = request.query_params.get("owner")
-    everyone = request.user.is_staff and _flag(request, "all")
+    everyone = request.user.is_staff and flag(request, "all")
     return Job.objects.select_related("owner", "datacenter").visible_to(request.user, owner, everyone)
 
 
@@ -131,7 +131,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
             if state not in JobState.values:
                 raise exceptions.ValidationError({"state": [f"must be one of {', '.join(JobState.values)}"]})
             jobs = jobs.filter(state=state)
-        if _flag(self.request, "active"):
+        if flag(self.request, "active"):
             jobs = jobs.filter(state__in=ACTIVE_STATES)
         return jobs.order_by("-created_at")
 
@@ -152,8 +152,8 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         responses={201: JobSerializer, 200: DryRunSerializer},
     )
     def post(self, request: Request) -> Response:
-        dry_run = _flag(request, "dry_run")
-        upload_pending = _flag(request, "upload_pending")
+        dry_run = flag(request, "dry_run")
+        upload_pending = flag(request, "upload_pending")
         if upload_pending and not dry_run:
             raise exceptions.ValidationError({"upload_pending": ["only with dry_run=1"]})
         serializer = JobSpecSerializer(data=request.data)
@@ -172,7 +172,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
-def _flag(request: Request, name: str) -> bool:
+def flag(request: Request, name: str) -> bool:
     """A yes/no query parameter: absent, 0, false, 1 or true; anything else is a 400 naming it."""
     value = request.query_params.get(name)
     if value is None or value.lower() in ("0", "false"):
@@ -189,7 +189,7 @@ class JobDetail(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses={200: JobSerializer, 204: None})
     def delete(self, request: Request, name: str) -> Response:
-        remove = _flag(request, "rm")
+        remove = flag(request, "rm")
         job = get_job(request, name)
         if remove:
             services.remove(job)
