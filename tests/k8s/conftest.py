@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:  # `tools` lives at the repo root, which plain `py
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
+from tests.k8s.registry_fixtures import k8s_registry, k8s_registry_image  # noqa: E402, F401
 from tools.k8s.testcluster import RealNode, TestCluster, default_bin_dir, missing_binaries, node_missing  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

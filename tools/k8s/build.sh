@@ -37,6 +37,7 @@ complete() {
 
 build_node() {
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-node.sh"; fi
+  if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-registry.sh"; fi  # the test registry, crane
 }
 
 if complete; then

@@ -111,3 +111,27 @@ def make_pki(directory: Path, service_ip: str) -> Pki:
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
+
+
+@dataclass(frozen=True)
+class ServingPki:
+    """A CA and one serving certificate signed by it (e.g. the test registry's)."""
+
+    ca_cert: Path
+    cert: Path
+    key: Path
+
+
+def make_serving_pki(directory: Path, name: str, ips: list[str], dns_names: list[str]) -> ServingPki:
+    """Write a fresh CA and a `name` serving cert valid for `ips` and `dns_names` into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = ServingPki(ca_cert=directory / "ca.crt", cert=directory / f"{name}.crt", key=directory / f"{name}.key")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert(f"paddlecloud-test-{name}-ca", ca_key, None, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    sans += [x509.DNSName(n) for n in dns_names]
+    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    pki.cert.write_bytes(_cert(name, key, ca, ca_key, sans).public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.key, key)
+    return pki

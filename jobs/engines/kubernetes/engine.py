@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,37 @@ class KubernetesEngine(Engine):
             objs = objects.get(job.uid, empty)
             observations[job.pk] = k8s_status.observe(facts[job.pk], objs)
             self._remember_pservers(job, objs)
+        self._check_registry_secrets(jobs, observations)
         return observations
+
+    def _check_registry_secrets(self, jobs: list[Job], observations: dict[int, Observation]) -> None:
+        """Jobs whose registry secret the user deleted: blank the namespace's copy once (the portal may
+        not delete Secrets, see deploy/rbac.yaml; the deleted login must not pull anything any more) and,
+        while the job still waits for its pods, say on the job why its image may not come."""
+        named = [job for job in jobs if job.spec.get("registry")]
+        if not named:
+            return
+        existing = set(
+            RegistrySecret.objects.filter(
+                owner_id__in={job.owner_id for job in named}, name__in={job.spec["registry"] for job in named}
+            ).values_list("owner_id", "name")
+        )
+        for job in named:
+            name = job.spec["registry"]
+            if (job.owner_id, name) in existing:
+                continue
+            ns = self._namespace(job)
+            if ns and not (job.engine_data or {}).get("registry_revoked"):
+                body = m.revoked_registry_secret(ns, name, self.datacenter.name, job.owner.get_username())
+                self._ensure_current("Secret", body, readable=False)
+                self._remember(job, registry_revoked=True)
+            seen = observations.get(job.pk)
+            if seen is not None and seen.state == JobState.PENDING:
+                note = (
+                    f"registry secret {name!r} was deleted while the job was pending: its image cannot be "
+                    "pulled with it (add the secret again and submit the job again)"
+                )
+                observations[job.pk] = replace(seen, message=f"{note}; {seen.message}" if seen.message else note)
 
     def _remember_pservers(self, job: Job, objs: k8s_status.JobObjects) -> None:
         """Record each pserver pod's uid the first time it runs: a different one later means it was replaced."""

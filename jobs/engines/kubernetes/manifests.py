@@ -239,6 +239,13 @@ def registry_secret(
     }
 
 
+def revoked_registry_secret(ns: str, registry: str, datacenter: str, username: str) -> dict[str, Any]:
+    """The user's registry secret with no login in it: what stays of it once the user deleted it."""
+    body = registry_secret(ns, registry, datacenter, username, "", "", "")
+    body["data"] = {".dockerconfigjson": base64.b64encode(json.dumps({"auths": {}}).encode()).decode()}
+    return body
+
+
 # ----- per-job objects -----
 
 

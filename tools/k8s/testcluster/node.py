@@ -32,6 +32,10 @@ NODE_LABEL = "paddlecloud.org/node"  # = "real" on this node, so tests and users
 # device`). A node holds this lock from prepare() to cleanup_host(); another waits for it.
 HOST_LOCK = Path("/run/paddlecloud-node/host.lock")
 HOST_LOCK_WAIT_SECONDS = 1800
+# containerd's registry host configs (`config_path`): `<host:port>/hosts.toml` names the CA a registry's
+# certificate is checked with. Read at every pull, so a test registry can add its directory before or
+# after the node starts; one fixed place, so neither needs to know the other.
+REGISTRY_HOSTS_DIR = Path("/run/paddlecloud-node/certs.d")
 
 
 def node_bin_dir() -> Path:
@@ -187,6 +191,9 @@ state = "{self.run_dir / "state"}"
 
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
+
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = "{REGISTRY_HOSTS_DIR}"
 
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "{self.images["pause"]["ref"]}"
@@ -440,4 +447,13 @@ state = "{self.run_dir / "state"}"
         return found
 
 
-__all__ = ["NODE_LABEL", "NodeError", "NodeRunner", "RealNode", "die_with_parent", "node_bin_dir", "node_missing"]
+__all__ = [
+    "NODE_LABEL",
+    "REGISTRY_HOSTS_DIR",
+    "NodeError",
+    "NodeRunner",
+    "RealNode",
+    "die_with_parent",
+    "node_bin_dir",
+    "node_missing",
+]

@@ -1,0 +1,110 @@
+"""Real pulls from the private test registry on the real node: the kubelet pulls a job's image with the
+user's registry secret (materialized in her namespace by the engine); without it, or with a wrong
+password, the job shows the kubelet's ImagePullBackOff / ErrImagePull and the registry's answer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from jobs.models import Job
+from portal.datacenters.models import Datacenter
+from tests.k8s.conftest import hostpath_datacenter
+from tests.k8s.engine_helpers import drive, finished, kill, submit
+from tests.k8s.registry_fixtures import RUNTIME_REPOSITORY
+from tools.k8s.images import read_manifest
+from tools.k8s.testcluster import TestCluster, TestRegistry
+
+pytestmark = [pytest.mark.pods, pytest.mark.django_db]
+
+SMALL = {"cpu": "0.5", "memory": "1Gi", "parallelism": 1, "pservers": 0}
+PULL_TIMEOUT = 300  # seconds: layers the node already holds are not fetched again, but a cold pull is ~1.2 GB
+
+
+@pytest.fixture
+def registry_dc(db: None, k8s_node_cluster: TestCluster, tmp_path: Path) -> Iterator[Datacenter]:
+    """A `kubernetes` datacenter on the real node (its default image is the node's imported one)."""
+    manifest = read_manifest()
+    assert manifest is not None
+    yield hostpath_datacenter(
+        k8s_node_cluster,
+        tmp_path / "regpfs",
+        "reg",
+        "r",
+        cpu_image=manifest["runtime"]["ref"],
+        gpu_image=manifest["runtime"]["ref"],
+        default_cpu="8",
+        default_memory="16Gi",
+        finished_ttl=5,
+    )
+
+
+def add_secret(api: APIClient, name: str, registry: TestRegistry, username: str, password: str) -> None:
+    body = {"name": name, "server": registry.host, "username": username, "password": password}
+    response = api.post("/api/v1/registry", body, format="json")
+    assert response.status_code == 201, response.json()
+
+
+def unpulled_tag(registry: TestRegistry, image: str) -> str:
+    """The same image under a tag the node has never pulled (a cached image would not ask the registry)."""
+    manifest = read_manifest()
+    assert manifest is not None
+    return registry.push_layout(
+        Path(manifest["runtime"]["layout"]), f"{RUNTIME_REPOSITORY}:denied-{uuid.uuid4().hex[:8]}"
+    )
+
+
+def job_with(dc: Datacenter, user: User, name: str, image: str, registry: str = "") -> Job:
+    spec: dict[str, Any] = {"jobname": name, "image": image, **SMALL}
+    if registry:
+        spec["registry"] = registry
+    return submit(dc, user, spec)
+
+
+def pull_refused(job: Job, saying: str = "") -> Job | None:
+    job.refresh_from_db()
+    return job if job.reason == "ImagePullBackOff" and saying in job.message else None
+
+
+def test_a_job_pulls_its_image_with_the_users_registry_secret_and_succeeds(
+    registry_dc: Datacenter, alice: User, alice_api: APIClient, k8s_registry: TestRegistry, k8s_registry_image: str
+) -> None:
+    add_secret(alice_api, "mine", k8s_registry, "alice", k8s_registry.users["alice"])
+    job = job_with(registry_dc, alice, "pulled", k8s_registry_image, registry="mine")
+    job = drive(registry_dc, lambda: finished(job), "the job to finish", PULL_TIMEOUT)
+    assert (job.state, job.exit_code) == ("succeeded", 0), job.message
+    assert k8s_registry_image.startswith(f"{k8s_registry.host}/alice/paddle:")
+    assert "/v2/alice/paddle/manifests/" in k8s_registry.log_tail("node", 200_000)  # the kubelet asked it
+
+
+@pytest.mark.parametrize("login", ["no secret", "wrong password"])
+def test_a_job_without_a_valid_login_shows_the_registrys_refusal(
+    login: str,
+    registry_dc: Datacenter,
+    alice: User,
+    alice_api: APIClient,
+    k8s_registry: TestRegistry,
+    k8s_registry_image: str,
+) -> None:
+    image = unpulled_tag(k8s_registry, k8s_registry_image)
+    registry = ""
+    if login == "wrong password":
+        add_secret(alice_api, "typo", k8s_registry, "alice", "not-her-password")
+        registry = "typo"
+    job = job_with(registry_dc, alice, "denied", image, registry)
+    job = drive(registry_dc, lambda: pull_refused(job), "ImagePullBackOff", PULL_TIMEOUT)
+    assert job.state == "pending"
+    assert job.message.startswith("trainer 0: ")
+    assert image in job.message
+    assert "401 Unauthorized" in job.message, job.message
+    if registry:  # deleting the secret while the job waits is said on the job
+        assert alice_api.delete(f"/api/v1/registry/{registry}").status_code == 204
+        job = drive(registry_dc, lambda: pull_refused(job, "was deleted"), "the deletion noticed", 60)
+        assert job.message.startswith(f"registry secret {registry!r} was deleted while the job was pending")
+    kill(job)
