@@ -152,7 +152,7 @@ def test_a_datacenter_ca_is_mounted_and_trusted_beside_the_system_certs() -> Non
     plan = _plan(ca_pem="-----BEGIN CERTIFICATE-----\n...")
     pod = _pod(b.build_job(plan))
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
-    assert env["SSL_CERT_DIR"] == "/etc/ssl/certs:/paddlecloud/ca"
+    assert env["SSL_CERT_DIR"] == "/kaniko/ssl/certs:/paddlecloud/ca"
     config = b.build_config(plan, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "uid": "u1"}})
     assert config["data"]["ca.crt"].startswith("-----BEGIN CERTIFICATE-----")
     assert config["data"]["Dockerfile"] == "FROM x\n"

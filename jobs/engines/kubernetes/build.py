@@ -37,7 +37,7 @@ DOCKER_CONFIG = "/kaniko/.docker"
 BUILD_TIMEOUT_SECONDS = 3600  # a build still running after this fails (DeadlineExceeded)
 BUILD_CPU = "1"  # counted against the user's compute quota like a job's pods
 BUILD_MEMORY = "2Gi"
-SYSTEM_CERTS = "/etc/ssl/certs"  # where a builder image keeps its own CAs (Go also looks here)
+SYSTEM_CERTS = "/kaniko/ssl/certs"  # the builder image's own CAs (outside /kaniko Kaniko replaces the filesystem)
 
 
 @dataclass(frozen=True)
