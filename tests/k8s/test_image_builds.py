@@ -66,7 +66,7 @@ def test_the_builder_job_mounts_the_package_read_only_with_the_secret_and_succee
     build = request_build(build_dc, alice, with_requirements=True)
     assert build.state == BuildState.BUILDING and build.k8s_job == build.uid
     batch, core = k8s.BatchV1Api(k8s_api), k8s.CoreV1Api(k8s_api)
-    job = batch.read_namespaced_job(build.k8s_job, build.namespace)
+    job: Any = batch.read_namespaced_job(build.k8s_job, build.namespace)
     pod: Any = job.spec.template.spec
     volumes = {v.name: v for v in pod.volumes}
     assert volumes["package"].host_path.path == f"{build_dc.host_path}/home/alice/jobs/fit"
@@ -75,10 +75,10 @@ def test_the_builder_job_mounts_the_package_read_only_with_the_secret_and_succee
     assert mounts["package"].read_only and mounts["package"].mount_path == "/workspace"
     assert f"--destination={REGISTRY}/alice/fit:1" in pod.containers[0].args
     assert pod.containers[0].image == build_dc.builder_image
-    secret = core.read_namespaced_secret("pcr-mine", build.namespace)
+    secret: Any = core.read_namespaced_secret("pcr-mine", build.namespace)
     auths = json.loads(base64.b64decode(secret.data[".dockerconfigjson"]))["auths"]
     assert auths[REGISTRY]["username"] == "alice"
-    config = core.read_namespaced_config_map(build.uid, build.namespace)
+    config: Any = core.read_namespaced_config_map(build.uid, build.namespace)
     assert config.data["Dockerfile"].startswith(f"FROM {REGISTRY}/paddle:3\n")
     assert "requirements.txt" in config.data["Dockerfile"]
     assert config.metadata.owner_references[0].name == build.uid
