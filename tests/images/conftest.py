@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from portal.datacenters.models import Datacenter, Engine, StorageKind
+from jobs.engines import EngineName as Engine
+from portal.datacenters.models import Datacenter, StorageKind
 from portal.registry.models import RegistrySecret
 
 REGISTRY = "r.example:5000"

@@ -36,6 +36,7 @@ complete() {
 }
 
 build_node() {
+  if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-builder.sh"; fi  # Kaniko, before images.py packs it
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-node.sh"; fi
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-registry.sh"; fi  # the test registry, crane
 }
