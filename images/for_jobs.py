@@ -36,6 +36,12 @@ def check_build(user: Any, datacenter: Any, spec: dict[str, Any]) -> None:
         spec[field] = value
 
 
+def build_of(job: Job) -> ImageBuild | None:
+    """The build a job runs on (spec `build`), for its page; None when it names none."""
+    uid = (job.spec or {}).get("build")
+    return ImageBuild.objects.filter(owner_id=job.owner_id, uid=uid).first() if uid else None
+
+
 WAIT, GO, FAILED = "wait", "go", "failed"
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from images import for_jobs
 from jobs import metrics, packages, services
 from jobs.engines import engine_for
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
@@ -32,6 +33,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     pservers = serializers.SerializerMethodField()
     output = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
+    build = serializers.SerializerMethodField(help_text="The image build it runs on (spec `build`), else null.")
 
     class Meta:
         model = Job
@@ -49,6 +51,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "spec",
             "output",
             "url",
+            "build",
             "created_at",
             "submitted_at",
             "started_at",
@@ -69,6 +72,20 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_url(self, job: Job) -> str:
         return f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/jobs/{job.uid}/"
+
+    @extend_schema_field(
+        inline_serializer(
+            "JobBuild",
+            {"uid": serializers.CharField(), "state": serializers.CharField(), "log_url": serializers.CharField()},
+            allow_null=True,
+        )
+    )
+    def get_build(self, job: Job) -> dict[str, str] | None:
+        build = for_jobs.build_of(job)  # a query only for the few jobs that name a build
+        if build is None:
+            return None
+        api = f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/api/v1/images/{build.uid}"
+        return {"uid": build.uid, "state": build.state, "log_url": f"{api}/log"}
 
 
 class DryRunJobSerializer(JobSerializer):

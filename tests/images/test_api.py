@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from images import for_jobs, services
@@ -152,6 +153,18 @@ def test_a_job_naming_a_build_takes_its_image_and_registry(alice_api: APIClient)
     assert response.status_code == 201, response.json()
     spec = response.json()["spec"]
     assert (spec["image"], spec["registry"], spec["build"]) == (build["image"], "mine", build["uid"])
+    shown = alice_api.get(f"/api/v1/jobs/{response.json()['uid']}").json()["build"]
+    assert (shown["uid"], shown["state"]) == (build["uid"], "queued")
+    assert shown["log_url"].endswith(f"/api/v1/images/{build['uid']}/log")
+
+
+def test_the_job_page_shows_its_build_and_links_the_builders_log(alice_api: APIClient, alice: User) -> None:
+    _, job = _waiting_job(alice_api)
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/jobs/{job.uid}/").content.decode()
+    assert 'data-testid="image-build"' in page and job.spec["build"] in page
+    assert f"/api/v1/images/{job.spec['build']}/log" in page
 
 
 @pytest.mark.parametrize(
