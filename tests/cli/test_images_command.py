@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from paddlecloud.ctl import images
+from paddlecloud.ctl.api import Session
+from paddlecloud.ctl.errors import UsageProblem
 
 from images.models import ImageBuild
 from jobs.engines import EngineName as Engine
@@ -82,3 +85,20 @@ def test_submit_build_without_image_or_registry_is_refused_before_anything_is_se
     assert result.exit_code != 0
     assert "-build needs -image" in result.stderr
     assert not ImageBuild.objects.exists() and not Job.objects.exists()
+
+
+def test_the_sdk_uploads_a_local_package_then_requests_its_build(
+    portal: Portal, kdc: Datacenter, tmp_path: Path
+) -> None:
+    package = tmp_path / "mymodel"
+    package.mkdir()
+    (package / "train.py").write_text("print('loss 0.1')\n")
+    session = Session.from_config(portal.config)
+    folder = images.package_folder(session, package, "kdc")
+    assert folder == "/pfs/kdc/home/alice/builds/mymodel"
+    assert (Path(kdc.storage_root) / "home" / "alice" / "builds" / "mymodel" / "train.py").exists()
+    build = images.request_build(session, folder, f"{REGISTRY}/alice/mymodel:1", "mine", datacenter="kdc")
+    assert images.get_build(session, build["uid"])["state"] == "queued"
+    assert [b["uid"] for b in images.list_builds(session, active=True)] == [build["uid"]]
+    with pytest.raises(UsageProblem, match="-image"):
+        images.request_build(session, folder, "Not An Image", "mine")

@@ -10,7 +10,6 @@ import click
 from paddlecloud.ctl import images
 from paddlecloud.ctl.app import OUTPUT, cli, note, session_of
 from paddlecloud.ctl.errors import PaddleCloudError
-from paddlecloud.ctl.files import check_remote, is_remote
 from paddlecloud.ctl.output import dump
 
 COLUMNS = ("uid", "state", "image", "datacenter", "created_at", "message")
@@ -33,12 +32,13 @@ def remote_build(
     datacenter: str | None = None,
     follow: bool = True,
 ) -> dict[str, Any]:
-    """Build in the cluster: PACKAGE (a /pfs/ folder already uploaded) -> IMAGE, pushed with REGISTRY.
+    """Build in the cluster: PACKAGE (a local directory, uploaded first, or a /pfs/ folder) -> IMAGE,
+    pushed with registry secret REGISTRY. What `paddlectl build --remote` runs.
 
     With `follow`, print the builder's log until it ends and fail (exit 1) unless it succeeded.
     """
     session = session_of(ctx)
-    folder = check_remote(package, session).rstrip("/") if is_remote(package) else package
+    folder = images.package_folder(session, package, datacenter)
     build = images.request_build(session, folder, image, registry, base_image, datacenter)
     note(f"image build {build['uid']} of {image} queued on {build['datacenter']}")
     if not follow:

@@ -8,14 +8,32 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from paddlecloud.contract.imageref import image_problem
 from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem
+from paddlecloud.ctl.files import Files, check_remote, is_remote
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+BUILDS_FOLDER = "builds"  # where a local package is uploaded for a build: ~/builds/<its name>/
+
+
+def package_folder(session: Session, package: str | Path, datacenter: str | None = None) -> str:
+    """The /pfs/ folder to build from: a /pfs/ path as is (checked), a local directory uploaded first
+    to /pfs/<dc>/home/<user>/builds/<directory name>/ (resumable; unchanged files are not sent again)."""
+    text = str(package)
+    if is_remote(text):
+        return check_remote(text, session).rstrip("/")
+    local = Path(text).expanduser()
+    if not local.is_dir():
+        raise UsageProblem(f"PACKAGE: {text} is not a directory (give a local directory or a /pfs/ path)")
+    dc = datacenter or session.portal_datacenter
+    folder = f"/pfs/{dc}/home/{session.username}/{BUILDS_FOLDER}/{local.resolve().name}"
+    Files(session).copy([str(local) + "/"], folder + "/", None, None, package=True)
+    return folder
 
 
 def build_path(uid: str) -> str:

@@ -128,6 +128,9 @@ def builder_args(plan: BuildPlan) -> list[str]:
         # The pushed digest becomes the pod's termination message: the build's result, exactly.
         "--digest-file=/dev/termination-log",
         "--verbosity=info",
+        # Kaniko refuses to run where it cannot tell it is in a container (its check misses pods in a
+        # cgroup v2 namespace); this is always a pod of its own, so the check guards nothing here.
+        "--force",
     ]
 
 
