@@ -125,9 +125,12 @@ def test_the_builder_mounts_only_the_package_read_only_and_the_secret_as_docker_
     container = pod["containers"][0]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert all(m["readOnly"] for m in mounts.values())
-    assert mounts["package"]["mountPath"] == "/workspace" and mounts["docker-config"]["mountPath"] == "/kaniko/.docker"
+    assert (
+        mounts["package"]["mountPath"] == "/kaniko/buildcontext"
+        and mounts["docker-config"]["mountPath"] == "/kaniko/.docker"
+    )
     assert "--destination=r.io/alice/fit:1" in container["args"]
-    assert "--context=dir:///workspace" in container["args"]
+    assert "--context=dir:///kaniko/buildcontext" in container["args"]
     assert "ca" not in volumes and all(e["name"] != "SSL_CERT_DIR" for e in container["env"])
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
     assert pod["automountServiceAccountToken"] is False

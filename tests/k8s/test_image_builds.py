@@ -72,7 +72,7 @@ def test_the_builder_job_mounts_the_package_read_only_with_the_secret_and_succee
     assert volumes["package"].host_path.path == f"{build_dc.host_path}/home/alice/jobs/fit"
     assert volumes["docker-config"].secret.secret_name == "pcr-mine"
     mounts = {m.name: m for m in pod.containers[0].volume_mounts}
-    assert mounts["package"].read_only and mounts["package"].mount_path == "/workspace"
+    assert mounts["package"].read_only and mounts["package"].mount_path == "/kaniko/buildcontext"
     assert f"--destination={REGISTRY}/alice/fit:1" in pod.containers[0].args
     assert pod.containers[0].image == build_dc.builder_image
     secret: Any = core.read_namespaced_secret("pcr-mine", build.namespace)

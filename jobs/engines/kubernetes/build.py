@@ -4,8 +4,8 @@ For build `<uid>` (`build-<suffix>`) of user U, in U's namespace (the one U's jo
 
 - Job `<uid>`: one pod, restartPolicy Never, backoffLimit 0, activeDeadlineSeconds BUILD_TIMEOUT_SECONDS.
   The container runs the datacenter's `builder_image` (a Kaniko executor) with
-  `--context dir:///workspace --dockerfile /paddlecloud/build/Dockerfile --destination <image>`.
-  It mounts the package folder **read-only** at /workspace (only that folder, from the same storage
+  `--context dir:///kaniko/buildcontext --dockerfile /paddlecloud/build/Dockerfile --destination <image>`.
+  It mounts the package folder **read-only** at /kaniko/buildcontext (only that folder, from the same storage
   job pods mount), the registry secret `pcr-<name>` as /kaniko/.docker/config.json (Kaniko pushes and
   pulls the base with it), and the ConfigMap. Kaniko unpacks the base image over the container's own
   root, so the pod runs as root (no privileges, no host access: that is what Kaniko is for); it gets
@@ -30,7 +30,7 @@ from jobs.engines.kubernetes.manifests import Storage, owner_reference, resource
 from portal.datacenters.models import StorageKind
 
 CONTAINER = "build"
-CONTEXT = "/workspace"
+CONTEXT = "/kaniko/buildcontext"  # under /kaniko: never part of the image (the package goes to /workspace/package)
 CONFIG_DIR = "/paddlecloud/build"
 CA_DIR = "/paddlecloud/ca"
 DOCKER_CONFIG = "/kaniko/.docker"
@@ -128,6 +128,7 @@ def builder_args(plan: BuildPlan) -> list[str]:
         # The pushed digest becomes the pod's termination message: the build's result, exactly.
         "--digest-file=/dev/termination-log",
         "--verbosity=info",
+        "--log-format=text",  # no colour codes in the archived log and the build's message
         # Kaniko refuses to run where it cannot tell it is in a container (its check misses pods in a
         # cgroup v2 namespace); this is always a pod of its own, so the check guards nothing here.
         "--force",
