@@ -116,6 +116,8 @@ def test_an_image_built_in_the_cluster_is_pushed_with_alices_secret_and_a_job_ru
     assert build.state == "succeeded", (build.message, log["text"][-3000:])
     assert build.digest.startswith("sha256:") and log["complete"] is True
     assert "/v2/alice/baked/manifests/" in k8s_registry.log_tail("node", 400_000)  # Kaniko pushed it there
+    assert build.started_at and build.finished_at
+    print(f"in-cluster build: {(build.finished_at - build.started_at).total_seconds():.1f} s")  # for the notes
 
     submit_job.apply(args=(job.pk,))  # what build_ended sends on commit
     job = drive(build_dc, lambda: finished(job), "the job on the built image to finish", RUN_TIMEOUT)
