@@ -4,6 +4,7 @@ password, the job shows the kubelet's ImagePullBackOff / ErrImagePull and the re
 
 from __future__ import annotations
 
+import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,19 +74,44 @@ def pull_refused(job: Job, saying: str = "") -> Job | None:
 
 
 def test_a_job_pulls_its_image_with_the_users_registry_secret_and_succeeds(
-    registry_dc: Datacenter, alice: User, alice_api: APIClient, k8s_registry: TestRegistry, k8s_registry_image: str
+    registry_dc: Datacenter,
+    alice: User,
+    alice_api: APIClient,
+    k8s_registry: TestRegistry,
+    k8s_registry_image: str,
+    tmp_path: Path,
 ) -> None:
+    # The runtime image plus a layer the node has never seen, so the pull has bytes to fetch with the login
+    # (the node already holds the runtime image's own layers: it imported them at start).
+    (tmp_path / "layer" / "etc").mkdir(parents=True)
+    (tmp_path / "layer" / "etc" / "pulled-from-the-test-registry").write_text(uuid.uuid4().hex)
+    with tarfile.open(tmp_path / "layer.tar", "w") as tar:
+        tar.add(tmp_path / "layer" / "etc", arcname="etc")
+    image = k8s_registry.append_layer(
+        k8s_registry_image, tmp_path / "layer.tar", f"{RUNTIME_REPOSITORY}:fresh-{uuid.uuid4().hex[:8]}"
+    )
+    new_layer = k8s_registry.layer_digests(image)[-1]
+
     add_secret(alice_api, "mine", k8s_registry, "alice", k8s_registry.users["alice"])
-    job = job_with(registry_dc, alice, "pulled", k8s_registry_image, registry="mine")
+    job = job_with(registry_dc, alice, "pulled", image, registry="mine")
     job = drive(registry_dc, lambda: finished(job), "the job to finish", PULL_TIMEOUT)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
-    assert k8s_registry_image.startswith(f"{k8s_registry.host}/alice/paddle:")
-    assert "/v2/alice/paddle/manifests/" in k8s_registry.log_tail("node", 200_000)  # the kubelet asked it
+    assert image.startswith(f"{k8s_registry.host}/alice/paddle:fresh-")
+    # containerd on the node fetched the new layer from the bridge-side registry process, logged in.
+    fetched = f'"GET /v2/alice/paddle/blobs/{new_layer} HTTP/1.1" 200'
+    assert any(fetched in line and "containerd/" in line for line in k8s_registry.log_tail("node", 10**6).splitlines())
 
 
-@pytest.mark.parametrize("login", ["no secret", "wrong password"])
+@pytest.mark.parametrize(
+    ("login", "answer"),
+    [
+        ("no secret", "no basic auth credentials (the registry wants a login"),
+        ("wrong password", "401 Unauthorized (the registry refused the login"),
+    ],
+)
 def test_a_job_without_a_valid_login_shows_the_registrys_refusal(
     login: str,
+    answer: str,
     registry_dc: Datacenter,
     alice: User,
     alice_api: APIClient,
@@ -102,9 +128,22 @@ def test_a_job_without_a_valid_login_shows_the_registrys_refusal(
     assert job.state == "pending"
     assert job.message.startswith("trainer 0: ")
     assert image in job.message
-    assert "401 Unauthorized" in job.message, job.message
+    assert answer in job.message, job.message
     if registry:  # deleting the secret while the job waits is said on the job
         assert alice_api.delete(f"/api/v1/registry/{registry}").status_code == 204
         job = drive(registry_dc, lambda: pull_refused(job, "was deleted"), "the deletion noticed", 60)
         assert job.message.startswith(f"registry secret {registry!r} was deleted while the job was pending")
     kill(job)
+
+
+def test_a_registry_the_node_does_not_trust_is_named(
+    registry_dc: Datacenter, alice: User, alice_api: APIClient, tmp_path: Path
+) -> None:
+    with TestRegistry(work_dir=tmp_path / "untrusted", hosts_dir=None) as untrusted:  # containerd is not told
+        untrusted.add_user("alice", "pw")
+        add_secret(alice_api, "untrusted", untrusted, "alice", "pw")
+        job = job_with(registry_dc, alice, "untrusted", f"{untrusted.host}/alice/paddle:1", "untrusted")
+        job = drive(registry_dc, lambda: pull_refused(job), "ImagePullBackOff", PULL_TIMEOUT)
+        assert "certificate signed by unknown authority" in job.message, job.message
+        assert "(the node does not trust the registry's certificate" in job.message
+        kill(job)

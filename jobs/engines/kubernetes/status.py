@@ -11,7 +11,9 @@ Rules, in order of precedence:
    pending that way for `quota_grace` seconds (a rejection can be momentary, e.g. while the pods of a
    killed job are still terminating, and the Job controller keeps retrying).
 5. A pod the scheduler cannot place -> pending, `Unschedulable` with the scheduler's message; a pod
-   whose image cannot be pulled -> pending, `ImagePullBackOff`. The reconciler's pending timeout ends both.
+   whose image cannot be pulled -> pending, `ImagePullBackOff` with the kubelet's message (the registry's
+   answer) and what it means (a missing or refused login, an untrusted certificate). The reconciler's
+   pending timeout ends both.
 6. Every worker running (or already done) -> running; otherwise pending.
 """
 
@@ -30,6 +32,16 @@ from jobs.engines.kubernetes import names
 from jobs.models import JobState, Reason, Role, WorkerState
 
 IMAGE_PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+# What the registry's refusal means for the user, by a phrase of containerd's message (seen with the real
+# kubelet + containerd 2.x and the distribution registry, tests/k8s/test_registry_pulls.py).
+PULL_HINTS = (
+    ("no basic auth credentials", "the registry wants a login: submit with a registry secret for it (-registry)"),
+    ("401 Unauthorized", "the registry refused the login: check the registry secret's username and password"),
+    (
+        "certificate signed by unknown authority",
+        "the node does not trust the registry's certificate (operators: containerd certs.d)",
+    ),
+)
 LIVE_PHASES = {"Pending", "Running"}
 VANISHED_AFTER = 30.0  # seconds: a job's Job/StatefulSet missing for longer than this was deleted behind our back
 
@@ -175,6 +187,12 @@ def describe(term: Obj | None, fallback: str = "ended without an exit status") -
     return f"exited with code {code}{detail}"
 
 
+def pull_message(why: str, kubelet_message: str) -> str:
+    """The kubelet's words on a failed pull (they carry the registry's answer), with what they mean."""
+    hint = next((hint for phrase, hint in PULL_HINTS if phrase in kubelet_message), "")
+    return f"{why}: {kubelet_message}" + (f" ({hint})" if hint else "")
+
+
 def _pending_detail(pod: Obj) -> tuple[str, str]:
     """(reason, message) of a pod that does not run yet."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
@@ -187,7 +205,7 @@ def _pending_detail(pod: Obj) -> tuple[str, str]:
     waiting = (container_status(pod).get("state") or {}).get("waiting") or {}
     why = waiting.get("reason") or ""
     if why in IMAGE_PULL_REASONS:
-        return Reason.IMAGE_PULL, f"{why}: {waiting.get('message') or 'cannot pull the image'}"
+        return Reason.IMAGE_PULL, pull_message(why, waiting.get("message") or "cannot pull the image")
     if why and why not in ("ContainerCreating", "PodInitializing"):
         return "", f"{why}: {waiting.get('message') or ''}".rstrip(": ")
     return "", ""

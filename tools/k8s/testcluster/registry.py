@@ -146,9 +146,17 @@ class TestRegistry:
     # ----- lifecycle -----
 
     def start(self, timeout: float = 30) -> None:
+        """Start both processes and return once they serve; on failure nothing of it is left running."""
         missing = registry_missing(self.bin_dir)
         if missing:
             raise RegistryError(f"registry binaries missing: {', '.join(missing)} (run tools/k8s/build.sh)")
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         loopback, node = _listener_pair(self.gateway)
         self.port = loopback.sock.getsockname()[1]
         try:
@@ -289,10 +297,11 @@ class TestRegistry:
         stamp = time.time_ns()
         os.utime(self.htpasswd, ns=(stamp, stamp))
 
-    def push_layout(self, layout_dir: Path | str, ref: str) -> str:
-        """Push an OCI layout to `ref` ("alice/paddle:tag", or with this registry's host in front);
-        returns the reference to pull it by (`<host>/<repository>:<tag>`)."""
-        repository = ref.removeprefix(f"{self.host}/").removeprefix(f"{self.loopback_host}/")
+    def _repository(self, ref: str) -> str:
+        return ref.removeprefix(f"{self.host}/").removeprefix(f"{self.loopback_host}/")
+
+    def _crane(self, *args: str) -> str:
+        """Run crane against the loopback process as the pusher; returns its stdout."""
         with tempfile.TemporaryDirectory(prefix="crane-") as docker_config:
             user, password = self._pusher
             auth = base64.b64encode(f"{user}:{password}".encode()).decode()
@@ -304,7 +313,7 @@ class TestRegistry:
                 "SSL_CERT_FILE": str(self.ca_file),  # Go trusts exactly our CA
             }
             result = subprocess.run(
-                [str(self.bin_dir / "crane"), "push", str(layout_dir), f"{self.loopback_host}/{repository}"],
+                [str(self.bin_dir / "crane"), *args],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -312,8 +321,31 @@ class TestRegistry:
                 timeout=PUSH_TIMEOUT,
             )
         if result.returncode != 0:
-            raise RegistryError(f"crane push {repository}: {result.stderr.strip()[-2000:]}")
+            raise RegistryError(f"crane {args[0]}: {result.stderr.strip()[-2000:]}")
+        return result.stdout
+
+    def push_layout(self, layout_dir: Path | str, ref: str) -> str:
+        """Push an OCI layout to `ref` ("alice/paddle:tag", or with this registry's host in front);
+        returns the reference to pull it by (`<host>/<repository>:<tag>`)."""
+        repository = self._repository(ref)
+        self._crane("push", str(layout_dir), f"{self.loopback_host}/{repository}")
         return f"{self.host}/{repository}"
+
+    def append_layer(self, base: str, layer_tar: Path, ref: str) -> str:
+        """Push `base` plus one layer (an uncompressed tar) as `ref`; returns the reference to pull it by."""
+        repository = self._repository(ref)
+        self._crane(
+            "append",
+            f"--base={self.loopback_host}/{self._repository(base)}",
+            f"--new_layer={layer_tar}",
+            f"--new_tag={self.loopback_host}/{repository}",
+        )
+        return f"{self.host}/{repository}"
+
+    def layer_digests(self, ref: str) -> list[str]:
+        """The layer digests of the image `ref` in this registry (its manifest, as crane reads it)."""
+        manifest = json.loads(self._crane("manifest", f"{self.loopback_host}/{self._repository(ref)}"))
+        return [str(layer["digest"]) for layer in manifest["layers"]]
 
 
 _RUNNING: set[TestRegistry] = set()
