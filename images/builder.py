@@ -12,8 +12,8 @@ from typing import Any
 from django.utils import timezone
 from paddlecloud.contract.dockerfile import runtime_dockerfile
 
-from images import services
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
+from images.states import transition
 from jobs.engines.base import EngineError, LogChunk, TransientEngineError
 from jobs.engines.kubernetes import build as b
 from jobs.engines.kubernetes import client as kube
@@ -112,11 +112,11 @@ def release(build: ImageBuild, k8s: kube.Kube | None = None) -> None:
 
 def _finish(build: ImageBuild, status: b.BuildStatus, k8s: kube.Kube) -> None:
     if status.succeeded:
-        services.transition(build.pk, BuildState.SUCCEEDED, digest=status.digest[:200], message="")
+        transition(build.pk, BuildState.SUCCEEDED, digest=status.digest[:200], message="")
     else:
         text = _pod_log(k8s, build)
         message = b.last_error_line(text) or status.message
-        services.transition(build.pk, BuildState.FAILED, message=message)
+        transition(build.pk, BuildState.FAILED, message=message)
     build.refresh_from_db()
     release(build, k8s)
 
@@ -155,7 +155,7 @@ def poll(datacenter: Datacenter) -> list[int]:
             continue
         found = jobs.get(build.uid)
         if not found:
-            services.transition(build.pk, BuildState.FAILED, message="the builder Job was deleted outside the portal")
+            transition(build.pk, BuildState.FAILED, message="the builder Job was deleted outside the portal")
             continue
         status = b.observe_build(
             found[0], pods.get(build.uid, []), (now - started).total_seconds(), datacenter.pending_timeout

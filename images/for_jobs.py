@@ -2,7 +2,7 @@
 
 A job whose spec names a build runs on that build's image, pulled with its registry secret. It is
 written `queued` at once (its quota counted) and stays there while the build runs: submit_job asks
-`gate` first and returns without starting it; when the build ends, images.build_ended enqueues
+`gate` first and returns without starting it; when the build ends, images.states.wake_jobs enqueues
 submit_job again (the reconciler's stuck-submission sweep is the safety net). No worker slot waits.
 """
 

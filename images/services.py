@@ -19,10 +19,11 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
 from paddlecloud.contract.imageref import BadReference, parse_image, push_problem
 
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
+from images.states import transition
+from images.tasks import start_build, stop_build
 from jobs.engines import rules_for
 from jobs.services import choose_datacenter
 from portal.datacenters.models import Datacenter
@@ -121,35 +122,8 @@ def create(checked: CheckedBuild) -> ImageBuild:
         build = unsaved(checked)
         build.uid = _uid()
         build.save()
-        from images.tasks import start_build  # lazy: images.tasks imports this module
-
         transaction.on_commit(lambda: start_build.delay(build.pk))
     return build
-
-
-# Which states each state may be entered from (the build's state machine, in one place).
-ALLOWED_FROM: dict[BuildState, tuple[BuildState, ...]] = {
-    BuildState.QUEUED: (),
-    BuildState.BUILDING: (BuildState.QUEUED, BuildState.BUILDING),
-    BuildState.SUCCEEDED: (BuildState.BUILDING,),
-    BuildState.FAILED: (BuildState.QUEUED, BuildState.BUILDING),
-    BuildState.CANCELLED: (BuildState.QUEUED, BuildState.BUILDING),
-}
-
-
-def transition(build_id: int, to: BuildState, **fields: Any) -> bool:
-    """Move the build to `to` if its state allows it (a conditional UPDATE: the first mover wins)."""
-    now = timezone.now()
-    if to in (BuildState.SUCCEEDED, BuildState.FAILED, BuildState.CANCELLED):
-        fields.setdefault("finished_at", now)
-    moved = bool(
-        ImageBuild.objects.filter(pk=build_id, state__in=ALLOWED_FROM[to]).update(state=to, updated_at=now, **fields)
-    )
-    if moved and to in (BuildState.SUCCEEDED, BuildState.FAILED, BuildState.CANCELLED):
-        from images.tasks import build_ended  # lazy: images.tasks imports this module
-
-        transaction.on_commit(lambda: build_ended.delay(build_id))
-    return moved
 
 
 def cancel(build: ImageBuild) -> bool:
@@ -157,8 +131,6 @@ def cancel(build: ImageBuild) -> bool:
     with transaction.atomic():
         cancelled = transition(build.pk, BuildState.CANCELLED, message="cancelled by request")
     if cancelled or (not build.is_active and not build.released):
-        from images.tasks import stop_build  # lazy: images.tasks imports this module
-
         transaction.on_commit(lambda: stop_build.delay(build.pk))
     build.refresh_from_db()
     return cancelled

@@ -9,12 +9,11 @@ from celery.app.task import Task
 from django.db.models import Q
 from django.utils import timezone
 
-from images import builder, services
+from images import builder
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
+from images.states import transition
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.locks import exclusive
-from jobs.models import Job, JobState
-from jobs.tasks import submit_job
 from portal.datacenters.models import Datacenter
 
 log = logging.getLogger(__name__)
@@ -23,7 +22,7 @@ log = logging.getLogger(__name__)
 @shared_task(name="images.start_build", bind=True, max_retries=None, acks_late=True)
 def start_build(self: Task, build_id: int) -> None:  # type: ignore[type-arg]
     """Claim the build (queued -> building) and create its builder; a repeat finds the Job and stops."""
-    services.transition(build_id, BuildState.BUILDING, started_at=timezone.now())
+    transition(build_id, BuildState.BUILDING, started_at=timezone.now())
     build = ImageBuild.objects.select_related("owner", "datacenter").filter(pk=build_id).first()
     if build is None or build.state != BuildState.BUILDING or build.k8s_job:
         return  # cancelled, gone, or started already
@@ -33,7 +32,7 @@ def start_build(self: Task, build_id: int) -> None:  # type: ignore[type-arg]
         try:
             builder.start(build)
         except EngineError as exc:
-            services.transition(build_id, BuildState.FAILED, message=str(exc))
+            transition(build_id, BuildState.FAILED, message=str(exc))
         except TransientEngineError as exc:
             ImageBuild.objects.filter(pk=build_id, state=BuildState.BUILDING).update(message=f"retrying: {exc}")
             raise self.retry(countdown=min(60, 2 ** min(self.request.retries, 6))) from None
@@ -52,17 +51,6 @@ def stop_build(build_id: int) -> None:
         builder.release(build)
     except (EngineError, TransientEngineError) as exc:
         log.warning("releasing build %s failed (the next poll retries): %s", build.uid, exc)
-
-
-@shared_task(name="images.build_ended", acks_late=True)
-def build_ended(build_id: int) -> None:
-    """Start every job that waits for this build (`paddlectl submit -build`): each decides for itself."""
-    build = ImageBuild.objects.filter(pk=build_id).values_list("uid", flat=True).first()
-    if build is None:
-        return
-    waiting = Job.objects.filter(state=JobState.QUEUED, spec__build=build).values_list("pk", flat=True)
-    for job_id in waiting:
-        submit_job.delay(job_id)
 
 
 @shared_task(name="images.poll_builds", ignore_result=True)

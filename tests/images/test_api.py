@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from images import for_jobs, services
+from images import for_jobs, services, states
 from images.models import BuildState, ImageBuild
 from jobs.models import Job, JobState, Reason
 from portal.datacenters.models import Datacenter
@@ -211,3 +211,16 @@ def test_a_failed_build_fails_its_job_with_the_builders_last_error_line(alice_ap
     job.refresh_from_db()
     assert job.state == JobState.FAILED and job.reason == Reason.BUILD_FAILED
     assert "error building image: boom" in job.message
+
+
+def test_the_end_of_a_build_wakes_the_jobs_waiting_for_it(
+    alice_api: APIClient, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    build, job = _waiting_job(alice_api)
+    # The message the wake-up sends runs here at once, as a worker would run it.
+    monkeypatch.setattr(states.submit_job, "delay", lambda job_id: states.submit_job.apply(args=(job_id,)))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert states.transition(build.pk, BuildState.FAILED, message="error building image: no base")
+    job.refresh_from_db()
+    assert (job.state, job.reason) == (JobState.FAILED, Reason.BUILD_FAILED)
+    assert "error building image: no base" in job.message

@@ -119,7 +119,7 @@ def test_an_image_built_in_the_cluster_is_pushed_with_alices_secret_and_a_job_ru
     assert build.started_at and build.finished_at
     print(f"in-cluster build: {(build.finished_at - build.started_at).total_seconds():.1f} s")  # for the notes
 
-    submit_job.apply(args=(job.pk,))  # what build_ended sends on commit
+    submit_job.apply(args=(job.pk,))  # what images.states.wake_jobs sends on commit
     job = drive(build_dc, lambda: finished(job), "the job on the built image to finish", RUN_TIMEOUT)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
     assert job.spec["image"] == target
