@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from images import for_jobs
 from jobs import metrics, packages, services
 from jobs.engines import engine_for
 from jobs.engines.base import LogChunk
@@ -34,6 +35,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     pservers = serializers.SerializerMethodField()
     output = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
+    build = serializers.SerializerMethodField(help_text="The image build it runs on (spec `build`), else null.")
 
     class Meta:
         model = Job
@@ -51,6 +53,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "spec",
             "output",
             "url",
+            "build",
             "created_at",
             "submitted_at",
             "started_at",
@@ -71,6 +74,20 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_url(self, job: Job) -> str:
         return f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/jobs/{job.uid}/"
+
+    @extend_schema_field(
+        inline_serializer(
+            "JobBuild",
+            {"uid": serializers.CharField(), "state": serializers.CharField(), "log_url": serializers.CharField()},
+            allow_null=True,
+        )
+    )
+    def get_build(self, job: Job) -> dict[str, str] | None:
+        build = for_jobs.build_of(job)  # a query only for the few jobs that name a build
+        if build is None:
+            return None
+        api = f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/api/v1/images/{build.uid}"
+        return {"uid": build.uid, "state": build.state, "log_url": f"{api}/log"}
 
 
 class DryRunJobSerializer(JobSerializer):
@@ -105,7 +122,7 @@ class WorkerSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 def jobs_visible_to(request: Request) -> QuerySet[Job]:
     """The jobs a request sees (Job.objects.visible_to): its own, or an operator's ?owner= or ?all=1."""
     owner = request.query_params.get("owner")
-    everyone = request.user.is_staff and _flag(request, "all")
+    everyone = request.user.is_staff and flag(request, "all")
     return Job.objects.select_related("owner", "datacenter").visible_to(request.user, owner, everyone)
 
 
@@ -133,7 +150,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
             if state not in JobState.values:
                 raise exceptions.ValidationError({"state": [f"must be one of {', '.join(JobState.values)}"]})
             jobs = jobs.filter(state=state)
-        if _flag(self.request, "active"):
+        if flag(self.request, "active"):
             jobs = jobs.filter(state__in=ACTIVE_STATES)
         return jobs.order_by("-created_at")
 
@@ -154,8 +171,8 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         responses={201: JobSerializer, 200: DryRunSerializer},
     )
     def post(self, request: Request) -> Response:
-        dry_run = _flag(request, "dry_run")
-        upload_pending = _flag(request, "upload_pending")
+        dry_run = flag(request, "dry_run")
+        upload_pending = flag(request, "upload_pending")
         if upload_pending and not dry_run:
             raise exceptions.ValidationError({"upload_pending": ["only with dry_run=1"]})
         serializer = JobSpecSerializer(data=request.data)
@@ -174,7 +191,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
-def _flag(request: Request, name: str) -> bool:
+def flag(request: Request, name: str) -> bool:
     """A yes/no query parameter: absent, 0, false, 1 or true; anything else is a 400 naming it."""
     value = request.query_params.get(name)
     if value is None or value.lower() in ("0", "false"):
@@ -191,7 +208,7 @@ class JobDetail(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses={200: JobSerializer, 204: None})
     def delete(self, request: Request, name: str) -> Response:
-        remove = _flag(request, "rm")
+        remove = flag(request, "rm")
         job = get_job(request, name)
         if remove:
             services.remove(job)

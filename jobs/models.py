@@ -39,6 +39,8 @@ class Reason(models.TextChoices):
     QUOTA_EXCEEDED = "QuotaExceeded"
     SUBMIT_FAILED = "SubmitFailed"
     LAUNCH_FAILED = "LaunchFailed"  # a process could not be started or vanished without a status
+    IMAGE_BUILDING = "ImageBuilding"  # queued until the image build it names (spec `build`) ends
+    BUILD_FAILED = "BuildFailed"  # that build failed or was cancelled; the message is its last error line
 
 
 class Role(models.TextChoices):

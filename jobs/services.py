@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from paddlecloud.contract.units import quantity_bytes
 
+from images import for_jobs
 from jobs import packages, spec
 from jobs.engines import rules_for
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
@@ -34,7 +35,7 @@ def _uid(name: str) -> str:
     return f"{name}-{''.join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))}"
 
 
-def _choose_datacenter(user: User, name: str | None) -> Datacenter:
+def choose_datacenter(user: User, name: str | None) -> Datacenter:
     if name:
         return usable_datacenter(user, name)
     usable = list(Datacenter.objects.usable_by(user)[:2])
@@ -69,8 +70,9 @@ def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = Fals
     uploads), so its path must be one the user may write, but need not exist yet.
     """
     data = dict(valid_spec)
-    datacenter = _choose_datacenter(user, data.pop("datacenter", None))
+    datacenter = choose_datacenter(user, data.pop("datacenter", None))
     data["datacenter"] = datacenter.name
+    for_jobs.check_build(user, datacenter, data)  # a build's image and registry become the job's
     if data["registry"] and not RegistrySecret.objects.filter(owner=user, name=data["registry"]).exists():
         raise Invalid(
             f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)", "registry"

@@ -58,6 +58,12 @@ class JobSpecSerializer(StrictSerializer):
     passes = _integer("passes", default=1)
     image = serializers.CharField(max_length=rules.MAX_IMAGE, required=False, allow_blank=True, default="")
     registry = serializers.CharField(max_length=rules.MAX_REGISTRY, required=False, allow_blank=True, default="")
+    build = serializers.CharField(
+        max_length=40,
+        required=False,
+        allow_blank=True,
+        help_text="An image build (POST /images) to wait for and run on: its image and registry are the job's.",
+    )
     env = serializers.DictField(
         child=serializers.CharField(allow_blank=True, max_length=rules.MAX_ENV_VALUE),
         default=dict,

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from images import for_jobs
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.locks import exclusive
@@ -25,7 +26,9 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="jobs.submit_job", bind=True, max_retries=None, acks_late=True)
 def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
-    if not transition(job_id, JobState.SUBMITTING):
+    if for_jobs.gate(job_id) != for_jobs.GO:
+        return  # its image is still building (build_ended sends it again), or the build failed it
+    if not transition(job_id, JobState.SUBMITTING, reason=Reason.NONE):
         return  # already submitted, or killed before it started
     job = Job.objects.select_related("owner", "datacenter").get(pk=job_id)
     engine = engine_for(job.datacenter)

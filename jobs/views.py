@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from rest_framework import exceptions
 
+from images import for_jobs
 from jobs import packages, services
 from jobs.errors import LogRefused
 from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec
@@ -113,6 +114,7 @@ def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
         "output": output,
         "may_browse_output": job.owner_id == request.user.pk,
         "worker_names": job.worker_names,
+        "build": for_jobs.build_of(job),
     }
 
 

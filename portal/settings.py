@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "portal.health",
     "portal.notifications",
     "jobs",
+    "images",
     "storage",
 ]
 
@@ -327,6 +328,12 @@ CELERY_BEAT_SCHEDULE.update(
             "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
         },
         "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
+        # In-cluster image builds follow the same tick as jobs (images/tasks.py).
+        "poll-builds": {
+            "task": "images.poll_builds",
+            "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
+            "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
+        },
         "storage-cleanup-uploads": {"task": "storage.cleanup_uploads", "schedule": 3600.0, "options": {"expires": 600}},
     }
 )

@@ -29,6 +29,7 @@ api_v1 = [
     path("quota/<str:datacenter>/<str:username>", datacenters_api.QuotaAdminView.as_view(), name="api-quota-admin"),
     path("files/", include("storage.urls")),
     path("", include("jobs.urls")),
+    path("", include("images.urls")),
     *router.urls,
 ]
 

@@ -22,7 +22,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from paddlecloud.contract.imageref import reference_problem
+from paddlecloud.contract.dockerfile import runtime_dockerfile
+from paddlecloud.contract.imageref import image_problem
 from paddlecloud.ctl.errors import UsageProblem
 
 MAX_FILES = 10_000
@@ -30,13 +31,15 @@ MAX_BYTES = 1 << 30  # 1 GiB: data belongs on the PFS (paddlectl cp), not in an 
 PACKAGE_DIR = "package"  # the copy of SRC inside the context
 SKIPPED = frozenset({"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
-DOCKERIGNORE = "\n".join(
-    ["# written by paddlectl build: never send caches or VCS folders to the builder"]
-    + [f"{PACKAGE_DIR}/**/{name}" for name in sorted(SKIPPED)]
-    + [f"{PACKAGE_DIR}/**/*{suffix}" for suffix in SKIPPED_SUFFIXES]
-) + "\n"
+DOCKERIGNORE = (
+    "\n".join(
+        ["# written by paddlectl build: never send caches or VCS folders to the builder"]
+        + [f"{PACKAGE_DIR}/**/{name}" for name in sorted(SKIPPED)]
+        + [f"{PACKAGE_DIR}/**/*{suffix}" for suffix in SKIPPED_SUFFIXES]
+    )
+    + "\n"
+)
 DEST_RE = re.compile(r"/[A-Za-z0-9._/-]{0,254}")
-ROOT_USERS = frozenset({"", "0", "root", "0:0", "root:root"})
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,8 @@ def check_inputs(dest: str, base_image: str, runtime_image: str) -> str:
     """Raise UsageProblem naming the argument at fault; return DEST without a trailing slash."""
     for name, problem in (
         ("DEST", dest_problem(dest)),
-        ("BASE_IMAGE", reference_problem(base_image)),
-        ("RUNTIME_IMAGE", reference_problem(runtime_image)),
+        ("BASE_IMAGE", image_problem(base_image)),
+        ("RUNTIME_IMAGE", image_problem(runtime_image)),
     ):
         if problem:
             raise UsageProblem(f"{name}: {problem}")
@@ -124,25 +127,7 @@ def scan(src: Path, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> P
     return Package(root, found.dirs, found.files, found.links, total)
 
 
-def dockerfile(base_image: str, dest: str, with_requirements: bool, base_user: str | None) -> str:
-    """The Dockerfile text; base_user (the base image's USER) matters only with requirements."""
-    lines = [
-        "# written by paddlectl build (the original tools/build_docker.sh's steps)",
-        f"FROM {base_image}",
-        f"COPY {PACKAGE_DIR}/ {dest}/",
-        f"WORKDIR {dest}",
-    ]
-    if with_requirements:
-        restore = base_user is not None and base_user not in ROOT_USERS
-        # The base's venv belongs to root; relative paths in requirements.txt resolve against DEST.
-        install = f"RUN pip install --no-cache-dir -r {dest}/requirements.txt"
-        lines += ["USER root", install, f"USER {base_user}"] if restore else [install]
-    return "\n".join(lines) + "\n"
-
-
-def write_context(
-    package: Package, context: Path, base_image: str, dest: str, base_user: str | None
-) -> Path:
+def write_context(package: Package, context: Path, base_image: str, dest: str, base_user: str | None) -> Path:
     """Copy the scanned package to context/package (modes made world-readable) and write the Dockerfile."""
     if context.exists() and (context.is_symlink() or not context.is_dir() or any(context.iterdir())):
         raise UsageProblem(f"--context: {context} must be a new or empty folder")
@@ -157,6 +142,8 @@ def write_context(
         copied.chmod(0o755 if executable else 0o644)
     for rel, link in package.links:
         (target / rel).symlink_to(link)
-    (context / "Dockerfile").write_text(dockerfile(base_image, dest, package.has_requirements, base_user))
+    (context / "Dockerfile").write_text(
+        runtime_dockerfile(base_image, dest, package.has_requirements, source=f"{PACKAGE_DIR}/", base_user=base_user)
+    )
     (context / ".dockerignore").write_text(DOCKERIGNORE)
     return context

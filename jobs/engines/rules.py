@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from portal.datacenters.models import Datacenter
+from portal.errors import Invalid
 
 
 class EngineRules:
@@ -20,6 +21,14 @@ class EngineRules:
     @classmethod
     def check_spec(cls, datacenter: Datacenter, spec: dict[str, Any]) -> None:
         """Refuse (portal.errors.Invalid, naming the field) a spec this engine cannot run on `datacenter`."""
+
+    @classmethod
+    def check_builds(cls, datacenter: Datacenter) -> None:
+        """Refuse (Invalid on `datacenter`) an in-cluster image build where this engine cannot run one."""
+        raise Invalid(
+            f"{datacenter.name} runs jobs as local processes; in-cluster builds need a kubernetes datacenter",
+            "datacenter",
+        )
 
     @classmethod
     def prepare_new(cls, datacenter: Datacenter) -> None:

@@ -79,6 +79,13 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ),
         ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "finished_ttl"]}),
         (
+            "Image builds",
+            {
+                "fields": ["builder_image", "builder_ca"],
+                "description": "For in-cluster builds of runtime images (kubernetes engine): POST /api/v1/images.",
+            },
+        ),
+        (
             "Default quota per user",
             {
                 "fields": [

@@ -108,6 +108,20 @@ class Datacenter(models.Model):
     cpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0")
     gpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6")
     pending_timeout = models.PositiveIntegerField(default=600, help_text="Seconds a job may stay pending.")
+
+    # In-cluster image builds (kubernetes engine; images/).
+    builder_image = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The image builder Jobs run: a Kaniko executor (tools/k8s/build-builder.sh packs one). "
+        "Empty: in-cluster builds are off in this datacenter.",
+    )
+    builder_ca = models.TextField(
+        blank=True,
+        max_length=100_000,
+        help_text="PEM certificates the builder trusts besides its own (a private registry's CA), for pulling "
+        "base images and pushing results.",
+    )
     finished_ttl = models.PositiveIntegerField(
         default=86400, help_text="Seconds finished jobs' cluster objects are kept (logs are archived first)."
     )

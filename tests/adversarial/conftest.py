@@ -20,6 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from images.models import ImageBuild
 from jobs.models import Job, Worker
 from portal.accounts.models import ApiToken
 from portal.datacenters.models import Datacenter, Quota
@@ -76,6 +77,7 @@ class World:
     datacenter: Datacenter
     root: Path  # the datacenter's storage root on disk
     job: Job
+    build: ImageBuild  # alice's image build (written directly: the world's datacenter runs local jobs)
     upload: dict[str, Any]  # alice's open upload, as the API answered it
     alice_api: APIClient
     bob_api: APIClient
@@ -104,6 +106,15 @@ def world(alice: User, bob: User, carol: User, local_dc: Datacenter) -> World:
     Worker.objects.create(job=job, role="trainer", index=0)
     registry = {"name": "harbor", "server": "harbor.example.com", "username": "robot", "password": "pw"}
     assert alice_api.post("/api/v1/registry", registry, format="json").status_code == 201
+    build = ImageBuild.objects.create(
+        uid="build-alice001",
+        owner=alice,
+        datacenter=local_dc,
+        package="/pfs/local/home/alice/jobs/fit",
+        base_image="harbor.example.com/paddle:3",
+        image="harbor.example.com/alice/fit:1",
+        registry="harbor",
+    )
     data = b"x" * (CHUNK + 10)
     body = {"path": "/pfs/local/home/alice/big.bin", "size": len(data), "checksum": checksum(data), "chunk_size": CHUNK}
     started = alice_api.post("/api/v1/files/uploads", body, format="json")
@@ -115,6 +126,7 @@ def world(alice: User, bob: User, carol: User, local_dc: Datacenter) -> World:
         datacenter=local_dc,
         root=root,
         job=job,
+        build=build,
         upload=started.json(),
         alice_api=alice_api,
         bob_api=client_for(bob),
@@ -128,6 +140,7 @@ def snapshot(world: World) -> dict[str, Any]:
     rows: dict[str, Any] = {
         "jobs": sorted(Job.objects.values_list("uid", "state")),
         "workers": Worker.objects.count(),
+        "builds": sorted(ImageBuild.objects.values_list("uid", "state")),
         "uploads": sorted((str(u), s) for u, s in Upload.objects.values_list("id", "state")),
         "chunks": UploadChunk.objects.count(),
         "registry": sorted(RegistrySecret.objects.values_list("owner__username", "name", "server")),

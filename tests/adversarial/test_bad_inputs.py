@@ -431,6 +431,34 @@ for label, query, word in [
     CASES.append(Case(METRICS, label, 400, word, url=f"/api/v1/jobs/fit/metrics?{query}"))
 CASES.append(C("DELETE", "/api/v1/jobs/{name}", "rm=maybe", 400, "rm", url="/api/v1/jobs/fit?rm=maybe"))
 
+# --- image builds ---------------------------------------------------------------------------------
+BUILD = {"package": f"{HOME}/jobs/fit", "image": "harbor.example.com/alice/fit:1", "registry": "harbor"}
+IMAGES = ("POST", "/api/v1/images")
+for label, body, fname in [
+    ("image 10k chars", {**BUILD, "image": "i" * 10_000}, "image"),
+    ("image is a list", {**BUILD, "image": ["x"]}, "image"),
+    ("package 10k chars", {**BUILD, "package": "/" + "p" * 10_000}, "package"),
+    ("package missing", {k: v for k, v in BUILD.items() if k != "package"}, "package"),
+    ("registry is a list", {**BUILD, "registry": ["harbor"]}, "registry"),
+    ("base_image 10k chars", {**BUILD, "base_image": "b" * 10_000}, "base_image"),
+    ("unknown field dockerfile", {**BUILD, "dockerfile": "FROM x"}, "dockerfile"),
+    ("datacenter unknown", {**BUILD, "datacenter": "nowhere"}, "datacenter"),
+    ("datacenter runs local jobs", BUILD, "datacenter"),
+]:
+    CASES.append(field_case(IMAGES, label, body, fname))
+CASES.append(
+    C("POST", "/api/v1/images", "dry_run=maybe", 400, "dry_run", url="/api/v1/images?dry_run=maybe", body=BUILD)
+)
+CASES.append(C("GET", "/api/v1/images", "state unknown", 400, "state", url="/api/v1/images?state=sleeping"))
+CASES.append(C("GET", "/api/v1/images", "active=maybe", 400, "active", url="/api/v1/images?active=maybe"))
+for op in [("GET", "/api/v1/images/{uid}"), ("DELETE", "/api/v1/images/{uid}"), ("GET", "/api/v1/images/{uid}/log")]:
+    CASES.append(Case(op, "unknown build", 404, "nope", url=op[1].replace("{uid}", "nope")))
+    CASES.append(Case(op, "build id 20k chars", 404, "build", url=op[1].replace("{uid}", "b" * 20_000)))
+for label, query in [("cursor garbage", "cursor=not-a-cursor"), ("cursor negative", "cursor=-5")]:
+    CASES.append(
+        C("GET", "/api/v1/images/{uid}/log", label, 400, "cursor", url=f"/api/v1/images/build-alice001/log?{query}")
+    )
+
 # --- notification preferences ---------------------------------------------------------------------
 NOTIFY = ("PUT", "/api/v1/notifications")
 for label, body, fname in [
@@ -548,6 +576,7 @@ JSON_BODIES: dict[Operation, tuple[str, dict[str, Any], str]] = {
     ("POST", "/api/v1/files/uploads"): ("/api/v1/files/uploads", UPLOAD, "alice"),
     ("PUT", "/api/v1/quota/{datacenter}/{username}"): ("/api/v1/quota/local/alice", {"gpu": 1}, "carol"),
     ("POST", "/api/v1/registry/"): ("/api/v1/registry/", REGISTRY, "alice"),
+    ("POST", "/api/v1/images"): ("/api/v1/images", BUILD, "alice"),
 }
 for op, (url, good, persona) in JSON_BODIES.items():
     text = json.dumps(good)
@@ -587,6 +616,8 @@ EXAMPLE_URLS = {
     "/api/v1/files/uploads/{upload_id}": "/api/v1/files/uploads/{upload}",
     "/api/v1/files/uploads/{upload_id}/chunks/{index}": "/api/v1/files/uploads/{upload}/chunks/0",
     "/api/v1/files/uploads/{upload_id}/complete": "/api/v1/files/uploads/{upload}/complete",
+    "/api/v1/images/{uid}": "/api/v1/images/build-alice001",
+    "/api/v1/images/{uid}/log": "/api/v1/images/build-alice001/log",
     "/api/v1/jobs/{name}": "/api/v1/jobs/fit",
     "/api/v1/jobs/{name}/logs": "/api/v1/jobs/fit/logs",
     "/api/v1/jobs/{name}/metrics": "/api/v1/jobs/fit/metrics",

@@ -71,6 +71,18 @@ ROUTES: dict[Operation, Route] = {
     ("POST", "/api/v1/files/uploads/{upload_id}/complete"): Route(
         "/api/v1/files/uploads/{upload}/complete", 409, 404, 404
     ),
+    ("GET", "/api/v1/images"): Route("/api/v1/images", 200, 200, 200),
+    # The world's datacenter runs local jobs: a build request is refused there, for everyone alike.
+    ("POST", "/api/v1/images"): Route(
+        "/api/v1/images",
+        400,
+        400,
+        400,
+        body={"package": f"{HOME}/jobs/fit", "image": "harbor.example.com/alice/fit:2", "registry": "harbor"},
+    ),
+    ("GET", "/api/v1/images/{uid}"): Route("/api/v1/images/build-alice001", 200, 404, 404),
+    ("DELETE", "/api/v1/images/{uid}"): Route("/api/v1/images/build-alice001", 200, 404, 404),
+    ("GET", "/api/v1/images/{uid}/log"): Route("/api/v1/images/build-alice001/log", 200, 404, 404),
     ("GET", "/api/v1/jobs"): Route("/api/v1/jobs", 200, 200, 200),
     ("GET", "/api/v1/jobs/"): Route("/api/v1/jobs/", 200, 200, 200),
     # Bob and carol may submit, but not from alice's package folder.

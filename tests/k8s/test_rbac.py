@@ -1,4 +1,5 @@
-"""deploy/base/rbac.yaml grants what the engine needs: a whole job lifecycle runs as that service account."""
+"""deploy/base/rbac.yaml grants what the engine needs: a whole job lifecycle, and an image build's, run as
+that service account."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from images import builder
+from images import services as image_services
+from images.models import ImageBuild
+from images.tasks import start_build
 from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes.engine import KubernetesEngine
@@ -106,3 +111,27 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
     assert refused.value.status == 403
     with pytest.raises(kube.KubeError):
         engine.k8s.create("Pod", ns, {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+
+
+def test_a_whole_image_build_needs_nothing_beyond_the_rbac_manifest(
+    k8s_dc: Datacenter, alice: User, service_account_kubeconfig: str
+) -> None:
+    k8s_dc.kubeconfig, k8s_dc.kube_context = service_account_kubeconfig, "portal"
+    k8s_dc.builder_image, k8s_dc.builder_ca = "reg.example/kaniko:1", ""
+    k8s_dc.save()
+    RegistrySecret.objects.create(owner=alice, name="hub", server="reg.example", username="a", password="p")
+    folder = Path(k8s_dc.storage_root) / "home" / "alice" / "pkg"
+    folder.mkdir(parents=True)
+    request = {"package": f"/pfs/{k8s_dc.name}/home/alice/pkg", "image": "reg.example/alice/pkg:1", "registry": "hub"}
+    build = image_services.create(image_services.check(alice, request))
+    start_build.apply(args=(build.pk,))
+    start_build.apply(args=(build.pk,))  # a repeat reads the Job it finds (get)
+    build.refresh_from_db()
+    assert build.state == "building" and build.k8s_job, build.message
+
+    def ended() -> ImageBuild | None:
+        builder.poll(k8s_dc)  # lists Jobs and pods, reads the pod's log, deletes the Job
+        build.refresh_from_db()
+        return build if build.state == "succeeded" and build.released else None
+
+    wait_for(ended, "the build to succeed and be released", 30)

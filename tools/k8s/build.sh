@@ -54,6 +54,7 @@ build_kubectl() {
 
 build_node() {
   build_kubectl
+  if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-builder.sh"; fi  # Kaniko, before images.py packs it
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-node.sh"; fi
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-registry.sh"; fi  # the test registry, crane
 }

@@ -36,6 +36,8 @@ RUNTIME_REPO = "paddlecloud.local/paddle"
 PORTAL_DOCKERFILE = REPO / "deploy" / "Dockerfile.portal"
 PORTAL_REPO = "paddlecloud.local/portal"
 PAUSE_REF = "paddlecloud.local/pause:1"
+BUILDER_REPO = "paddlecloud.local/kaniko-executor"
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEBIAN_MIRROR = "http://deb.debian.org"
 SUPPORTED = {"FROM", "ENV", "RUN", "COPY", "USER", "WORKDIR", "CMD"}
 
@@ -63,6 +65,11 @@ def read_manifest() -> dict[str, Any] | None:
     # an image with an older client ran the old launcher in the pods (found by the first real runs).
     key = runtime_key()
     data["runtime"] = {"ref": f"{RUNTIME_REPO}:3.0.0-{key}", "layout": str(images_dir() / f"runtime-{key}")}
+    # The image builder of this checkout's KANIKO_VERSION, when built (other checkouts rewrite images.json).
+    data.pop("builder", None)
+    builder = builder_entry()
+    if Path(builder["layout"], "index.json").exists():
+        data["builder"] = builder
     if not all(Path(entry["layout"], "index.json").exists() for entry in data.values()):
         return None
     return data
@@ -385,6 +392,55 @@ def build_pause(node_bin: Path) -> dict[str, str]:
     return {"ref": PAUSE_REF, "layout": str(layout)}
 
 
+def builder_bin_dir() -> Path:
+    out = subprocess.run(["bash", str(HERE / "build-builder.sh"), "--print-bin-dir"], check=True, capture_output=True)
+    return Path(out.stdout.decode().strip())
+
+
+def builder_entry() -> dict[str, str]:
+    """Where the builder image of this checkout's KANIKO_VERSION is (or would be): its ref and layout."""
+    version = builder_bin_dir().parent.name.removeprefix("builder-kaniko")
+    return {"ref": f"{BUILDER_REPO}:{version}", "layout": str(images_dir() / f"builder-kaniko{version}")}
+
+
+def build_builder() -> dict[str, str] | None:
+    """The in-cluster image builder: one layer with Kaniko's executor and a CA bundle, laid out as
+    Kaniko's own image is (everything under /kaniko, which Kaniko never replaces while it unpacks a
+    base image over the container's root). None when build-builder.sh has not built the executor."""
+    executor = builder_bin_dir() / "executor"
+    if not executor.exists():
+        return None
+    entry = builder_entry()
+    layout = Path(entry["layout"])
+    if (layout / "index.json").exists():
+        return entry
+    work = images_dir() / f"{layout.name}-src"
+    if work.exists():
+        shutil.rmtree(work)
+    kaniko = work / "root" / "kaniko"
+    (kaniko / "ssl" / "certs").mkdir(parents=True)
+    (kaniko / ".docker").mkdir()
+    (work / "root" / "workspace").mkdir()
+    shutil.copy2(executor, kaniko / "executor")
+    if HOST_CA_BUNDLE.exists():  # public registries' CAs; a private one's comes from the datacenter
+        shutil.copy2(HOST_CA_BUNDLE, kaniko / "ssl" / "certs" / "ca-certificates.crt")
+    layer = work / "layer.tar"
+    digest, size = tar_layer(work / "root", layer)
+    config = {
+        "Entrypoint": ["/kaniko/executor"],
+        "Env": [
+            "PATH=/usr/local/bin:/kaniko",
+            "HOME=/root",
+            "USER=root",
+            "SSL_CERT_DIR=/kaniko/ssl/certs",
+            "DOCKER_CONFIG=/kaniko/.docker/",
+        ],
+        "WorkingDir": "/workspace",
+    }
+    write_layout(layout, entry["ref"], [(layer, digest, size)], config)
+    return entry
+
+
 def node_bin_dir() -> Path:
     out = subprocess.run(["bash", str(HERE / "build-node.sh"), "--print-bin-dir"], check=True, capture_output=True)
     return Path(out.stdout.decode().strip())
@@ -402,6 +458,9 @@ def main(argv: list[str]) -> int:
         print(f"image portal: {entry['ref']} ({entry['layout']})")
         return 0
     result = {"runtime": build_runtime(), "pause": build_pause(node_bin_dir())}
+    builder = build_builder()
+    if builder is not None:
+        result["builder"] = builder
     manifest_path().write_text(json.dumps(result, indent=2))
     for name, entry in result.items():
         print(f"image {name}: {entry['ref']} ({entry['layout']})")

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from paddlecloud.contract import spec as contract_spec
-from paddlecloud.ctl import jobs, spec
+from paddlecloud.ctl import images, jobs, spec
 from paddlecloud.ctl.app import (
     OUTPUT,
     cli,
@@ -67,6 +67,11 @@ def _default_jobname(package: str) -> str:
 @click.option("-dry-run", "--dry-run", "dry_run", is_flag=True,
               help="Only ask the portal whether it would accept the job (quota included); upload and create nothing.")
 @click.option("-o", "--output", type=OUTPUT, default="table", help="Print the submitted job as json or yaml.")
+@click.option("-build", "--build", "build", is_flag=True,
+              help="Build -image in the cluster first (the package on -base-image, pushed with -registry); "
+              "the job waits for it, then runs on it.")
+@click.option("-base-image", "--base-image", "base_image", default="",
+              help="With -build: the image to build on (default: the datacenter's).")
 @click.argument("package")
 @click.pass_context
 def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
@@ -108,8 +113,20 @@ def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
     if not is_remote(package) and not Path(package).expanduser().is_dir():
         what = "is not a directory" if Path(package).expanduser().exists() else "does not exist"
         raise UsageProblem(f"PACKAGE: {package} {what} (give a local directory or a /pfs/ path)")
+    if flags["build"] and not (flags["image"] and flags["registry"]):
+        raise UsageProblem("-build needs -image (where to push the build) and -registry (the secret to push with)")
     session = session_of(ctx)
-    job, summary = jobs.submit(session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"])
+
+    def request_build(spec: dict[str, Any]) -> None:
+        build = images.request_build(
+            session, spec["package"], spec["image"], spec["registry"], flags["base_image"], spec.get("datacenter")
+        )
+        spec["build"] = build["uid"]
+        note(f"image build {build['uid']} of {spec['image']} queued; the job waits for it "
+             f"(paddlectl image-logs -f {build['uid']})")
+
+    job, summary = jobs.submit(session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"],
+                               before_create=request_build if flags["build"] else None)
     if flags["dry_run"]:
         if flags["output"] in ("json", "yaml"):
             click.echo(dump(job, flags["output"]))

@@ -7,9 +7,18 @@ and prints. Importing a cmd_* module attaches its commands to the groups in `app
 
 from __future__ import annotations
 
-from paddlecloud.ctl import cmd_account, cmd_build, cmd_config, cmd_files, cmd_help, cmd_jobs, cmd_metrics
+from paddlecloud.ctl import (
+    cmd_account,
+    cmd_build,
+    cmd_config,
+    cmd_files,
+    cmd_help,
+    cmd_images,
+    cmd_jobs,
+    cmd_metrics,
+)
 from paddlecloud.ctl.app import cli
 
-COMMAND_MODULES = (cmd_jobs, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_config, cmd_help)
+COMMAND_MODULES = (cmd_jobs, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_config, cmd_help)
 
 __all__ = ["COMMAND_MODULES", "cli"]

@@ -49,12 +49,15 @@ def submit(
     chunk_size: int | None = None,
     flags: dict[str, str] | None = None,
     dry_run: bool = False,
+    before_create: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[dict[str, Any], Summary | None]:
     """Check the spec, ask the portal (a dry run), upload a local package directory, and create the job.
 
     The dry run comes first, so a job the portal would refuse (quota, registry, name, a bad value)
     uploads nothing. If the job is still refused after the upload (something changed in between),
     what the upload added is removed again. dry_run=True stops after the dry run and returns its answer.
+    before_create(body): called once the package is in place, just before the job is created (`-build`
+    requests the image build there and names it in the body).
     """
     body = {k: v for k, v in spec.items() if v is not None}
     body.setdefault("datacenter", session.portal_datacenter)
@@ -77,11 +80,15 @@ def submit(
     if dry_run:
         return checked, None
     if local is None:
+        if before_create:
+            before_create(body)
         return _post_job(session, body, None, flags), None
     files = Files(session)
     before = _before_upload(files, body["package"])
     summary = files.copy([str(local) + "/"], body["package"] + "/", progress, chunk_size, package=True)
     try:
+        if before_create:
+            before_create(body)
         job = _post_job(session, body, None, flags)
     except APIError:
         _remove_added(files, body["package"], before)

@@ -45,6 +45,7 @@ KINDS: dict[str, Resource] = {
     "Namespace": Resource("/api/v1", "namespaces", namespaced=False),
     "ResourceQuota": Resource("/api/v1", "resourcequotas"),
     "Secret": Resource("/api/v1", "secrets"),
+    "ConfigMap": Resource("/api/v1", "configmaps"),
     "Service": Resource("/api/v1", "services"),
     "Pod": Resource("/api/v1", "pods"),
     "Event": Resource("/api/v1", "events"),

@@ -145,16 +145,9 @@ class KubernetesEngine(Engine):
             owner=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
         )
 
-        try:
-            self.k8s.create("Namespace", None, m.namespace(ns, self.datacenter.name, username))
-        except kube.Conflict:
-            pass
-        except kube.KubeError as exc:
-            raise self._refused(f"namespace {ns}", exc) from None
-        limits = quota.limits(job.owner, self.datacenter)
-        self._ensure_current("ResourceQuota", m.resource_quota(ns, self.datacenter.name, username, limits))
+        self.ensure_user_namespace(job.owner, ns)
         if job.spec.get("registry"):
-            self._ensure_registry_secret(job, ns)
+            self.ensure_registry_secret(job.owner, job.spec["registry"], ns)
 
         owner = self._ensure("Service", m.service(plan), read_existing=True)  # its uid is the owner reference
         if plan.pservers:
@@ -164,13 +157,25 @@ class KubernetesEngine(Engine):
             for index in range(count):
                 Worker.objects.get_or_create(job=job, role=role, index=index)
 
-    def _ensure_registry_secret(self, job: Job, ns: str) -> None:
-        name = job.spec["registry"]
-        secret = RegistrySecret.objects.filter(owner=job.owner, name=name).first()
+    def ensure_user_namespace(self, user: Any, ns: str) -> None:
+        """The user's namespace and its ResourceQuota (their compute quota), made or brought up to date."""
+        username = user.get_username()
+        try:
+            self.k8s.create("Namespace", None, m.namespace(ns, self.datacenter.name, username))
+        except kube.Conflict:
+            pass
+        except kube.KubeError as exc:
+            raise self._refused(f"namespace {ns}", exc) from None
+        limits = quota.limits(user, self.datacenter)
+        self._ensure_current("ResourceQuota", m.resource_quota(ns, self.datacenter.name, username, limits))
+
+    def ensure_registry_secret(self, user: Any, name: str, ns: str) -> None:
+        """The user's registry secret `name` as the docker-config Secret `pcr-<name>` in their namespace."""
+        secret = RegistrySecret.objects.filter(owner=user, name=name).first()
         if secret is None:
             raise EngineError(f"registry: you have no registry secret named {name!r} any more")
         body = m.registry_secret(
-            ns, name, self.datacenter.name, job.owner.get_username(), secret.server, secret.username, secret.password
+            ns, name, self.datacenter.name, user.get_username(), secret.server, secret.username, secret.password
         )
         self._ensure_current("Secret", body, readable=False)
 

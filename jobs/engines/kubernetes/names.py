@@ -11,6 +11,7 @@ DATACENTER_LABEL = "paddlecloud.org/datacenter"
 USER_LABEL = "paddlecloud.org/user"
 JOB_LABEL = "paddlecloud.org/job"
 ROLE_LABEL = "paddlecloud.org/role"
+BUILD_LABEL = "paddlecloud.org/build"  # an image build's objects (images/), instead of JOB_LABEL
 # Set by the controllers on every pod they make.
 TRAINER_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation and label of Indexed Job pods
 PSERVER_INDEX = "apps.kubernetes.io/pod-index"  # label of StatefulSet pods
@@ -67,8 +68,17 @@ def registry_secret_name(registry: str) -> str:
 
 
 def datacenter_selector(datacenter: str) -> str:
-    """The label selector of every object the engine made in one datacenter."""
-    return f"{MANAGED_BY}={MANAGER},{DATACENTER_LABEL}={datacenter}"
+    """The label selector of every job object the engine made in one datacenter (image builds excluded)."""
+    return f"{MANAGED_BY}={MANAGER},{DATACENTER_LABEL}={datacenter},!{BUILD_LABEL}"
+
+
+def builds_selector(datacenter: str) -> str:
+    """The label selector of every image build's objects in one datacenter."""
+    return f"{MANAGED_BY}={MANAGER},{DATACENTER_LABEL}={datacenter},{BUILD_LABEL}"
+
+
+def build_job_name(uid: str) -> str:
+    return uid  # "build-<suffix>": already unique, short, and DNS-safe
 
 
 def job_selector(uid: str, role: str | None = None) -> str:

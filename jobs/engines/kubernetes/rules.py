@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from paddlecloud.contract.imageref import image_problem
+
+from jobs.engines.kubernetes.build import ca_problem
 from jobs.engines.rules import EngineRules
 from portal.datacenters.models import Datacenter, StorageKind
+from portal.errors import Invalid
 
 _REQUIRED_BY_KIND: dict[StorageKind, list[str]] = {
     StorageKind.HOSTPATH: ["host_path"],
@@ -25,4 +29,13 @@ class KubernetesRules(EngineRules):
                 errors[field] = f"required for {datacenter.get_storage_kind_display()} storage"
         if datacenter.storage_kind == StorageKind.LOCAL:
             errors["storage_kind"] = "pods cannot mount a local directory; choose hostPath, NFS, CephFS or PVC"
+        if datacenter.builder_image and (problem := image_problem(datacenter.builder_image)):
+            errors["builder_image"] = problem
+        if datacenter.builder_ca and (problem := ca_problem(datacenter.builder_ca)):
+            errors["builder_ca"] = problem
         return errors
+
+    @classmethod
+    def check_builds(cls, datacenter: Datacenter) -> None:
+        if not datacenter.builder_image:
+            raise Invalid(f"{datacenter.name} has no image builder configured (ask its operators)", "datacenter")

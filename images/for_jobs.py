@@ -1,0 +1,70 @@
+"""What jobs need of image builds (`paddlectl submit -build`): check a submit's `build`, and gate its start.
+
+A job whose spec names a build runs on that build's image, pulled with its registry secret. It is
+written `queued` at once (its quota counted) and stays there while the build runs: submit_job asks
+`gate` first and returns without starting it; when the build ends, images.states.wake_jobs enqueues
+submit_job again (the reconciler's stuck-submission sweep is the safety net). No worker slot waits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from images.models import BuildState, ImageBuild
+from jobs.models import Job, JobState, Reason
+from jobs.states import transition
+from portal.errors import Invalid
+
+
+def check_build(user: Any, datacenter: Any, spec: dict[str, Any]) -> None:
+    """Fill `image` and `registry` of a spec naming a build from the build; refuse a mismatch (400, naming it)."""
+    uid = spec.get("build") or ""
+    if not uid:
+        return
+    build = ImageBuild.objects.filter(owner=user, uid=uid).first()
+    if build is None:
+        raise Invalid(f"you have no image build {uid[:40]!r} (see `paddlectl images`)", "build")
+    if build.datacenter_id != datacenter.pk:
+        raise Invalid(f"{uid} builds in {build.datacenter.name}, not in {datacenter.name}", "build")
+    if build.state in (BuildState.FAILED, BuildState.CANCELLED):
+        raise Invalid(f"{uid} {build.state}: {build.message[:200]}", "build")
+    for field, value in (("image", build.image), ("registry", build.registry)):
+        if spec.get(field) and spec[field] != value:
+            raise Invalid(f"must be {value!r} (what build {uid} uses) or left out", field)
+        spec[field] = value
+
+
+def build_of(job: Job) -> ImageBuild | None:
+    """The build a job runs on (spec `build`), for its page; None when it names none."""
+    uid = (job.spec or {}).get("build")
+    return ImageBuild.objects.filter(owner_id=job.owner_id, uid=uid).first() if uid else None
+
+
+WAIT, GO, FAILED = "wait", "go", "failed"
+
+
+def gate(job_id: int) -> str:
+    """May the queued job start? GO (no build, or it succeeded), WAIT (still building), FAILED (job failed)."""
+    job = Job.objects.filter(pk=job_id).only("spec", "owner_id", "state").first()
+    uid = (job.spec or {}).get("build") if job else ""
+    if job is None or not uid or job.state != JobState.QUEUED:
+        return GO
+    build = ImageBuild.objects.filter(owner_id=job.owner_id, uid=uid).only("state", "message").first()
+    if build is None:
+        transition(job_id, JobState.FAILED, reason=Reason.BUILD_FAILED, message=f"image build {uid} is gone")
+        return FAILED
+    if build.state == BuildState.SUCCEEDED:
+        return GO
+    if build.state in (BuildState.FAILED, BuildState.CANCELLED):
+        message = f"image build {uid} {build.state}: {build.message}"[:2000]
+        transition(job_id, JobState.FAILED, reason=Reason.BUILD_FAILED, message=message)
+        return FAILED
+    # Touching updated_at keeps the stuck-submission sweep from re-sending it every cycle.
+    Job.objects.filter(pk=job_id, state=JobState.QUEUED).update(
+        reason=Reason.IMAGE_BUILDING,
+        message=f"waiting for image build {uid} ({build.state})",
+        updated_at=timezone.now(),
+    )
+    return WAIT

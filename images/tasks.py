@@ -1,0 +1,70 @@
+"""Celery tasks for image builds: passed ids, idempotent, safe to run twice or after a worker died."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.app.task import Task
+from django.db.models import Q
+from django.utils import timezone
+
+from images import builder
+from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
+from images.states import transition
+from jobs.engines.base import EngineError, TransientEngineError
+from jobs.locks import exclusive
+from portal.datacenters.models import Datacenter
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="images.start_build", bind=True, max_retries=None, acks_late=True)
+def start_build(self: Task, build_id: int) -> None:  # type: ignore[type-arg]
+    """Claim the build (queued -> building) and create its builder; a repeat finds the Job and stops."""
+    transition(build_id, BuildState.BUILDING, started_at=timezone.now())
+    build = ImageBuild.objects.select_related("owner", "datacenter").filter(pk=build_id).first()
+    if build is None or build.state != BuildState.BUILDING or build.k8s_job:
+        return  # cancelled, gone, or started already
+    with exclusive(f"build-{build_id}") as held:
+        if not held:
+            return  # another worker is starting this very build
+        try:
+            builder.start(build)
+        except EngineError as exc:
+            transition(build_id, BuildState.FAILED, message=str(exc))
+        except TransientEngineError as exc:
+            ImageBuild.objects.filter(pk=build_id, state=BuildState.BUILDING).update(message=f"retrying: {exc}")
+            raise self.retry(countdown=min(60, 2 ** min(self.request.retries, 6))) from None
+    build.refresh_from_db()
+    if build.state == BuildState.CANCELLED:
+        stop_build.delay(build_id)  # cancelled while its Job was being made
+
+
+@shared_task(name="images.stop_build", acks_late=True)
+def stop_build(build_id: int) -> None:
+    """Archive a finished or cancelled build's log and delete its builder."""
+    build = ImageBuild.objects.select_related("owner", "datacenter").filter(pk=build_id).first()
+    if build is None or build.is_active or build.released:
+        return
+    try:
+        builder.release(build)
+    except (EngineError, TransientEngineError) as exc:
+        log.warning("releasing build %s failed (the next poll retries): %s", build.uid, exc)
+
+
+@shared_task(name="images.poll_builds", ignore_result=True)
+def poll_builds() -> None:
+    with exclusive("poll-builds") as held:
+        if not held:
+            return  # the previous cycle is still running
+        busy = Datacenter.objects.filter(
+            Q(image_builds__state__in=ACTIVE_BUILD_STATES) | Q(image_builds__released=False)
+        ).distinct()
+        for datacenter in busy:
+            try:
+                for build_id in builder.poll(datacenter):
+                    start_build.delay(build_id)
+            except Exception:
+                # One broken datacenter must not stop the others from being followed.
+                log.exception("polling the builds of datacenter %s failed", datacenter.name)

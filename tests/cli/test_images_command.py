@@ -1,0 +1,104 @@
+"""paddlectl and in-cluster image builds: `submit -build` uploads, requests the build and submits a job
+that waits for it; `images`, `image-status`, `image-logs` and `image-cancel` read and cancel builds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from paddlecloud.ctl import images
+from paddlecloud.ctl.api import Session
+from paddlecloud.ctl.errors import UsageProblem
+
+from images.models import ImageBuild
+from jobs.engines import EngineName as Engine
+from jobs.models import Job
+from portal.datacenters.models import Datacenter, StorageKind
+from portal.registry.models import RegistrySecret
+from tests.cli.conftest import Portal
+
+REGISTRY = "r.example:5000"
+
+
+@pytest.fixture
+def kdc(portal: Portal, tmp_path: Path) -> Datacenter:
+    root = tmp_path / "kpfs"
+    (root / "home").mkdir(parents=True)
+    (root / "public").mkdir()
+    RegistrySecret.objects.create(owner=portal.user, name="mine", server=REGISTRY, username="alice", password="pw")
+    return Datacenter.objects.create(
+        name="kdc",
+        engine=Engine.KUBERNETES,
+        kubeconfig="apiVersion: v1\nkind: Config\n",
+        storage_kind=StorageKind.HOSTPATH,
+        host_path=str(root),
+        storage_root=str(root),
+        builder_image=f"{REGISTRY}/tools/kaniko:1",
+        cpu_image=f"{REGISTRY}/paddle:3",
+    )
+
+
+def test_submit_build_uploads_requests_the_build_and_the_job_waits_for_it(
+    portal: Portal, kdc: Datacenter, tmp_path: Path
+) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "train.py").write_text("print('loss 0.1')\n")
+    image = f"{REGISTRY}/alice/fit:1"
+    result = portal.run(
+        "submit",
+        "-build",
+        "-image",
+        image,
+        "-registry",
+        "mine",
+        "-datacenter",
+        "kdc",
+        "-jobname",
+        "fit",
+        "-entry",
+        "python train.py",
+        str(package),
+    )
+    assert result.exit_code == 0, result.output
+    build = ImageBuild.objects.get()
+    assert (build.image, build.registry, build.package) == (image, "mine", "/pfs/kdc/home/alice/jobs/fit")
+    assert (Path(kdc.storage_root) / "home" / "alice" / "jobs" / "fit" / "train.py").exists()
+    job = Job.objects.get(name="fit")
+    assert (job.spec["build"], job.spec["image"], job.state) == (build.uid, image, "queued")
+    assert build.uid in result.stderr
+
+    listed = portal.run("images", "-o", "json")
+    assert [b["uid"] for b in json.loads(listed.stdout)] == [build.uid]
+    status = portal.run("image-status", build.uid)
+    assert build.uid in status.stdout and "queued" in status.stdout
+    assert portal.run("image-logs", build.uid).exit_code == 0
+    cancelled = portal.run("image-cancel", build.uid)
+    assert "cancelled" in cancelled.stdout
+
+
+def test_submit_build_without_image_or_registry_is_refused_before_anything_is_sent(
+    portal: Portal, kdc: Datacenter, tmp_path: Path
+) -> None:
+    result = portal.run("submit", "-build", "-entry", "python t.py", str(tmp_path))
+    assert result.exit_code != 0
+    assert "-build needs -image" in result.stderr
+    assert not ImageBuild.objects.exists() and not Job.objects.exists()
+
+
+def test_the_sdk_uploads_a_local_package_then_requests_its_build(
+    portal: Portal, kdc: Datacenter, tmp_path: Path
+) -> None:
+    package = tmp_path / "mymodel"
+    package.mkdir()
+    (package / "train.py").write_text("print('loss 0.1')\n")
+    session = Session.from_config(portal.config)
+    folder = images.package_folder(session, package, "kdc")
+    assert folder == "/pfs/kdc/home/alice/builds/mymodel"
+    assert (Path(kdc.storage_root) / "home" / "alice" / "builds" / "mymodel" / "train.py").exists()
+    build = images.request_build(session, folder, f"{REGISTRY}/alice/mymodel:1", "mine", datacenter="kdc")
+    assert images.get_build(session, build["uid"])["state"] == "queued"
+    assert [b["uid"] for b in images.list_builds(session, active=True)] == [build["uid"]]
+    with pytest.raises(UsageProblem, match="-image"):
+        images.request_build(session, folder, "Not An Image", "mine")
