@@ -102,3 +102,29 @@ def test_the_sdk_uploads_a_local_package_then_requests_its_build(
     assert [b["uid"] for b in images.list_builds(session, active=True)] == [build["uid"]]
     with pytest.raises(UsageProblem, match="-image"):
         images.request_build(session, folder, "Not An Image", "mine")
+
+
+def test_build_remote_uploads_the_package_and_requests_the_build(
+    portal: Portal, kdc: Datacenter, tmp_path: Path
+) -> None:
+    package = tmp_path / "fit"
+    package.mkdir()
+    (package / "train.py").write_text("print('loss 0.1')\n")
+    image, base = f"{REGISTRY}/alice/fit:2", f"{REGISTRY}/paddle:3"
+    args = ["build", "--remote", "--datacenter", "kdc", str(package), "/workspace/package", base, image]
+    no_registry = portal.run(*args)
+    assert (
+        no_registry.exit_code == 2
+        and "--registry: --remote pushes with one of your registry secrets" in no_registry.stderr
+    )
+    wrong_dest = portal.run(*[a if a != "/workspace/package" else "/opt/job" for a in args], "--registry", "mine")
+    assert wrong_dest.exit_code == 2 and "DEST: the in-cluster builder puts the package at /workspace/package" in (
+        wrong_dest.stderr
+    )
+    assert not ImageBuild.objects.exists()
+    result = portal.run(*args, "--registry", "mine", "--detach")
+    assert result.exit_code == 0, result.output
+    build = ImageBuild.objects.get()
+    assert (build.image, build.base_image, build.registry, build.state) == (image, base, "mine", "queued")
+    assert (Path(kdc.storage_root) / build.package.removeprefix("/pfs/kdc/") / "train.py").exists()
+    assert build.uid in result.stderr

@@ -9,10 +9,20 @@ from pathlib import Path
 import click
 
 from paddlecloud import builders, images
+from paddlecloud.contract.dockerfile import DEFAULT_DEST
+from paddlecloud.ctl import cmd_images
 from paddlecloud.ctl.app import cli, note
 from paddlecloud.ctl.errors import UsageProblem
 
 ROOT_HINT = "1000 for PaddleCloud's runtime image, root for paddlepaddle/paddle"
+
+
+def _check_remote(dest: str, registry: str) -> None:
+    """The in-cluster build (POST /api/v1/images) always pushes, to the registry secret's server."""
+    if not registry:
+        raise UsageProblem("--registry: --remote pushes with one of your registry secrets; name it")
+    if dest != DEFAULT_DEST:
+        raise UsageProblem(f"DEST: the in-cluster builder puts the package at {DEFAULT_DEST}; pass that")
 
 
 def _context_dir(given: Path | None) -> tuple[Path, bool]:
@@ -34,8 +44,16 @@ def _context_dir(given: Path | None) -> tuple[Path, bool]:
               help="Use this builder (default: the first working one of buildah, podman, docker).")
 @click.option("--base-user", "-base-user", default=None,
               help=f"BASE_IMAGE's USER, restored after pip runs as root (default: asked of the builder; {ROOT_HINT}).")
-def build(src: Path, dest: str, base_image: str, runtime_image: str, push: bool, context_dir: Path | None,
-          builder: str | None, base_user: str | None) -> None:
+@click.option("--remote", "-remote", is_flag=True,
+              help="Build in the cluster instead (no builder needed here): SRC is uploaded (or a /pfs/ folder), "
+                   f"DEST must be {DEFAULT_DEST}, and the image is pushed with --registry.")
+@click.option("--registry", "-registry", default="", help="With --remote: the registry secret to push with.")
+@click.option("--datacenter", "-datacenter", default=None, help="With --remote: the datacenter that builds.")
+@click.option("--detach", "-detach", is_flag=True, help="With --remote: print the build's id and return at once.")
+@click.pass_context
+def build(ctx: click.Context, src: Path, dest: str, base_image: str, runtime_image: str, push: bool,
+          context_dir: Path | None, builder: str | None, base_user: str | None, remote: bool, registry: str,
+          datacenter: str | None, detach: bool) -> None:
     """Copy the trainer package SRC to DEST in an image FROM BASE_IMAGE, install SRC/requirements.txt
     (when there is one) with pip, and tag the result RUNTIME_IMAGE (as the original tools/build_docker.sh).
 
@@ -46,6 +64,10 @@ def build(src: Path, dest: str, base_image: str, runtime_image: str, push: bool,
         registry.example.com/alice/fit:1 --push
     """
     dest = images.check_inputs(dest, base_image, runtime_image)
+    if remote:
+        _check_remote(dest, registry)
+        cmd_images.remote_build(ctx, str(src), runtime_image, registry, base_image, datacenter, follow=not detach)
+        return
     package = images.scan(src)
     found = builders.find_builder(builder)
     if package.has_requirements and base_user is None:
