@@ -98,7 +98,7 @@ class Portal:
             .stdout.strip()
             .splitlines()[-1]
         )
-        self.log = open(self.var / "gunicorn.log", "wb")  # open for the server's life, closed by stop()
+        self.log = (self.var / "gunicorn.log").open("wb")  # open for the server's life, closed by stop()
         self.process = subprocess.Popen(
             [
                 GUNICORN,

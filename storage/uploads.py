@@ -18,6 +18,7 @@ The checksum format lives in storage.checksums, the streaming reads and writes i
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -280,10 +281,9 @@ def _verify_chunks(upload: Upload, rows: list[tuple[int, bool, str]]) -> list[tu
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         for index, ok, digest in rows:
-            if ok:
-                if hash_range(fd, index * upload.chunk_size, upload.chunk_length(index)) != digest:
-                    ok = False
-                    UploadChunk.objects.filter(upload=upload, index=index).update(ok=False)
+            if ok and hash_range(fd, index * upload.chunk_size, upload.chunk_length(index)) != digest:
+                ok = False
+                UploadChunk.objects.filter(upload=upload, index=index).update(ok=False)
             checked.append((index, ok, digest))
     finally:
         os.close(fd)
@@ -483,10 +483,9 @@ def abort(user: Any, upload_id: str) -> None:
 
 
 def _remove_temp(storage: PfsStorage, upload: Upload) -> None:
-    try:
+    # Gone already (its directory was removed), or the storage is away: nothing of ours to keep.
+    with contextlib.suppress(OSError):
         storage.remove(upload.temp_name)
-    except OSError:
-        pass  # gone already (its directory was removed), or the storage is away: nothing of ours to keep
 
 
 def cleanup(now: datetime | None = None) -> int:

@@ -34,6 +34,7 @@ store port taken, cannot start /bin/sh), 128+N the launcher was signalled before
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -185,10 +186,8 @@ class SignalRelay:
         if signum in self._relayed or self.exiting:
             return  # our own relayed copy coming back (we are in the group too)
         self._relayed.add(signum)
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signum)
-        except OSError:
-            pass
         if not self.child_started:
             raise Interrupted(signum)  # unwind venv install / waits; the entry never ran
 
@@ -196,10 +195,8 @@ class SignalRelay:
 def _own_process_group() -> None:
     # The relay signals our whole group: it must be ours, not a shell's holding other jobs.
     if os.getpgrp() != os.getpid():
-        try:
+        with contextlib.suppress(PermissionError):  # a session leader already leads its group
             os.setpgid(0, 0)
-        except PermissionError:
-            pass  # a session leader already leads its group
 
 
 def _open_log(facts: Facts) -> BinaryIO:
@@ -255,10 +252,8 @@ def reap_descendants(tee: Tee, settle: float = 2.0, grace: float = 5.0) -> None:
         pids = _children()
         tee.line(f"sending {signal.Signals(sig).name} to {len(pids)} process(es) the entry left running")
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         if _reap_until(time.monotonic() + grace):
             return
 

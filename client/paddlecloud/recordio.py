@@ -43,7 +43,7 @@ class Writer:
         self.path = Path(path)
         # A dot-prefixed temp name so globs like "prefix-*" never see a half-written shard.
         self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        self._f: BinaryIO = open(self._tmp, "wb")
+        self._f: BinaryIO = self._tmp.open("wb")  # open until close(), which renames it into place
         self._f.write(MAGIC)
         self.count = 0
 

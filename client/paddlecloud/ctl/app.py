@@ -8,6 +8,7 @@ failed, 2 for a usage or config error.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
@@ -158,10 +159,8 @@ def run_guarded(call: Callable[[], Any], argv: list[str]) -> int:
         return 130
     except BrokenPipeError:
         # `paddlectl logs job | head`: the reader left; say nothing.
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            sys.stdout = Path(os.devnull).open("w")  # noqa: SIM115 - replaces stdout for the rest of the process
         return 0
     except OSError as exc:
         if debug:
