@@ -79,7 +79,7 @@ def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None
     if target.is_area_root:
         raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
     storage = target.storage
-    parent = os.path.dirname(target.name)
+    parent = os.path.dirname(target.name)  # noqa: PTH120 - a storage name's top is "" (Path.parent says ".")
     try:
         try:
             existing = storage.lstat(target.name)
@@ -133,7 +133,7 @@ def _refuse_normalization_clash(
     storage: PfsStorage, logical: str, name: str, missing_dirs: list[str], target_is_new: bool
 ) -> None:
     """Refuse creating a name that differs from an existing sibling only by Unicode normalization."""
-    parent = os.path.dirname(name)
+    parent = os.path.dirname(name)  # noqa: PTH120 - a storage name's top is "" (Path.parent says ".")
     candidates: list[str] = []
     if missing_dirs:
         # Only the first missing directory has an existing parent to clash in.

@@ -160,7 +160,7 @@ def package_pythonpath(cache: Path) -> Path:
         tmp = d / f".paddlecloud.{os.getpid()}"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(pkg, target_is_directory=True)
-        os.replace(tmp, link)  # atomic: concurrent launchers never see a missing link
+        tmp.replace(link)  # atomic: concurrent launchers never see a missing link
     return d
 
 
@@ -202,7 +202,7 @@ def _own_process_group() -> None:
 def _open_log(facts: Facts) -> BinaryIO:
     try:
         facts.log_dir.mkdir(parents=True, exist_ok=True)
-        return open(facts.log_dir / LOG_NAME, "ab", buffering=0)
+        return (facts.log_dir / LOG_NAME).open("ab", buffering=0)
     except OSError as e:
         raise LaunchError(EXIT_OS_ERROR, f"cannot open the log in {facts.log_dir}: {e}") from None
 
@@ -335,7 +335,7 @@ def _best_effort_log(message: str) -> None:
         try:
             d = Path(out) / f"{role}_{int(idx)}"
             d.mkdir(parents=True, exist_ok=True)
-            with open(d / LOG_NAME, "a") as f:
+            with (d / LOG_NAME).open("a") as f:
                 f.write(f"[paddlecloud-launch] {message}\n")
         except OSError:
             pass

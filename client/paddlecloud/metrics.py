@@ -122,7 +122,7 @@ class MetricsWriter:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as out:
+            with self.path.open("a", encoding="utf-8") as out:
                 out.write("".join(lines))
         except OSError as exc:
             self._warn("write", f"paddlecloud.metrics: cannot write {self.path}: {exc}; metrics are dropped")

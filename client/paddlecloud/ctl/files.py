@@ -302,7 +302,7 @@ class Files:
         try:
             if response.status_code == 416:  # the part is the whole file already
                 response.close()
-                os.replace(part, local)
+                part.replace(local)
                 meta.unlink(missing_ok=True)
                 size = local.stat().st_size
                 progress.advance(size)
@@ -330,7 +330,7 @@ class Files:
             raise
         finally:
             response.close()
-        os.replace(part, local)
+        part.replace(local)
         meta.unlink(missing_ok=True)
         return local.stat().st_size
 
@@ -475,6 +475,6 @@ def _walk(root: Path, package: bool, summary: Summary) -> tuple[list[tuple[Path,
             kept_files.append(name)
         for name in kept_files:
             files.append((here / name, nfc((rel_dir / name).as_posix())))
-        if not kept_files and not kept_dirs and rel_dir != Path("."):
+        if not kept_files and not kept_dirs and rel_dir != Path():
             empty.append(nfc(rel_dir.as_posix()))
     return files, empty

@@ -97,7 +97,7 @@ def oom_kills(events_text: str) -> int:
 
 
 def _write(path: Path, value: str) -> None:
-    with open(path, "w") as f:
+    with path.open("w") as f:
         f.write(value)
 
 

@@ -159,7 +159,7 @@ def system_binds(root: Path = Path("/")) -> tuple[tuple[Bind, ...], tuple[tuple[
     for name in SYSTEM_DIRS:
         path = root / name
         if path.is_symlink():
-            links.append((os.readlink(path), f"/{name}"))
+            links.append((str(path.readlink()), f"/{name}"))
         elif path.is_dir():
             binds.append(Bind(path, f"/{name}"))
     for name in ETC_ENTRIES:
@@ -196,7 +196,7 @@ def identity_files(directory: Path, uid: int, gid: int, host_hosts: Path = Path(
             tmp = directory / f".{name}.{os.getpid()}"
             tmp.write_text(text)
             tmp.chmod(0o644)
-            os.replace(tmp, path)
+            tmp.replace(path)
     return directory
 
 

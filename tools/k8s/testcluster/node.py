@@ -32,6 +32,11 @@ NODE_LABEL = "paddlecloud.org/node"  # = "real" on this node, so tests and users
 # device`). A node holds this lock from prepare() to cleanup_host(); another waits for it.
 HOST_LOCK = Path("/run/paddlecloud-node/host.lock")
 HOST_LOCK_WAIT_SECONDS = 1800
+NETNS_DIR = Path("/run/netns")  # where `ip netns` (and the CNI plugins) name network namespaces
+
+
+def _netns_names() -> set[str]:
+    return {entry.name for entry in NETNS_DIR.iterdir()} if NETNS_DIR.is_dir() else set()
 
 
 def node_bin_dir() -> Path:
@@ -127,7 +132,7 @@ class NodeRunner:
         self._lock_host()
         for d in (self.dir, self.run_dir, self.dir / "cni", self.dir / "kubelet"):
             d.mkdir(parents=True, exist_ok=True)
-        self._netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+        self._netns_before = _netns_names()
         names = ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready")
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self._bridge_up()
@@ -378,16 +383,15 @@ state = "{self.run_dir / "state"}"
         for mount in reversed(mounts):
             if mount.startswith((str(self.dir), str(self.run_dir))):
                 subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
-        if os.path.isdir("/run/netns"):
-            for ns in set(os.listdir("/run/netns")) - self._netns_before:
-                if ns.startswith("cni-"):
-                    subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
+        for ns in _netns_names() - self._netns_before:
+            if ns.startswith("cni-"):
+                subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", self.node.bridge], capture_output=True, check=False)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         for hierarchy in self._kubepods_cgroups():
             for dirpath, _, _ in sorted(os.walk(hierarchy), key=lambda w: -len(w[0])):
                 with contextlib.suppress(OSError):
-                    os.rmdir(dirpath)
+                    Path(dirpath).rmdir()
         self._unlock_host()
 
     @staticmethod
@@ -434,8 +438,7 @@ state = "{self.run_dir / "state"}"
         found += [f"mount {m}" for m in mounts if m.startswith((str(self.dir), str(self.run_dir)))]
         if subprocess.run(["ip", "link", "show", self.node.bridge], capture_output=True, check=False).returncode == 0:
             found.append(f"interface {self.node.bridge}")
-        if os.path.isdir("/run/netns"):
-            found += [f"netns {n}" for n in set(os.listdir("/run/netns")) - self._netns_before]
+        found += [f"netns {n}" for n in _netns_names() - self._netns_before]
         found += [f"cgroup {c}" for c in self._kubepods_cgroups()]
         return found
 
