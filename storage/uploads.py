@@ -328,7 +328,7 @@ def complete(user: Any, upload_id: str) -> Upload:
 
 def verify_later(upload_id: uuid.UUID) -> None:
     """Have any Celery worker verify a claimed upload (storage.tasks.verify_upload)."""
-    from storage.tasks import verify_upload  # here: the tasks module imports this one
+    from storage.tasks import verify_upload  # noqa: PLC0415 - here: the tasks module imports this one
 
     verify_upload.delay(str(upload_id))
 

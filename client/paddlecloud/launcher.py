@@ -35,6 +35,7 @@ store port taken, cannot start /bin/sh), 128+N the launcher was signalled before
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import signal
@@ -51,6 +52,7 @@ from typing import BinaryIO
 
 from paddlecloud import launch_env, venvcache
 from paddlecloud.contract import jobenv
+from paddlecloud.gloo_store import GlooStore
 from paddlecloud.launch_env import Facts, FactsError
 
 EXIT_BAD_FACTS = 64
@@ -211,12 +213,8 @@ def _become_subreaper() -> None:
     # /bin/sh (dash) does not exec the last command: python is our grandchild. Orphaned
     # descendants (sh died first, or the entry left a background process) must come back to
     # us so that the launcher exits only when the whole job process is gone.
-    try:
-        import ctypes  # only here: Linux's prctl, and nothing else of the launcher needs ctypes
-
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: orphans go to init instead
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass  # not Linux: orphans go to init instead
 
 
 def _children() -> list[int]:
@@ -294,8 +292,6 @@ def run_entry(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -
 def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
     store = None
     if facts.ps_mode and facts.role == "pserver" and facts.index == 0:
-        from paddlecloud.gloo_store import GlooStore  # only pserver 0 of a PS job serves the store
-
         assert facts.gloo_port is not None
         try:
             store = GlooStore(facts.gloo_port)

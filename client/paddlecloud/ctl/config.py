@@ -87,7 +87,7 @@ class Config:
 
 def _compose(text: str, where: str) -> tuple[Any, Any]:
     """(data, node): the parsed document and its node tree, which knows the line of everything."""
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
+    import yaml  # noqa: PLC0415 - here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     loader = yaml.SafeLoader(text)
     try:
@@ -106,7 +106,7 @@ def _compose(text: str, where: str) -> tuple[Any, Any]:
 
 
 def _child(node: Any, key: str | int) -> Any:
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
+    import yaml  # noqa: PLC0415 - here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -118,7 +118,7 @@ def _child(node: Any, key: str | int) -> Any:
 
 
 def _key_node(node: Any, key: str) -> Any:
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
+    import yaml  # noqa: PLC0415 - here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     if isinstance(node, yaml.MappingNode):
         for key_node, _ in node.value:
@@ -294,7 +294,7 @@ def _write_private(path: Path, text: str) -> None:
 
 def save_entry(path: Path, entry: Datacenter, make_current: bool = True) -> None:
     """Add or replace one datacenter entry (by name) and make it current; other entries are kept."""
-    import yaml  # here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
+    import yaml  # noqa: PLC0415 - here, not at the top: PyYAML costs `paddlectl --help` ~20 ms
 
     entries: list[dict[str, Any]] = []
     current = entry.name

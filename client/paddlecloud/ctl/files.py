@@ -247,7 +247,7 @@ class Files:
                 progress.advance(len(data))
 
     def _put_chunk(self, upload: dict[str, Any], index: int, data: bytes) -> None:
-        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+        import tenacity  # noqa: PLC0415 - here, not at the top: it costs `paddlectl --help` ~25 ms
 
         headers = {"X-Chunk-Checksum": xxh3_bytes(data), "Content-Type": "application/octet-stream"}
         # A chunk damaged on the way is refused by its checksum: send it again (3 times in all).
@@ -320,7 +320,7 @@ class Files:
                         raise PaddleCloudError(f"cannot write {local}: {exc.strerror or exc}") from None
                     progress.advance(len(piece))
         except Exception as exc:
-            import requests  # loaded already: the download went through it
+            import requests  # noqa: PLC0415 - loaded already: the download went through it
 
             if isinstance(exc, requests.exceptions.RequestException):
                 raise NetworkError(

