@@ -67,12 +67,7 @@ def describe(spans: list[list[int]], limit: int = 8) -> str:
 def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None = None) -> Upload:
     """Open an upload to `path`: check access and quota, reserve `size`, create the temp file."""
     digest = parse_checksum(checksum, "checksum")
-    chunk = chunk_size or conf.default_chunk_size()
-    maximum = conf.max_chunk_size()
-    if chunk % conf.CHUNK_ALIGN or not conf.CHUNK_ALIGN <= chunk <= maximum:
-        raise Invalid(
-            f"must be a multiple of {conf.CHUNK_ALIGN} (64 KiB) between {conf.CHUNK_ALIGN} and {maximum}", "chunk_size"
-        )
+    chunk = _chunk_size(chunk_size)
     if size < 0:
         raise Invalid("must not be negative", "size")
     target = paths.resolve(user, path, write=True, follow_last=False)
@@ -80,17 +75,7 @@ def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None
         raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
     storage = target.storage
     parent = os.path.dirname(target.name)  # noqa: PTH120 - a storage name's top is "" (Path.parent says ".")
-    try:
-        try:
-            existing = storage.lstat(target.name)
-        except FileNotFoundError:
-            existing = None
-        if existing is not None and _is_dir(existing):
-            raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
-        missing = storage.missing_dirs(parent)
-        _refuse_normalization_clash(storage, target.logical, target.name, missing, existing is None)
-    except OSError as exc:
-        raise_os_error(exc, target.logical)
+    missing = _missing_dirs(target, parent)
 
     upload = Upload(
         id=uuid.uuid4(),
@@ -123,6 +108,34 @@ def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None
             _remove_temp(storage, upload)
         raise
     return upload
+
+
+def _chunk_size(asked: int | None) -> int:
+    """The chunk size asked for, or the default; 400 unless 64 KiB-aligned and within the limit."""
+    chunk = asked or conf.default_chunk_size()
+    maximum = conf.max_chunk_size()
+    if chunk % conf.CHUNK_ALIGN or not conf.CHUNK_ALIGN <= chunk <= maximum:
+        raise Invalid(
+            f"must be a multiple of {conf.CHUNK_ALIGN} (64 KiB) between {conf.CHUNK_ALIGN} and {maximum}", "chunk_size"
+        )
+    return chunk
+
+
+def _missing_dirs(target: paths.ResolvedPath, parent: str) -> list[str]:
+    """The directories an upload to `target` must create; 409 if a directory is there or a name clashes."""
+    storage = target.storage
+    try:
+        try:
+            existing = storage.lstat(target.name)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and _is_dir(existing):
+            raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
+        missing = storage.missing_dirs(parent)
+        _refuse_normalization_clash(storage, target.logical, target.name, missing, existing is None)
+    except OSError as exc:
+        raise_os_error(exc, target.logical)
+    return missing
 
 
 def _is_dir(st: os.stat_result) -> bool:
@@ -185,14 +198,7 @@ def put_chunk(
     """Write chunk `index` from `body` (exactly `length` bytes) at its offset; 400 if its checksum differs."""
     upload = get_upload(user, upload_id)
     _refuse_unless_open(upload)
-    count = upload.chunk_count
-    if not 0 <= index < count:
-        raise Invalid(f"chunk index must be between 0 and {count - 1} (got {index})", "index")
-    expected = upload.chunk_length(index)
-    if length is None:
-        raise LengthRequired()
-    if length != expected:
-        raise Invalid(f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length")
+    expected = _chunk_length(upload, index, length)
     want = parse_checksum(checksum, "X-Chunk-Checksum")
     storage = storage_for(upload.datacenter)
     try:
@@ -237,6 +243,19 @@ def put_chunk(
             code="checksum_mismatch",
         )
     return upload
+
+
+def _chunk_length(upload: Upload, index: int, length: int | None) -> int:
+    """The length chunk `index` must have; 400 (411 without a length) unless the request says exactly that."""
+    count = upload.chunk_count
+    if not 0 <= index < count:
+        raise Invalid(f"chunk index must be between 0 and {count - 1} (got {index})", "index")
+    expected = upload.chunk_length(index)
+    if length is None:
+        raise LengthRequired()
+    if length != expected:
+        raise Invalid(f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length")
+    return expected
 
 
 def _temp_gone(upload: Upload) -> Conflict:

@@ -133,27 +133,8 @@ def run_guarded(call: Callable[[], Any], argv: list[str]) -> int:
     try:
         result = call()
         return result if isinstance(result, int) else 0
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.UsageError as exc:
-        if exc.__class__.__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
-            # `paddlectl` or `paddlectl get` alone: the help, as the original printed it.
-            click.echo(exc.ctx.get_help())
-            return 0
-        if isinstance(exc, click.NoSuchOption):
-            return _usage(exc, _unknown_option(exc, argv))
-        return _usage(exc, _one_line(exc.format_message()))
-    except click.Abort:
-        click.echo("error: aborted", err=True)
-        return EXIT_FAILED
-    except click.ClickException as exc:
-        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
-        return exc.exit_code
-    except PaddleCloudError as exc:
-        if debug:
-            traceback.print_exc()
-        click.echo(f"error: {_one_line(str(exc))}", err=True)
-        return exc.exit_code
+    except (click.exceptions.Exit, click.Abort, click.ClickException) as exc:
+        return _click_failure(exc, argv)
     except KeyboardInterrupt:
         click.echo("error: interrupted", err=True)
         return 130
@@ -162,21 +143,46 @@ def run_guarded(call: Callable[[], Any], argv: list[str]) -> int:
         with contextlib.suppress(OSError):
             sys.stdout = Path(os.devnull).open("w")  # noqa: SIM115 - replaces stdout for the rest of the process
         return 0
-    except OSError as exc:
-        if debug:
-            traceback.print_exc()
-        where = f": {exc.filename}" if exc.filename else ""
-        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
-        return EXIT_FAILED
     except Exception as exc:
         if debug:
             traceback.print_exc()
-        click.echo(
-            f"error: internal error ({exc.__class__.__name__}: {_one_line(str(exc))}); "
-            "run with PADDLECTL_DEBUG=1 for the traceback and please report it",
-            err=True,
-        )
+        return _failure(exc)
+
+
+def _click_failure(exc: click.exceptions.Exit | click.Abort | click.ClickException, argv: list[str]) -> int:
+    """The exit code for what click raised (usage errors get the usage line)."""
+    if isinstance(exc, click.exceptions.Exit):
+        return int(exc.exit_code)
+    if isinstance(exc, click.Abort):
+        click.echo("error: aborted", err=True)
         return EXIT_FAILED
+    if isinstance(exc, click.UsageError):
+        if exc.__class__.__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
+            # `paddlectl` or `paddlectl get` alone: the help, as the original printed it.
+            click.echo(exc.ctx.get_help())
+            return 0
+        if isinstance(exc, click.NoSuchOption):
+            return _usage(exc, _unknown_option(exc, argv))
+        return _usage(exc, _one_line(exc.format_message()))
+    click.echo(f"error: {_one_line(exc.format_message())}", err=True)
+    return exc.exit_code
+
+
+def _failure(exc: Exception) -> int:
+    """One line on stderr for a failure of ours, of the system, or of paddlectl itself (a bug)."""
+    if isinstance(exc, PaddleCloudError):
+        click.echo(f"error: {_one_line(str(exc))}", err=True)
+        return exc.exit_code
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+        return EXIT_FAILED
+    click.echo(
+        f"error: internal error ({exc.__class__.__name__}: {_one_line(str(exc))}); "
+        "run with PADDLECTL_DEBUG=1 for the traceback and please report it",
+        err=True,
+    )
+    return EXIT_FAILED
 
 
 class State:

@@ -24,7 +24,7 @@ from paddlecloud.ctl.app import (
     warn,
 )
 from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem, describe_end
-from paddlecloud.ctl.files import is_remote
+from paddlecloud.ctl.files import Summary, is_remote
 from paddlecloud.ctl.jobs import LogStream, job_path, lines, wait
 from paddlecloud.ctl.output import BarProgress, dump, emit, human_bytes, jobs_table, workers_table
 
@@ -80,6 +80,26 @@ def submit(ctx: click.Context, package: str, **flags: Any) -> None:
     if flags["topology"]:
         warn("-topology is a PaddlePaddle v1 option and is ignored; use -entry")
     jobname = flags["jobname"] or _default_jobname(package)
+    body = _submit_body(jobname, flags)
+    spec.check(body)  # before the config is even read
+    chunk = parse_chunk_size(flags["chunk_size"])
+    _check_package(package)
+    session = session_of(ctx)
+    job, summary = jobs.submit(session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"])
+    if flags["dry_run"]:
+        _echo_dry_run(job, jobname, flags["output"])
+        return
+    _echo_submitted(job, summary, flags["output"])
+    if flags["follow"]:
+        follow_logs(ctx, job["uid"], None, None, True, None)
+    elif flags["wait_end"]:
+        wait_job(ctx, job["uid"])
+    elif flags["output"] == "table":
+        note(f"follow it with: paddlectl logs -f {job['name']}")
+
+
+def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
+    """The job spec sent to the portal, from submit's flags."""
     body = {
         "jobname": jobname,
         "entry": flags["entry"],
@@ -103,36 +123,34 @@ def submit(ctx: click.Context, package: str, **flags: Any) -> None:
             body["notify"] = contract_spec.parse_notify(flags["notify"])
         except ValueError as exc:
             raise UsageProblem(f"-notify: {exc}") from None
-    spec.check(body)  # before the config is even read
-    chunk = parse_chunk_size(flags["chunk_size"])
+    return body
+
+
+def _check_package(package: str) -> None:
     if not is_remote(package) and not Path(package).expanduser().is_dir():
         what = "is not a directory" if Path(package).expanduser().exists() else "does not exist"
         raise UsageProblem(f"PACKAGE: {package} {what} (give a local directory or a /pfs/ path)")
-    session = session_of(ctx)
-    job, summary = jobs.submit(session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"])
-    if flags["dry_run"]:
-        if flags["output"] in ("json", "yaml"):
-            click.echo(dump(job, flags["output"]))
-        else:
-            asked = job.get("requested") or {}
-            click.echo(f"the portal would accept job {jobname} on {job['job']['datacenter']} "
-                       f"({asked.get('cpu', 0):g} cores, {human_bytes(int(asked.get('memory', 0)))}B memory, "
-                       f"{asked.get('gpu', 0)} GPUs in all); nothing was uploaded or created")
+
+
+def _echo_dry_run(answer: dict[str, Any], jobname: str, output: str) -> None:
+    if output in ("json", "yaml"):
+        click.echo(dump(answer, output))
         return
+    asked = answer.get("requested") or {}
+    click.echo(f"the portal would accept job {jobname} on {answer['job']['datacenter']} "
+               f"({asked.get('cpu', 0):g} cores, {human_bytes(int(asked.get('memory', 0)))}B memory, "
+               f"{asked.get('gpu', 0)} GPUs in all); nothing was uploaded or created")
+
+
+def _echo_submitted(job: dict[str, Any], summary: Summary | None, output: str) -> None:
     if summary is not None:
         plural = "s" if summary.files != 1 else ""
         note(f"uploaded {summary.files} file{plural} ({human_bytes(summary.bytes)}B) to {job['spec'].get('package')}"
              + (f", {summary.chunks_reused} chunks already there" if summary.chunks_reused else ""))
-    if flags["output"] in ("json", "yaml"):
-        click.echo(dump(job, flags["output"]))
+    if output in ("json", "yaml"):
+        click.echo(dump(job, output))
     else:
         click.echo(f"job {job['name']} submitted to {job['datacenter']} (uid {job['uid']}, {job['state']})")
-    if flags["follow"]:
-        follow_logs(ctx, job["uid"], None, None, True, None)
-    elif flags["wait_end"]:
-        wait_job(ctx, job["uid"])
-    elif flags["output"] == "table":
-        note(f"follow it with: paddlectl logs -f {job['name']}")
 
 
 @get.command("jobs", short_help="List your jobs (newest first).")

@@ -165,61 +165,11 @@ def parse(text: str, path: Path) -> Config:
     """Validate the config text; every problem names the file, the line and the key."""
     where = shown(path)
     data, root = _compose(text, where)
-    if data is None:
-        raise ConfigError(f"{where}: the file is empty; it needs `datacenters:` and `current-datacenter:`")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}{_line(root)}: must be a mapping with `datacenters:` and `current-datacenter:`")
-    for key in data:
-        if key not in TOP_KEYS:
-            at = f"{where}{_line(_key_node(root, key))}"
-            raise ConfigError(f"{at}: unknown key {key!r}{_suggest(str(key), TOP_KEYS)}")
-    entries = data.get("datacenters")
     entries_node = _child(root, "datacenters")
-    if not entries:
-        raise ConfigError(f"{where}{_line(entries_node)}: `datacenters:` is missing or empty; add at least one")
-    if not isinstance(entries, list):
-        raise ConfigError(f"{where}{_line(entries_node)}: `datacenters:` must be a list of `- name: ...` entries")
     datacenters: list[Datacenter] = []
-    for index, entry in enumerate(entries):
+    for index, entry in enumerate(_entries(data, root, entries_node, where)):
         node = _child(entries_node, index)
-        at = f"{where}{_line(node)}"
-        label = f"datacenters[{index}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{at}: {label} must be a mapping with name, username and endpoint")
-        for key in entry:
-            if key not in ENTRY_KEYS:
-                key_at = f"{where}{_line(_key_node(node, key))}"
-                raise ConfigError(f"{key_at}: {label}: unknown key {key!r}{_suggest(str(key), ENTRY_KEYS)}")
-        for key in REQUIRED_ENTRY_KEYS:
-            if key not in entry:
-                raise ConfigError(f"{at}: {label} has no `{key}:`")
-        values = {key: _text(entry[key], f"{where}{_line(_child(node, key))}", f"{label}.{key}")
-                  for key in entry if entry[key] is not None or key in REQUIRED_ENTRY_KEYS}
-        name = values["name"].strip()
-        endpoint_at = f"{where}{_line(_child(node, 'endpoint'))}"
-        problem = check_endpoint(values["endpoint"].strip())
-        if problem:
-            raise ConfigError(f"{endpoint_at}: {label}.endpoint: {problem}")
-        if not name:
-            raise ConfigError(f"{at}: {label}.name is empty")
-        if any(d.name == name for d in datacenters):
-            raise ConfigError(f"{at}: {label}: the name {name!r} is used twice")
-        portal_name = (values.get("datacenter") or name).strip()
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", portal_name):
-            key = "datacenter" if values.get("datacenter") else "name"
-            raise ConfigError(
-                f"{where}{_line(_child(node, key))}: {label}.{key} {portal_name!r} is not a datacenter name on the "
-                "portal; add `datacenter: <name on the portal>` and keep `name:` as your label"
-            )
-        datacenters.append(
-            Datacenter(
-                name=name,
-                username=values["username"].strip(),
-                endpoint=values["endpoint"].strip().rstrip("/"),
-                password=values.get("password"),
-                portal_name=portal_name,
-            )
-        )
+        datacenters.append(_datacenter(_entry_values(entry, node, index, where), node, index, where, datacenters))
     names = ", ".join(d.name for d in datacenters)
     current_node = _child(root, "current-datacenter")
     if "current-datacenter" not in data or data["current-datacenter"] in (None, ""):
@@ -234,6 +184,70 @@ def parse(text: str, path: Path) -> Config:
             f"datacenters: {names}"
         )
     return Config(path=path, datacenters=datacenters, current_name=current)
+
+
+def _entries(data: Any, root: Any, entries_node: Any, where: str) -> list[Any]:
+    """The `datacenters:` list of a config whose top level is checked here."""
+    if data is None:
+        raise ConfigError(f"{where}: the file is empty; it needs `datacenters:` and `current-datacenter:`")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}{_line(root)}: must be a mapping with `datacenters:` and `current-datacenter:`")
+    for key in data:
+        if key not in TOP_KEYS:
+            at = f"{where}{_line(_key_node(root, key))}"
+            raise ConfigError(f"{at}: unknown key {key!r}{_suggest(str(key), TOP_KEYS)}")
+    entries = data.get("datacenters")
+    if not entries:
+        raise ConfigError(f"{where}{_line(entries_node)}: `datacenters:` is missing or empty; add at least one")
+    if not isinstance(entries, list):
+        raise ConfigError(f"{where}{_line(entries_node)}: `datacenters:` must be a list of `- name: ...` entries")
+    return entries
+
+
+def _entry_values(entry: Any, node: Any, index: int, where: str) -> dict[str, str]:
+    """The text values of one `datacenters:` entry: known keys only, the required ones present."""
+    at = f"{where}{_line(node)}"
+    label = f"datacenters[{index}]"
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{at}: {label} must be a mapping with name, username and endpoint")
+    for key in entry:
+        if key not in ENTRY_KEYS:
+            key_at = f"{where}{_line(_key_node(node, key))}"
+            raise ConfigError(f"{key_at}: {label}: unknown key {key!r}{_suggest(str(key), ENTRY_KEYS)}")
+    for key in REQUIRED_ENTRY_KEYS:
+        if key not in entry:
+            raise ConfigError(f"{at}: {label} has no `{key}:`")
+    return {key: _text(entry[key], f"{where}{_line(_child(node, key))}", f"{label}.{key}")
+            for key in entry if entry[key] is not None or key in REQUIRED_ENTRY_KEYS}
+
+
+def _datacenter(values: dict[str, str], node: Any, index: int, where: str, before: list[Datacenter]) -> Datacenter:
+    """One entry's datacenter; its name must differ from those `before` it."""
+    at = f"{where}{_line(node)}"
+    label = f"datacenters[{index}]"
+    name = values["name"].strip()
+    endpoint_at = f"{where}{_line(_child(node, 'endpoint'))}"
+    problem = check_endpoint(values["endpoint"].strip())
+    if problem:
+        raise ConfigError(f"{endpoint_at}: {label}.endpoint: {problem}")
+    if not name:
+        raise ConfigError(f"{at}: {label}.name is empty")
+    if any(d.name == name for d in before):
+        raise ConfigError(f"{at}: {label}: the name {name!r} is used twice")
+    portal_name = (values.get("datacenter") or name).strip()
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", portal_name):
+        key = "datacenter" if values.get("datacenter") else "name"
+        raise ConfigError(
+            f"{where}{_line(_child(node, key))}: {label}.{key} {portal_name!r} is not a datacenter name on the "
+            "portal; add `datacenter: <name on the portal>` and keep `name:` as your label"
+        )
+    return Datacenter(
+        name=name,
+        username=values["username"].strip(),
+        endpoint=values["endpoint"].strip().rstrip("/"),
+        password=values.get("password"),
+        portal_name=portal_name,
+    )
 
 
 def load(path: Path | None = None) -> Config:

@@ -393,6 +393,18 @@ class Files:
                 plan.append((path, join(dest, name) if into else dest.rstrip("/")))
             else:
                 raise UsageProblem(f"{source}: not a regular file or directory")
+        self._send(plan, dirs, progress, chunk_size, summary)
+        return summary
+
+    def _send(
+        self,
+        plan: list[tuple[Path, str]],
+        dirs: list[str],
+        progress: Progress,
+        chunk_size: int | None,
+        summary: Summary,
+    ) -> None:
+        """Make the directories `dirs`, then upload each (local, remote) of `plan`."""
         total = sum(local.stat().st_size for local, _ in plan)
         progress.start(total, len(plan), "uploading")
         try:
@@ -404,7 +416,6 @@ class Files:
                 self.upload_file(local, remote, progress, chunk_size, summary)
         finally:
             progress.finish()
-        return summary
 
     def _download(self, sources: list[str], dest: str, progress: Progress) -> Summary:
         summary = Summary()
@@ -435,6 +446,13 @@ class Files:
                 plan.append((entry["path"], target / entry["name"] if into else target, int(entry["size"])))
             else:
                 raise UsageProblem(f"{source} is a {entry['kind']}, not a file or directory")
+        self._receive(plan, local_dirs, progress, summary)
+        return summary
+
+    def _receive(
+        self, plan: list[tuple[str, Path, int]], local_dirs: list[Path], progress: Progress, summary: Summary
+    ) -> None:
+        """Make the directories `local_dirs`, then download each (remote, local, size) of `plan`."""
         progress.start(sum(size for _, _, size in plan), len(plan), "downloading")
         try:
             for directory in local_dirs:
@@ -446,7 +464,6 @@ class Files:
                 summary.files += 1
         finally:
             progress.finish()
-        return summary
 
 
 def _walk(root: Path, package: bool, summary: Summary) -> tuple[list[tuple[Path, str]], list[str]]:
