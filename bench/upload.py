@@ -51,7 +51,7 @@ def free_port() -> int:
 
 def make_file(path: Path, size: int) -> None:
     block = os.urandom(8 * MIB)
-    with open(path, "wb") as handle:
+    with path.open("wb") as handle:
         left = size
         while left > 0:
             handle.write(block[: min(len(block), left)])
@@ -98,7 +98,7 @@ class Portal:
             .stdout.strip()
             .splitlines()[-1]
         )
-        self.log = open(self.var / "gunicorn.log", "wb")  # open for the server's life, closed by stop()
+        self.log = (self.var / "gunicorn.log").open("wb")  # open for the server's life, closed by stop()
         self.process = subprocess.Popen(
             [
                 GUNICORN,
@@ -185,7 +185,7 @@ def upload(url: str, token: str, source: Path, target: str, chunk: int, threads:
     headers = {"Authorization": f"Token {token}"}
     size = source.stat().st_size
     hasher = xxhash.xxh3_128()
-    with open(source, "rb") as handle:
+    with source.open("rb") as handle:
         while block := handle.read(4 * MIB):
             hasher.update(block)
     started = requests.post(

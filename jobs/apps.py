@@ -8,8 +8,9 @@ class JobsConfig(AppConfig):
     verbose_name = "Training jobs"
 
     def ready(self) -> None:
-        from jobs import checks  # noqa: F401  (registers the system checks)
-        from jobs.usage import compute_in_use
-        from portal.datacenters.quota import register_usage_provider
+        # In ready(), not at the top: these import models, which Django allows only once its app registry is ready.
+        from jobs import checks  # noqa: F401, PLC0415  (registers the system checks)
+        from jobs.usage import compute_in_use  # noqa: PLC0415
+        from portal.datacenters.quota import register_usage_provider  # noqa: PLC0415
 
         register_usage_provider(compute_in_use)

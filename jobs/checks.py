@@ -7,11 +7,11 @@ from typing import Any
 from django.core.checks import Warning, register
 from django.db import DatabaseError
 
+from portal.datacenters.models import Datacenter, Engine
+
 
 @register()
 def unsandboxed_datacenters(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
-    from portal.datacenters.models import Datacenter, Engine
-
     try:
         names = list(
             Datacenter.objects.filter(engine=Engine.LOCAL, run_without_sandbox=True).values_list("name", flat=True)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+
+from portal.validators import validate_dns_label
 
 
 class JobState(models.TextChoices):
@@ -174,8 +177,6 @@ class Worker(models.Model):
 
 
 def validate_runtime_name(value: str) -> None:
-    from portal.validators import validate_dns_label
-
     validate_dns_label(value, max_length=40)
 
 
@@ -208,8 +209,6 @@ class Runtime(models.Model):
         return f"{self.name} ({self.datacenter_id})"
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
         if self.name == "default":
             raise ValidationError({"name": "`default` is the built-in runtime; choose another name"})
 

@@ -23,6 +23,7 @@ from jobs.engines import rules_for
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import workers_stopping
 from jobs.states import transition
+from jobs.tasks import kill_job, submit_job
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter, usable_datacenter
 from portal.errors import Conflict, Invalid
@@ -143,8 +144,6 @@ def submit(checked: Checked) -> Job:
                 )
         except IntegrityError:
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
-        from jobs.tasks import submit_job
-
         transaction.on_commit(lambda: submit_job.delay(job.pk))
     return job
 
@@ -156,8 +155,6 @@ def kill(job: Job) -> bool:
         if killed:
             workers_stopping(job.pk, JobState.KILLED)  # no worker shows running once the job is killed
     if killed or (job.state in TERMINAL_STATES and not job.released):
-        from jobs.tasks import kill_job
-
         transaction.on_commit(lambda: kill_job.delay(job.pk))
     job.refresh_from_db()
     return killed

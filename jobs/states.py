@@ -32,7 +32,7 @@ def transition(job_id: int, to: JobState, *, from_states: Iterable[JobState] | N
         fields.setdefault("started_at", now)
     moved = bool(Job.objects.filter(pk=job_id, state__in=allowed).update(state=to, updated_at=now, **fields))
     if moved and to in TERMINAL_STATES:
-        from portal.notifications.tasks import enqueue_job_ended  # the app imports jobs; not at the top
+        from portal.notifications.tasks import enqueue_job_ended  # noqa: PLC0415 - the app imports jobs; not at the top
 
         enqueue_job_ended(job_id)  # only the move that won: one notification per finished job
     return moved

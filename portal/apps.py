@@ -8,4 +8,5 @@ class PortalConfig(AppConfig):
     verbose_name = "PaddleCloud"
 
     def ready(self) -> None:
-        from portal import checks  # noqa: F401  (registers the checks)
+        # In ready(), not at the top: the checks import models, which need Django's app registry ready.
+        from portal import checks  # noqa: F401, PLC0415  (registers the checks)

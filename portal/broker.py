@@ -8,8 +8,8 @@ Registered as the `pcfs://` broker URL in portal/celery.py.
 
 from __future__ import annotations
 
-import os
 import uuid
+from pathlib import Path
 from time import monotonic
 from typing import Any
 
@@ -22,13 +22,13 @@ from kombu.utils.json import dumps
 class Channel(filesystem.Channel):
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]  # kombu passes **kwargs
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
-        final = os.path.join(self.data_folder_out, name)
+        final = str(Path(self.data_folder_out) / name)
         # A name starting with "." never matches "<queue>.msg", so readers skip it while it is written.
-        temporary = os.path.join(self.data_folder_out, f".{uuid.uuid4()}.tmp")
+        temporary = Path(self.data_folder_out) / f".{uuid.uuid4()}.tmp"
         try:
-            with open(temporary, "wb") as handle:
+            with temporary.open("wb") as handle:
                 handle.write(str_to_bytes(dumps(payload)))
-            os.replace(temporary, final)
+            temporary.replace(final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 

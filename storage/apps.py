@@ -8,7 +8,8 @@ class StorageConfig(AppConfig):
     verbose_name = "PFS storage"
 
     def ready(self) -> None:
-        from portal.datacenters.quota import register_usage_provider
-        from storage.usage import usage_provider
+        # In ready(), not at the top: these import models, which Django allows only once its app registry is ready.
+        from portal.datacenters.quota import register_usage_provider  # noqa: PLC0415
+        from storage.usage import usage_provider  # noqa: PLC0415
 
         register_usage_provider(usage_provider)

@@ -274,11 +274,10 @@ class PfsStorage(FileSystemStorage):
         parts = split(name)
         wanted = unicodedata.normalize("NFC", parts[-1])
         try:
-            with self._parent_fd(name) as (parent, base):
-                with os.scandir(parent) as entries:
-                    for entry in entries:
-                        if entry.name != base and unicodedata.normalize("NFC", entry.name) == wanted:
-                            return entry.name
+            with self._parent_fd(name) as (parent, base), os.scandir(parent) as entries:
+                for entry in entries:
+                    if entry.name != base and unicodedata.normalize("NFC", entry.name) == wanted:
+                        return entry.name
         except (FileNotFoundError, NotADirectoryError):
             return None
         return None

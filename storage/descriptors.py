@@ -5,6 +5,7 @@ Nothing here holds a whole chunk or file in memory: bodies move in 1 MiB pieces,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -59,10 +60,8 @@ def hash_fd(fd: int, size: int, beat: Callable[[], None] | None = None) -> str:
     buffer = bytearray(HASH_PIECE)
     view = memoryview(buffer)
     offset = 0
-    try:
+    with contextlib.suppress(OSError):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-    except OSError:
-        pass
     while offset < size:
         got = os.preadv(fd, [view[: min(HASH_PIECE, size - offset)]], offset)
         if got <= 0:

@@ -66,49 +66,61 @@ class ResolvedPath:
 
 def parse(path: Any, field: str = "path") -> list[str]:
     """Check a logical path's text and return its components after /pfs (400 naming the rule broken)."""
+    problem = _text_problem(path)
+    if problem:
+        raise Invalid(problem, field)
+    parts = [part for part in path.split("/") if part]
+    if not parts or parts[0] != "pfs":
+        raise Invalid(f"must start with /pfs/<datacenter>/ (got {quote(path, 80)})", field)
+    if len(parts) < 3:
+        raise Invalid(f"must name a datacenter and an area below it: {EXAMPLE} (got {quote(path, 80)})", field)
+    for part in parts[1:]:
+        problem = _name_problem(part)
+        if problem:
+            raise Invalid(problem, field)
+    return parts[1:]
 
-    def bad(message: str) -> Invalid:
-        return Invalid(message, field)
 
+def _text_problem(path: Any) -> str | None:
+    """What is wrong with a logical path's text as a whole, or None."""
     if not isinstance(path, str) or not path:
-        raise bad(f"a path such as {EXAMPLE} is required")
+        return f"a path such as {EXAMPLE} is required"
     if "\x00" in path:
-        raise bad("must not contain NUL bytes")
+        return "must not contain NUL bytes"
     try:
         size = len(path.encode("utf-8"))
     except UnicodeEncodeError:
-        raise bad("is not valid Unicode (lone surrogate)") from None
+        return "is not valid Unicode (lone surrogate)"
     if REPLACEMENT in path:
         # What the request's decoding leaves where bytes were not UTF-8 (%FF in a query string).
-        raise bad("is not valid UTF-8 (it holds U+FFFD where bytes did not decode); send paths UTF-8 encoded")
+        return "is not valid UTF-8 (it holds U+FFFD where bytes did not decode); send paths UTF-8 encoded"
     if size > MAX_PATH_BYTES:
-        raise bad(f"is {size} bytes long; the limit is {MAX_PATH_BYTES}")
+        return f"is {size} bytes long; the limit is {MAX_PATH_BYTES}"
     controls = sorted({c for c in path if unicodedata.category(c) == "Cc"})
     if controls:
-        raise bad(f"must not contain control characters (found {', '.join(repr(c) for c in controls)})")
+        return f"must not contain control characters (found {', '.join(repr(c) for c in controls)})"
     if "\\" in path:
-        raise bad("must not contain backslashes; separate names with '/'")
+        return "must not contain backslashes; separate names with '/'"
     if not path.startswith("/"):
-        raise bad(f"must be absolute, starting with /pfs/<datacenter>/ (got {quote(path, 80)})")
-    parts = [part for part in path.split("/") if part]
-    if not parts or parts[0] != "pfs":
-        raise bad(f"must start with /pfs/<datacenter>/ (got {quote(path, 80)})")
-    if len(parts) < 3:
-        raise bad(f"must name a datacenter and an area below it: {EXAMPLE} (got {quote(path, 80)})")
-    for part in parts[1:]:
-        if part in (".", ".."):
-            raise bad(f"'{part}' segments are not allowed; give the path from /pfs/ down")
-        if _ENCODED.search(part):
-            raise bad(f"name {part[:80]!r} contains a percent-encoded '/', '\\', '.' or NUL; send the path decoded")
-        length = len(part.encode("utf-8"))
-        if length > MAX_NAME_BYTES:
-            raise bad(f"name {part[:40]!r}... is {length} bytes long; the limit is {MAX_NAME_BYTES}")
-        if not unicodedata.is_normalized("NFC", part):
-            fixed = unicodedata.normalize("NFC", part)
-            raise bad(f"name {part!r} is not in Unicode NFC form; use {fixed!r} (the same text, composed)")
-        if part.startswith(TEMP_PREFIX):
-            raise bad(f"names starting with {TEMP_PREFIX!r} are reserved for uploads in progress")
-    return parts[1:]
+        return f"must be absolute, starting with /pfs/<datacenter>/ (got {quote(path, 80)})"
+    return None
+
+
+def _name_problem(part: str) -> str | None:
+    """What is wrong with one name of a logical path after /pfs, or None."""
+    if part in (".", ".."):
+        return f"'{part}' segments are not allowed; give the path from /pfs/ down"
+    if _ENCODED.search(part):
+        return f"name {part[:80]!r} contains a percent-encoded '/', '\\', '.' or NUL; send the path decoded"
+    length = len(part.encode("utf-8"))
+    if length > MAX_NAME_BYTES:
+        return f"name {part[:40]!r}... is {length} bytes long; the limit is {MAX_NAME_BYTES}"
+    if not unicodedata.is_normalized("NFC", part):
+        fixed = unicodedata.normalize("NFC", part)
+        return f"name {part!r} is not in Unicode NFC form; use {fixed!r} (the same text, composed)"
+    if part.startswith(TEMP_PREFIX):
+        return f"names starting with {TEMP_PREFIX!r} are reserved for uploads in progress"
+    return None
 
 
 def home_logical(user: Any, datacenter: Datacenter) -> str:

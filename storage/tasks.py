@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.contrib.auth import get_user_model
 
+from portal.datacenters.models import Datacenter
 from storage import uploads
+from storage.usage import recompute_user
 
 
 @shared_task(name="storage.cleanup_uploads", ignore_result=True)
@@ -22,11 +25,6 @@ def verify_upload(upload_id: str) -> None:
 @shared_task(name="storage.recompute_usage", ignore_result=True)
 def recompute_usage(user_id: int, datacenter_id: int) -> None:
     """Recount a home after a job wrote to it directly (its output and logs bypass the API)."""
-    from django.contrib.auth import get_user_model
-
-    from portal.datacenters.models import Datacenter
-    from storage.usage import recompute_user
-
     user = get_user_model().objects.filter(pk=user_id).first()
     datacenter = Datacenter.objects.filter(pk=datacenter_id).first()
     if user is not None and datacenter is not None:

@@ -18,6 +18,7 @@ The checksum format lives in storage.checksums, the streaming reads and writes i
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -66,30 +67,15 @@ def describe(spans: list[list[int]], limit: int = 8) -> str:
 def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None = None) -> Upload:
     """Open an upload to `path`: check access and quota, reserve `size`, create the temp file."""
     digest = parse_checksum(checksum, "checksum")
-    chunk = chunk_size or conf.default_chunk_size()
-    maximum = conf.max_chunk_size()
-    if chunk % conf.CHUNK_ALIGN or not conf.CHUNK_ALIGN <= chunk <= maximum:
-        raise Invalid(
-            f"must be a multiple of {conf.CHUNK_ALIGN} (64 KiB) between {conf.CHUNK_ALIGN} and {maximum}", "chunk_size"
-        )
+    chunk = _chunk_size(chunk_size)
     if size < 0:
         raise Invalid("must not be negative", "size")
     target = paths.resolve(user, path, write=True, follow_last=False)
     if target.is_area_root:
         raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
     storage = target.storage
-    parent = os.path.dirname(target.name)
-    try:
-        try:
-            existing = storage.lstat(target.name)
-        except FileNotFoundError:
-            existing = None
-        if existing is not None and _is_dir(existing):
-            raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
-        missing = storage.missing_dirs(parent)
-        _refuse_normalization_clash(storage, target.logical, target.name, missing, existing is None)
-    except OSError as exc:
-        raise_os_error(exc, target.logical)
+    parent = os.path.dirname(target.name)  # noqa: PTH120 - a storage name's top is "" (Path.parent says ".")
+    missing = _missing_dirs(target, parent)
 
     upload = Upload(
         id=uuid.uuid4(),
@@ -124,6 +110,34 @@ def start(user: Any, path: str, size: int, checksum: str, chunk_size: int | None
     return upload
 
 
+def _chunk_size(asked: int | None) -> int:
+    """The chunk size asked for, or the default; 400 unless 64 KiB-aligned and within the limit."""
+    chunk = asked or conf.default_chunk_size()
+    maximum = conf.max_chunk_size()
+    if chunk % conf.CHUNK_ALIGN or not conf.CHUNK_ALIGN <= chunk <= maximum:
+        raise Invalid(
+            f"must be a multiple of {conf.CHUNK_ALIGN} (64 KiB) between {conf.CHUNK_ALIGN} and {maximum}", "chunk_size"
+        )
+    return chunk
+
+
+def _missing_dirs(target: paths.ResolvedPath, parent: str) -> list[str]:
+    """The directories an upload to `target` must create; 409 if a directory is there or a name clashes."""
+    storage = target.storage
+    try:
+        try:
+            existing = storage.lstat(target.name)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and _is_dir(existing):
+            raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
+        missing = storage.missing_dirs(parent)
+        _refuse_normalization_clash(storage, target.logical, target.name, missing, existing is None)
+    except OSError as exc:
+        raise_os_error(exc, target.logical)
+    return missing
+
+
 def _is_dir(st: os.stat_result) -> bool:
     return stat.S_ISDIR(st.st_mode)
 
@@ -132,7 +146,7 @@ def _refuse_normalization_clash(
     storage: PfsStorage, logical: str, name: str, missing_dirs: list[str], target_is_new: bool
 ) -> None:
     """Refuse creating a name that differs from an existing sibling only by Unicode normalization."""
-    parent = os.path.dirname(name)
+    parent = os.path.dirname(name)  # noqa: PTH120 - a storage name's top is "" (Path.parent says ".")
     candidates: list[str] = []
     if missing_dirs:
         # Only the first missing directory has an existing parent to clash in.
@@ -184,14 +198,7 @@ def put_chunk(
     """Write chunk `index` from `body` (exactly `length` bytes) at its offset; 400 if its checksum differs."""
     upload = get_upload(user, upload_id)
     _refuse_unless_open(upload)
-    count = upload.chunk_count
-    if not 0 <= index < count:
-        raise Invalid(f"chunk index must be between 0 and {count - 1} (got {index})", "index")
-    expected = upload.chunk_length(index)
-    if length is None:
-        raise LengthRequired()
-    if length != expected:
-        raise Invalid(f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length")
+    expected = _chunk_length(upload, index, length)
     want = parse_checksum(checksum, "X-Chunk-Checksum")
     storage = storage_for(upload.datacenter)
     try:
@@ -238,6 +245,19 @@ def put_chunk(
     return upload
 
 
+def _chunk_length(upload: Upload, index: int, length: int | None) -> int:
+    """The length chunk `index` must have; 400 (411 without a length) unless the request says exactly that."""
+    count = upload.chunk_count
+    if not 0 <= index < count:
+        raise Invalid(f"chunk index must be between 0 and {count - 1} (got {index})", "index")
+    expected = upload.chunk_length(index)
+    if length is None:
+        raise LengthRequired()
+    if length != expected:
+        raise Invalid(f"chunk {index} must be exactly {expected} bytes (Content-Length was {length})", "Content-Length")
+    return expected
+
+
 def _temp_gone(upload: Upload) -> Conflict:
     fail(upload, "its temporary file was removed (was the directory deleted?); start the upload again")
     return Conflict(f"upload {upload.id} failed: its temporary file was removed; start again", code="upload_failed")
@@ -280,10 +300,9 @@ def _verify_chunks(upload: Upload, rows: list[tuple[int, bool, str]]) -> list[tu
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         for index, ok, digest in rows:
-            if ok:
-                if hash_range(fd, index * upload.chunk_size, upload.chunk_length(index)) != digest:
-                    ok = False
-                    UploadChunk.objects.filter(upload=upload, index=index).update(ok=False)
+            if ok and hash_range(fd, index * upload.chunk_size, upload.chunk_length(index)) != digest:
+                ok = False
+                UploadChunk.objects.filter(upload=upload, index=index).update(ok=False)
             checked.append((index, ok, digest))
     finally:
         os.close(fd)
@@ -328,7 +347,7 @@ def complete(user: Any, upload_id: str) -> Upload:
 
 def verify_later(upload_id: uuid.UUID) -> None:
     """Have any Celery worker verify a claimed upload (storage.tasks.verify_upload)."""
-    from storage.tasks import verify_upload  # here: the tasks module imports this one
+    from storage.tasks import verify_upload  # noqa: PLC0415 - here: the tasks module imports this one
 
     verify_upload.delay(str(upload_id))
 
@@ -483,10 +502,9 @@ def abort(user: Any, upload_id: str) -> None:
 
 
 def _remove_temp(storage: PfsStorage, upload: Upload) -> None:
-    try:
+    # Gone already (its directory was removed), or the storage is away: nothing of ours to keep.
+    with contextlib.suppress(OSError):
         storage.remove(upload.temp_name)
-    except OSError:
-        pass  # gone already (its directory was removed), or the storage is away: nothing of ours to keep
 
 
 def cleanup(now: datetime | None = None) -> int:

@@ -8,7 +8,7 @@ one step and concurrent writers cannot both pass a check that only one of them f
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,10 +136,8 @@ def recompute(datacenter: Datacenter, users: list[Any] | None = None, fix: bool 
     storage = storage_for(datacenter)
     if users is None:
         names: set[str] = set()
-        try:
+        with suppress(FileNotFoundError):
             names = {e.name for e in storage.scandir("home") if e.kind == "dir"}
-        except FileNotFoundError:
-            pass
         model = get_user_model()
         by_name = model.objects.filter(username__in=names)
         with_rows = model.objects.filter(storage_usage__datacenter=datacenter)

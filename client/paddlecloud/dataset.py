@@ -53,9 +53,9 @@ def _chunks(reader: Reader, line_count: int) -> Iterator[list[Any]]:
 def _atomic_dump(path: Path, obj: Any, dumper: Dumper) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{_unique()}")
     try:
-        with open(tmp, "wb") as f:
+        with tmp.open("wb") as f:
             dumper(obj, f)
-        os.replace(tmp, path)
+        tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -99,7 +99,7 @@ def convert(output_path: str, reader: Reader, line_count: int, name_prefix: str)
     total = len(tmp_names)
     final = [out / f"{name_prefix}-{i:05d}-of-{total:05d}" for i in range(total)]
     for tmp, name in zip(tmp_names, final, strict=True):
-        os.replace(tmp, name)
+        tmp.replace(name)
     return [str(p) for p in final]
 
 
@@ -109,7 +109,7 @@ def _load_records(path: str, loader: Loader) -> Iterator[Any]:
             # Pickle is the documented record format of these tools: read only data you trust.
             yield pickle.loads(payload)  # noqa: S301
         return
-    with open(path, "rb") as f:
+    with Path(path).open("rb") as f:
         yield from loader(f)
 
 
@@ -130,7 +130,8 @@ def cluster_files_reader(
     _check_share(trainer_count, trainer_id)
 
     def reader() -> Iterator[Any]:
-        files = sorted(glob.glob(files_pattern))
+        # glob.glob, not Path.glob: it takes absolute patterns and skips dot-files (our half-written shards).
+        files = sorted(glob.glob(files_pattern))  # noqa: PTH207
         for path in files[trainer_id::trainer_count]:
             yield from _load_records(path, loader)
 
@@ -145,7 +146,8 @@ def dist_reader(filename: str, trainers: int, trainer_id: int, loader: Loader = 
     _check_share(trainers, trainer_id)
 
     def reader() -> Iterator[Any]:
-        files = sorted(glob.glob(filename)) if any(c in filename for c in "*?[") else [filename]
+        # glob.glob for the same reasons as in cluster_files_reader.
+        files = sorted(glob.glob(filename)) if any(c in filename for c in "*?[") else [filename]  # noqa: PTH207
         i = 0
         for path in files:
             for record in _load_records(path, loader):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -109,7 +108,7 @@ def read_facts(env: Mapping[str, str], hostname: str) -> Facts:
         job_name=job.job_name,
         datacenter=job.datacenter,
         username=job.username,
-        package_dir=Path(job.package_dir or os.getcwd()),
+        package_dir=Path(job.package_dir or Path.cwd()),
         entry=job.entry,
         output_dir=Path(job.output_dir),
         passes=job.passes,

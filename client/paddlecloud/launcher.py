@@ -36,6 +36,8 @@ store port taken, cannot start /bin/sh), 128+N the launcher was signalled before
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import os
 import signal
@@ -52,6 +54,7 @@ from typing import BinaryIO
 
 from paddlecloud import launch_env, logtimes, venvcache
 from paddlecloud.contract import jobenv
+from paddlecloud.gloo_store import GlooStore
 from paddlecloud.launch_env import Facts, FactsError
 
 EXIT_BAD_FACTS = 64
@@ -167,7 +170,7 @@ def package_pythonpath(cache: Path) -> Path:
         tmp = d / f".paddlecloud.{os.getpid()}"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(pkg, target_is_directory=True)
-        os.replace(tmp, link)  # atomic: concurrent launchers never see a missing link
+        tmp.replace(link)  # atomic: concurrent launchers never see a missing link
     return d
 
 
@@ -193,10 +196,8 @@ class SignalRelay:
         if signum in self._relayed or self.exiting:
             return  # our own relayed copy coming back (we are in the group too)
         self._relayed.add(signum)
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signum)
-        except OSError:
-            pass
         if not self.child_started:
             raise Interrupted(signum)  # unwind venv install / waits; the entry never ran
 
@@ -204,16 +205,14 @@ class SignalRelay:
 def _own_process_group() -> None:
     # The relay signals our whole group: it must be ours, not a shell's holding other jobs.
     if os.getpgrp() != os.getpid():
-        try:
+        with contextlib.suppress(PermissionError):  # a session leader already leads its group
             os.setpgid(0, 0)
-        except PermissionError:
-            pass  # a session leader already leads its group
 
 
 def _open_log(facts: Facts) -> BinaryIO:
     try:
         facts.log_dir.mkdir(parents=True, exist_ok=True)
-        return open(facts.log_dir / LOG_NAME, "ab", buffering=0)
+        return (facts.log_dir / LOG_NAME).open("ab", buffering=0)
     except OSError as e:
         raise LaunchError(EXIT_OS_ERROR, f"cannot open the log in {facts.log_dir}: {e}") from None
 
@@ -222,12 +221,8 @@ def _become_subreaper() -> None:
     # /bin/sh (dash) does not exec the last command: python is our grandchild. Orphaned
     # descendants (sh died first, or the entry left a background process) must come back to
     # us so that the launcher exits only when the whole job process is gone.
-    try:
-        import ctypes  # only here: Linux's prctl, and nothing else of the launcher needs ctypes
-
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: orphans go to init instead
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass  # not Linux: orphans go to init instead
 
 
 def _children() -> list[int]:
@@ -263,10 +258,8 @@ def reap_descendants(tee: Tee, settle: float = 2.0, grace: float = 5.0) -> None:
         pids = _children()
         tee.line(f"sending {signal.Signals(sig).name} to {len(pids)} process(es) the entry left running")
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         if _reap_until(time.monotonic() + grace):
             return
 
@@ -307,8 +300,6 @@ def run_entry(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -
 def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
     store = None
     if facts.ps_mode and facts.role == "pserver" and facts.index == 0:
-        from paddlecloud.gloo_store import GlooStore  # only pserver 0 of a PS job serves the store
-
         assert facts.gloo_port is not None
         try:
             store = GlooStore(facts.gloo_port)

@@ -14,6 +14,7 @@ full, folder gone) is reported once and the lines are dropped.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import math
 import numbers
@@ -121,7 +122,7 @@ class MetricsWriter:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as out:
+            with self.path.open("a", encoding="utf-8") as out:
                 out.write("".join(lines))
         except OSError as exc:
             self._warn("write", f"paddlecloud.metrics: cannot write {self.path}: {exc}; metrics are dropped")
@@ -129,10 +130,8 @@ class MetricsWriter:
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned and len(self._warned) < 100:
             self._warned.add(key)
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 print(message, file=sys.stderr, flush=True)
-            except (OSError, ValueError):
-                pass
 
 
 _writer: MetricsWriter | None = None
@@ -151,15 +150,11 @@ def writer() -> MetricsWriter:
 
 def log(step: int, **values: float) -> None:
     """Record `values` (name=number) at training step `step`; never raises."""
-    try:
+    with contextlib.suppress(Exception):  # metrics must never stop training
         writer().log(step, values)
-    except Exception:  # noqa: S110 - metrics must never stop training
-        pass
 
 
 def flush() -> None:
     """Write buffered lines now (e.g. before a long evaluation)."""
-    try:
+    with contextlib.suppress(Exception):
         writer().flush()
-    except Exception:  # noqa: S110
-        pass

@@ -32,7 +32,7 @@ class RecordIOError(ValueError):
 
 
 def is_recordio(path: str | os.PathLike[str]) -> bool:
-    with open(path, "rb") as f:
+    with Path(path).open("rb") as f:
         return f.read(len(MAGIC)) == MAGIC
 
 
@@ -43,7 +43,7 @@ class Writer:
         self.path = Path(path)
         # A dot-prefixed temp name so globs like "prefix-*" never see a half-written shard.
         self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        self._f: BinaryIO = open(self._tmp, "wb")
+        self._f: BinaryIO = self._tmp.open("wb")  # open until close(), which renames it into place
         self._f.write(MAGIC)
         self.count = 0
 
@@ -56,7 +56,7 @@ class Writer:
         if self._f.closed:
             return
         self._f.close()
-        os.replace(self._tmp, self.path)
+        self._tmp.replace(self.path)
 
     def abort(self) -> None:
         self._f.close()
@@ -76,7 +76,7 @@ class Writer:
 
 def read(path: str | os.PathLike[str]) -> Iterator[bytes]:
     """Yield every record's payload in order."""
-    with open(path, "rb") as f:
+    with Path(path).open("rb") as f:
         if f.read(len(MAGIC)) != MAGIC:
             raise RecordIOError(f"{path}: not a RecordIO file (bad magic)")
         while True:

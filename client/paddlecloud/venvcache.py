@@ -38,7 +38,7 @@ class VenvError(RuntimeError):
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "paddlecloud" / "venvs"
 
 
@@ -101,7 +101,7 @@ def _run_logged(cmd: list[str], cwd: Path, log: Log, what: str) -> None:
 
 @contextmanager
 def _locked(cache: Path, key: str, log: Log) -> Iterator[None]:
-    with open(cache / f"{key}.lock", "a+b") as lock:
+    with (cache / f"{key}.lock").open("a+b") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -10,7 +10,6 @@ data/READY is missing.
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 import uuid
@@ -44,7 +43,7 @@ def prepare(data_dir: Path = DATA_DIR) -> str:
     split(samples, SHARD_ROWS, suffix=str(data_dir / "housing-train-%05d.pickle"))
     tmp = data_dir / f".READY.tmp-{uuid.uuid4().hex}"  # not the pid: pods share pids
     tmp.write_text(f"{ROWS} rows in shards of {SHARD_ROWS}\n")
-    os.replace(tmp, marker)
+    tmp.replace(marker)
     return pattern
 
 

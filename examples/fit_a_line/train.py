@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import paddle
@@ -77,7 +78,7 @@ else:
         # The job's output folder: /pfs/<dc>/home/<user>/jobs/<job>/output/<run>/ on both engines.
         scope = paddle.static.global_scope()
         weights = {p.name: np.array(scope.find_var(p.name).get_tensor()) for p in main_program.all_parameters()}
-        model = os.path.join(os.environ.get("PADDLECLOUD_OUTPUT_DIR", "."), "model.npz")
+        model = Path(os.environ.get("PADDLECLOUD_OUTPUT_DIR", ".")) / "model.npz"
         np.savez(model, **weights)
         print(f"model saved to {model}", flush=True)
     print(f"trainer {me} done: {step} steps, {time.time() - T0:.1f}s", flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import paddle
@@ -55,7 +56,7 @@ for pass_id in range(PASSES):
 print(f"pass {PASSES - 1} step {step} loss {float(loss):.4f} (final)", flush=True)
 if rank == 0:
     # The job's output folder: /pfs/<dc>/home/<user>/jobs/<job>/output/<run>/ on both engines.
-    model_path = os.path.join(os.environ.get("PADDLECLOUD_OUTPUT_DIR", "."), "model.pdparams")
+    model_path = str(Path(os.environ.get("PADDLECLOUD_OUTPUT_DIR", ".")) / "model.pdparams")  # paddle.save takes a str
     paddle.save(model.state_dict(), model_path)
     print(f"model saved to {model_path}", flush=True)
 print(f"trainer {rank} done: {step} steps, {time.time() - T0:.1f}s", flush=True)

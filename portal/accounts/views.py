@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from jobs.models import Job
 from portal.accounts import throttle
 from portal.accounts.services import current_token, regenerate_token
 from portal.datacenters import quota
@@ -106,8 +107,6 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    from jobs.models import Job  # the dashboard shows jobs; accounts has no other tie to them
-
     datacenters = list(Datacenter.objects.usable_by(request.user))
     recent = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")[:8]
     return render(

@@ -9,6 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobs.engines import rules_for
+from jobs.engines.local.world import host_report
+from jobs.gpus import detect
 from portal.datacenters.models import Datacenter, Engine, Quota
 from portal.secret_widgets import WriteOnlySecretField, WriteOnlySecretsForm
 
@@ -102,14 +104,10 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="this host")
     def local_host(self, obj: Datacenter) -> str:
-        from jobs.engines.local.world import host_report
-
         return host_report()
 
     @admin.action(description="Detect GPUs (nvidia-smi -L on this host)")
     def detect_gpus(self, request: HttpRequest, queryset: QuerySet[Datacenter]) -> None:
-        from jobs.gpus import detect
-
         found = detect()
         updated = queryset.filter(engine=Engine.LOCAL).update(gpus=found)
         listed = ", ".join(found) or "none"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from playwright.sync_api import sync_playwright
 
 from tests.conftest import PASSWORD
 
@@ -30,8 +31,6 @@ def browser() -> Iterator[Any]:
         pytest.skip(message)
     # The portal's live_server runs in this process's thread; Playwright's sync API runs its own loop.
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         yield launched

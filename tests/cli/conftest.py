@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from django.contrib.auth.models import User
+from paddlecloud.ctl import output
 from paddlecloud.ctl.commands import cli
 
 from portal.datacenters.models import Datacenter
@@ -127,8 +128,6 @@ def one_line_error(result: Any) -> str:
 @pytest.fixture
 def pinned(monkeypatch: pytest.MonkeyPatch) -> datetime:
     """The client's clock, fixed, so ages in tables are the same on every run."""
-    from paddlecloud.ctl import output
-
     monkeypatch.setattr(output, "now", lambda: NOW)
     return NOW
 

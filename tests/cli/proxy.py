@@ -43,10 +43,8 @@ class Proxy:
     def stop(self) -> None:
         with self._lock:
             if self._listener is not None:
-                try:
+                with contextlib.suppress(OSError):
                     self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
-                except OSError:
-                    pass
                 self._listener.close()
                 self._listener = None
             for sock in self._sockets:

@@ -17,6 +17,7 @@ import yaml
 from paddlecloud import logtimes
 
 from jobs.models import Job, Worker
+from portal.accounts.models import ApiToken
 from portal.datacenters.models import Datacenter, Engine, StorageKind
 from portal.registry.models import RegistrySecret
 from tests.cli.conftest import NOW, Portal, golden
@@ -266,6 +267,4 @@ def test_login_caches_the_token_with_mode_0600_and_logout_revokes_it(portal: Por
     assert json.loads(cached[0].read_text())["token"] == token  # reused, not a new login
     assert portal.run("logout").stdout == f"logged out of {portal.url}\n"
     assert not cached[0].exists()
-    from portal.accounts.models import ApiToken
-
     assert ApiToken.objects.filter(revoked_at__isnull=True).count() == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_import_paddlecloud_stays_light_and_keeps_its_exports() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import sys, paddlecloud; "
         "print(sorted(m for m in ('requests', 'rich', 'click', 'yaml') if m in sys.modules))"

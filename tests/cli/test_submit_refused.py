@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paddlecloud import PaddleJob
 from paddlecloud.ctl import files as client_files
+from paddlecloud.ctl.errors import APIError
 
 from jobs.models import Job
 from portal.datacenters.models import Quota
@@ -119,9 +121,6 @@ def test_a_job_refused_after_its_upload_keeps_what_was_there_before(
 
 
 def test_the_sdk_asks_before_it_uploads(portal: Portal, tmp_path: Path) -> None:
-    from paddlecloud import PaddleJob
-    from paddlecloud.ctl.errors import APIError
-
     pkg = package(tmp_path)
     answer = PaddleJob(job_name="fit", entry_point="python train.py", trainer_package_path=pkg,
                        trainers=2).submit(dry_run=True)

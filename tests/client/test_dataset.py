@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import paddlecloud
@@ -133,9 +135,6 @@ def test_trainer_id_and_trainers_from_env(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_import_paddlecloud_stays_light() -> None:
-    import subprocess
-    import sys
-
     code = "import sys, paddlecloud; print(sorted(m for m in sys.modules if m.startswith('paddlecloud')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
     assert out.stdout.strip() == "['paddlecloud']"

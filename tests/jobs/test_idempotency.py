@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs import tasks
 from jobs.models import Job, Worker
+from jobs.reconcile import stuck_submissions
 from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import alive
 
@@ -82,12 +85,6 @@ def test_logs_api_checks_the_worker_and_tail(alice_api: APIClient, local_dc: Dat
 def test_a_lost_submission_is_picked_up_again_once(
     alice_api: APIClient, local_dc: Datacenter, fake_package: Path
 ) -> None:
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from jobs.reconcile import stuck_submissions
-
     alice_api.post("/api/v1/jobs", SPEC, format="json")
     job = Job.objects.get(name="fake")
     assert stuck_submissions() == []  # fresh: its own submit_job is still on its way

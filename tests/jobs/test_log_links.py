@@ -96,7 +96,7 @@ def test_a_linked_output_folder_leading_out_is_refused(
     job = make_job(local_dc, alice)
     folder = log_dir(local_dc, job)
     folder.rmdir()
-    os.rename(secret_file, secret_file.parent / "log.txt")
+    secret_file.rename(secret_file.parent / "log.txt")
     folder.symlink_to(secret_file.parent)
     assert_refused(alice_api, job, "leads outside")
 

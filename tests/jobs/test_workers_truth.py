@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from jobs.engines.local.engine import LocalEngine
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import EXAMPLES, put_package
@@ -155,8 +156,6 @@ def test_paddle_pservers_stopped_after_success_print_no_fatal_error(
 def test_the_engine_never_follows_a_log_link_out_of_the_users_home(
     alice: User, local_dc: Datacenter, tmp_path: Path
 ) -> None:
-    from jobs.engines.local.engine import LocalEngine
-
     secret = tmp_path / "portal-secret"
     secret.write_text("[paddlecloud-launch] error: the secret\n")
     job = Job.objects.create(owner=alice, datacenter=local_dc, name="link", uid="link-1", spec=SPEC)

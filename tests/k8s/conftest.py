@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from portal.datacenters.models import Datacenter, Engine, StorageKind
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `tools` lives at the repo root, which plain `pytest` does not put on sys.path
     sys.path.insert(0, str(ROOT))
@@ -116,8 +118,6 @@ def k8s_namespace(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient) -> Iterator[
 def hostpath_datacenter(cluster: TestCluster, root: Path, name: str, ns: str, **fields: Any) -> Any:
     """A `kubernetes` datacenter on `cluster` with hostPath storage at `root` (made here, with home and
     public), a name `<name>-<tag>` and a namespace prefix `<ns><tag>-` of its own."""
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
-
     tag = uuid.uuid4().hex[:6]
     (root / "home").mkdir(parents=True)
     (root / "public").mkdir()

@@ -227,4 +227,4 @@ def test_stop_leaves_no_process(k8s_cluster: TestCluster, tmp_path: Path) -> Non
     for name, pid in pids.items():
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)  # neither the component nor anything in its process group survives
-        assert not os.path.exists(f"/proc/{pid}"), name
+        assert not Path(f"/proc/{pid}").exists(), name

@@ -11,6 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
+from jobs.engines import engine_for
+from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import names
 from portal.datacenters.models import Datacenter, StorageKind
@@ -213,9 +215,6 @@ def test_every_storage_kind_is_accepted(
 
 
 def test_a_schema_error_fails_the_submission_with_the_servers_message(k8s_dc: Datacenter, alice: User) -> None:
-    from jobs.engines import engine_for
-    from jobs.engines.base import EngineError
-
     job = new_job(k8s_dc, alice, {"jobname": "bad"})
     job.spec["cpu"] = "-1"  # what the spec's own validation would have refused
     with pytest.raises(EngineError) as refused:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from rest_framework.test import APIClient
 
 from jobs.logfiles import read_chunk
 from jobs.models import Job, JobState, Role, Worker
@@ -180,8 +181,6 @@ def test_mkdir_and_delete_from_the_file_browser(world: Job, local_dc: Datacenter
 
 
 def test_submit_form_errors_are_the_apis_and_create_nothing(world: Job, alice: User) -> None:
-    from rest_framework.test import APIClient
-
     body = {"jobname": "Bad_Name", "entry": "python train.py", "cpu": "lots", "datacenter": "local"}
     api = APIClient()
     api.force_authenticate(alice)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.test import Client
 from paddlecloud.contract import quantity
 from paddlecloud.contract import spec as rules
@@ -189,8 +190,6 @@ def test_a_bad_datacenter_default_counts_as_zero(alice_api: APIClient, local_dc:
 
 
 def test_the_admin_form_refuses_a_non_finite_quota(alice: User, local_dc: Datacenter) -> None:
-    from django.core.exceptions import ValidationError
-
     quota_row = Quota(user=alice, datacenter=local_dc, cpu="NaN", memory="1e999999")
     with pytest.raises(ValidationError) as refused:
         quota_row.full_clean()

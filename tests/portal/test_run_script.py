@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.test import Client, override_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,8 +101,6 @@ def test_wait_for_portal_accepts_the_portal_it_started(tmp_path: Path) -> None:
 
 
 def test_the_portal_sends_its_instance_header(db: None) -> None:
-    from django.test import Client, override_settings
-
     with override_settings(PADDLECLOUD_INSTANCE="abc123"):
         response = Client().get("/api/v1/version")
     assert response["X-PaddleCloud-Instance"] == "abc123"

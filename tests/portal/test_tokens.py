@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -76,8 +77,6 @@ def test_login_attempts_are_throttled(alice: User, anon_api: APIClient, endpoint
 
 
 def test_token_key_is_stored_hashed_and_encrypted(alice_api: APIClient, alice: User) -> None:
-    from django.db import connection
-
     token = ApiToken.objects.get(user=alice)
     with connection.cursor() as cursor:
         cursor.execute("SELECT key_hash, key FROM accounts_apitoken WHERE id = %s", [token.pk])

@@ -22,7 +22,7 @@ NOT_UTF8 = ["%FF", "%C3%28", "caf%E9", "%ED%A0%80"]
 
 
 def everything(root: Path) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(d, n), root) for d, dirs, names in os.walk(root) for n in dirs + names)
+    return sorted(os.path.relpath(Path(d, n), root) for d, dirs, names in os.walk(root) for n in dirs + names)
 
 
 def _json_routes(api: APIClient, path: str) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def test_the_parser_is_the_one_rule(db: None) -> None:
 
 
 def test_a_name_on_disk_that_is_not_utf8_is_listed_with_a_replacement(alice_api: APIClient, home: Path) -> None:
-    os.mkdir(os.fsencode(home) + b"/bad\xff")
+    (home / os.fsdecode(b"bad\xff")).mkdir()
     for recursive in ("false", "true"):
         response = alice_api.get("/api/v1/files/ls", {"path": "/pfs/local/home/alice", "recursive": recursive})
         assert response.status_code == 200, response.content[:300]

@@ -87,7 +87,7 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
             continue
         for name in dirs + names:
             path = Path(directory, name)
-            found[os.path.join(rel, name)] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+            found[str(Path(rel, name))] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
     return found
 
 
@@ -197,7 +197,7 @@ def test_names_differing_only_by_normalization_from_an_existing_one_are_refused(
     assert upload.status_code == 409 and upload.json()["code"] == "normalization_clash"
     mkdir = alice_api.post("/api/v1/files/mkdir", {"path": f"{HOME}/café/sub", "parents": True}, format="json")
     assert mkdir.status_code == 409 and "differs only by Unicode normalization" in mkdir.json()["detail"]
-    assert sorted(os.listdir(home)) == ["cafe\u0301"]
+    assert sorted(p.name for p in home.iterdir()) == ["cafe\u0301"]
 
 
 def test_unicode_names_in_nfc_are_fine(alice_api: APIClient, home: Path) -> None:

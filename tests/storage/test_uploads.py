@@ -109,7 +109,7 @@ def test_verify_rereads_chunks_and_reports_those_whose_bytes_changed(alice_api: 
     put_chunk(alice_api, upload, 0, data)
     put_chunk(alice_api, upload, 1, data)
     temp = temp_files(home)[0]
-    with open(temp, "r+b") as handle:  # bit rot on the temp file
+    with temp.open("r+b") as handle:  # bit rot on the temp file
         handle.seek(CHUNK + 5)
         handle.write(b"\xff\x00")
     status = alice_api.get(f"/api/v1/files/uploads/{upload['id']}?verify=1").json()
@@ -141,7 +141,7 @@ def test_a_final_size_other_than_declared_is_refused_at_completion(
     upload = start(alice_api, f"{HOME}/f", data).json()
     for index in range(2):
         put_chunk(alice_api, upload, index, data)
-    with open(temp_files(home)[0], "ab") as handle:  # grown behind the portal's back
+    with temp_files(home)[0].open("ab") as handle:  # grown behind the portal's back
         handle.write(b"extra")
     failed = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
     assert failed.status_code == 400 and failed.json()["code"] == "size_mismatch"
@@ -163,7 +163,7 @@ def test_a_chunk_of_the_wrong_length_or_index_is_refused_before_writing(alice_ap
     assert beyond.status_code == 400 and "between 0 and 1" in beyond.json()["detail"]
     no_sum = alice_api.put(f"{url}/0", data[:CHUNK], content_type="application/octet-stream")
     assert no_sum.status_code == 400 and no_sum.json()["errors"][0]["field"] == "X-Chunk-Checksum"
-    assert os.path.getsize(temp_files(home)[0]) == 0
+    assert temp_files(home)[0].stat().st_size == 0
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 from paddlecloud.contract import quantity
 from paddlecloud.contract.jobenv import PREFIX as JOB_ENV_PREFIX
@@ -171,8 +172,6 @@ def webhook_url_problem(url: object) -> str | None:
     Where it may point (no loopback or private address) is the portal's check at send time, when
     the name is resolved: a name can resolve elsewhere later.
     """
-    from urllib.parse import urlsplit
-
     if not isinstance(url, str):
         return "the webhook must be a URL string"
     if len(url) > MAX_WEBHOOK_URL:

@@ -40,7 +40,7 @@ def _env_float(name: str, default: float) -> float:
 
 def network_problem(exc: Exception) -> str:
     """A short reason for a requests exception: 'connection refused', 'host not found', ..."""
-    import requests  # loaded already: only a request's failure gets here
+    import requests  # noqa: PLC0415 - loaded already: only a request's failure gets here
 
     text = str(exc)
     if isinstance(exc, requests.exceptions.SSLError):
@@ -149,10 +149,10 @@ class Session:
         """The requests session: with urllib3's Retry (`retry`), or one that sends each request once."""
         sessions = self._http
         if not sessions:
-            import requests  # here, not at the top: requests costs `paddlectl --help` ~100 ms
-            from requests.adapters import HTTPAdapter
+            import requests  # noqa: PLC0415 - here, not at the top: requests costs `paddlectl --help` ~100 ms
+            from requests.adapters import HTTPAdapter  # noqa: PLC0415 - with requests, above
 
-            from paddlecloud.ctl.backoff import Backoff  # urllib3, as costly as requests
+            from paddlecloud.ctl.backoff import Backoff  # noqa: PLC0415 - urllib3, as costly as requests
 
             for retries in (self.retries, 0):
                 http = requests.Session()
@@ -256,7 +256,7 @@ class Session:
         stream: bool = False,
         timeout: float | None = None,
     ) -> requests.Response:
-        import requests  # loaded already by self.http()
+        import requests  # noqa: PLC0415 - loaded already by self.http()
 
         all_headers = dict(headers or {})
         if token:
@@ -332,7 +332,7 @@ class Session:
 
     def get(self, path: str, params: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         # A GET whose answer was cut short is simply asked again (the request itself retries in urllib3).
-        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+        import tenacity  # noqa: PLC0415 - here, not at the top: it costs `paddlectl --help` ~25 ms
 
         asking = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.retries + 1),

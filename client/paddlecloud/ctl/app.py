@@ -8,6 +8,7 @@ failed, 2 for a usage or config error.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
@@ -133,9 +134,30 @@ def run_guarded(call: Callable[[], Any], argv: list[str]) -> int:
     try:
         result = call()
         return result if isinstance(result, int) else 0
-    except click.exceptions.Exit as exc:
+    except (click.exceptions.Exit, click.Abort, click.ClickException) as exc:
+        return _click_failure(exc, argv)
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        # `paddlectl logs job | head`: the reader left; say nothing.
+        with contextlib.suppress(OSError):
+            sys.stdout = Path(os.devnull).open("w")  # noqa: SIM115 - replaces stdout for the rest of the process
+        return 0
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        return _failure(exc)
+
+
+def _click_failure(exc: click.exceptions.Exit | click.Abort | click.ClickException, argv: list[str]) -> int:
+    """The exit code for what click raised (usage errors get the usage line)."""
+    if isinstance(exc, click.exceptions.Exit):
         return int(exc.exit_code)
-    except click.UsageError as exc:
+    if isinstance(exc, click.Abort):
+        click.echo("error: aborted", err=True)
+        return EXIT_FAILED
+    if isinstance(exc, click.UsageError):
         if exc.__class__.__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             # `paddlectl` or `paddlectl get` alone: the help, as the original printed it.
             click.echo(exc.ctx.get_help())
@@ -143,42 +165,25 @@ def run_guarded(call: Callable[[], Any], argv: list[str]) -> int:
         if isinstance(exc, click.NoSuchOption):
             return _usage(exc, _unknown_option(exc, argv))
         return _usage(exc, _one_line(exc.format_message()))
-    except click.Abort:
-        click.echo("error: aborted", err=True)
-        return EXIT_FAILED
-    except click.ClickException as exc:
-        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
-        return exc.exit_code
-    except PaddleCloudError as exc:
-        if debug:
-            traceback.print_exc()
+    click.echo(f"error: {_one_line(exc.format_message())}", err=True)
+    return exc.exit_code
+
+
+def _failure(exc: Exception) -> int:
+    """One line on stderr for a failure of ours, of the system, or of paddlectl itself (a bug)."""
+    if isinstance(exc, PaddleCloudError):
         click.echo(f"error: {_one_line(str(exc))}", err=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("error: interrupted", err=True)
-        return 130
-    except BrokenPipeError:
-        # `paddlectl logs job | head`: the reader left; say nothing.
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        return 0
-    except OSError as exc:
-        if debug:
-            traceback.print_exc()
+    if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         click.echo(f"error: {exc.strerror or exc}{where}", err=True)
         return EXIT_FAILED
-    except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        click.echo(
-            f"error: internal error ({exc.__class__.__name__}: {_one_line(str(exc))}); "
-            "run with PADDLECTL_DEBUG=1 for the traceback and please report it",
-            err=True,
-        )
-        return EXIT_FAILED
+    click.echo(
+        f"error: internal error ({exc.__class__.__name__}: {_one_line(str(exc))}); "
+        "run with PADDLECTL_DEBUG=1 for the traceback and please report it",
+        err=True,
+    )
+    return EXIT_FAILED
 
 
 class State:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import click
 
 from paddlecloud.contract import spec as contract_spec
 from paddlecloud.ctl import images, jobs, spec
+from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.app import (
     OUTPUT,
     cli,
@@ -24,7 +25,7 @@ from paddlecloud.ctl.app import (
     warn,
 )
 from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem, describe_end
-from paddlecloud.ctl.files import is_remote
+from paddlecloud.ctl.files import Summary, is_remote
 from paddlecloud.ctl.jobs import LogStream, job_path, lines, stamped_lines, wait
 from paddlecloud.ctl.output import BarProgress, dump, emit, human_bytes, jobs_table, workers_table
 
@@ -85,6 +86,31 @@ def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
     if flags["topology"]:
         warn("-topology is a PaddlePaddle v1 option and is ignored; use -entry")
     jobname = flags["jobname"] or _default_jobname(package)
+    body = _submit_body(jobname, flags)
+    spec.check(body)  # before the config is even read
+    chunk = parse_chunk_size(flags["chunk_size"])
+    _check_package(package)
+    if flags["build"] and not (flags["image"] and flags["registry"]):
+        raise UsageProblem("-build needs -image (where to push the build) and -registry (the secret to push with)")
+    session = session_of(ctx)
+    before_create = _build_requester(session, flags["base_image"]) if flags["build"] else None
+    job, summary = jobs.submit(
+        session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"], before_create=before_create
+    )
+    if flags["dry_run"]:
+        _echo_dry_run(job, jobname, flags["output"])
+        return
+    _echo_submitted(job, summary, flags["output"])
+    if flags["follow"]:
+        follow_logs(ctx, job["uid"], None, None, True, None)
+    elif flags["wait_end"]:
+        wait_job(ctx, job["uid"])
+    elif flags["output"] == "table":
+        note(f"follow it with: paddlectl logs -f {job['name']}")
+
+
+def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
+    """The job spec sent to the portal, from submit's flags."""
     body = {
         "jobname": jobname,
         "entry": flags["entry"],
@@ -108,48 +134,48 @@ def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
             body["notify"] = contract_spec.parse_notify(flags["notify"])
         except ValueError as exc:
             raise UsageProblem(f"-notify: {exc}") from None
-    spec.check(body)  # before the config is even read
-    chunk = parse_chunk_size(flags["chunk_size"])
-    if not is_remote(package) and not Path(package).expanduser().is_dir():
-        what = "is not a directory" if Path(package).expanduser().exists() else "does not exist"
-        raise UsageProblem(f"PACKAGE: {package} {what} (give a local directory or a /pfs/ path)")
-    if flags["build"] and not (flags["image"] and flags["registry"]):
-        raise UsageProblem("-build needs -image (where to push the build) and -registry (the secret to push with)")
-    session = session_of(ctx)
+    return body
+
+
+def _build_requester(session: Session, base_image: str) -> Callable[[dict[str, Any]], None]:
+    """`submit -build`: once the package is uploaded, request its image build; the job waits for it."""
 
     def request_build(spec: dict[str, Any]) -> None:
         build = images.request_build(
-            session, spec["package"], spec["image"], spec["registry"], flags["base_image"], spec.get("datacenter")
+            session, spec["package"], spec["image"], spec["registry"], base_image, spec.get("datacenter")
         )
         spec["build"] = build["uid"]
         note(f"image build {build['uid']} of {spec['image']} queued; the job waits for it "
              f"(paddlectl image-logs -f {build['uid']})")
 
-    job, summary = jobs.submit(session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"],
-                               before_create=request_build if flags["build"] else None)
-    if flags["dry_run"]:
-        if flags["output"] in ("json", "yaml"):
-            click.echo(dump(job, flags["output"]))
-        else:
-            asked = job.get("requested") or {}
-            click.echo(f"the portal would accept job {jobname} on {job['job']['datacenter']} "
-                       f"({asked.get('cpu', 0):g} cores, {human_bytes(int(asked.get('memory', 0)))}B memory, "
-                       f"{asked.get('gpu', 0)} GPUs in all); nothing was uploaded or created")
+    return request_build
+
+
+def _check_package(package: str) -> None:
+    if not is_remote(package) and not Path(package).expanduser().is_dir():
+        what = "is not a directory" if Path(package).expanduser().exists() else "does not exist"
+        raise UsageProblem(f"PACKAGE: {package} {what} (give a local directory or a /pfs/ path)")
+
+
+def _echo_dry_run(answer: dict[str, Any], jobname: str, output: str) -> None:
+    if output in ("json", "yaml"):
+        click.echo(dump(answer, output))
         return
+    asked = answer.get("requested") or {}
+    click.echo(f"the portal would accept job {jobname} on {answer['job']['datacenter']} "
+               f"({asked.get('cpu', 0):g} cores, {human_bytes(int(asked.get('memory', 0)))}B memory, "
+               f"{asked.get('gpu', 0)} GPUs in all); nothing was uploaded or created")
+
+
+def _echo_submitted(job: dict[str, Any], summary: Summary | None, output: str) -> None:
     if summary is not None:
         plural = "s" if summary.files != 1 else ""
         note(f"uploaded {summary.files} file{plural} ({human_bytes(summary.bytes)}B) to {job['spec'].get('package')}"
              + (f", {summary.chunks_reused} chunks already there" if summary.chunks_reused else ""))
-    if flags["output"] in ("json", "yaml"):
-        click.echo(dump(job, flags["output"]))
+    if output in ("json", "yaml"):
+        click.echo(dump(job, output))
     else:
         click.echo(f"job {job['name']} submitted to {job['datacenter']} (uid {job['uid']}, {job['state']})")
-    if flags["follow"]:
-        follow_logs(ctx, job["uid"], None, None, True, None)
-    elif flags["wait_end"]:
-        wait_job(ctx, job["uid"])
-    elif flags["output"] == "table":
-        note(f"follow it with: paddlectl logs -f {job['name']}")
 
 
 @get.command("jobs", short_help="List your jobs (newest first).")

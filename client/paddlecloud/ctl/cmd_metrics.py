@@ -58,6 +58,6 @@ def metrics(ctx: click.Context, job: str, output: str) -> None:
     elif output == "json":
         click.echo(json.dumps(found, indent=2))
     else:
-        import yaml  # paddlectl imports PyYAML only where it is used
+        import yaml  # noqa: PLC0415 - paddlectl imports PyYAML only where it is used
 
         click.echo(yaml.safe_dump(found, sort_keys=False), nl=False)

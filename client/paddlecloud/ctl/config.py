@@ -220,8 +220,8 @@ def _write_private(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-        os.chmod(temp, 0o600)
-        os.replace(temp, path)
+        Path(temp).chmod(0o600)
+        Path(temp).replace(path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
@@ -265,7 +265,7 @@ def set_current(path: Path, name: str) -> Config:
     text = pattern.sub(line, text, count=1) if pattern.search(text) else text.rstrip("\n") + "\n" + line + "\n"
     mode = stat.S_IMODE(path.stat().st_mode)
     _write_private(path, text)
-    os.chmod(path, mode)
+    path.chmod(mode)
     config = parse(text, path)
     return config
 

@@ -247,7 +247,7 @@ class Files:
                 progress.advance(len(data))
 
     def _put_chunk(self, upload: dict[str, Any], index: int, data: bytes) -> None:
-        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+        import tenacity  # noqa: PLC0415 - here, not at the top: it costs `paddlectl --help` ~25 ms
 
         headers = {"X-Chunk-Checksum": xxh3_bytes(data), "Content-Type": "application/octet-stream"}
         # A chunk damaged on the way is refused by its checksum: send it again (3 times in all).
@@ -302,7 +302,7 @@ class Files:
         try:
             if response.status_code == 416:  # the part is the whole file already
                 response.close()
-                os.replace(part, local)
+                part.replace(local)
                 meta.unlink(missing_ok=True)
                 size = local.stat().st_size
                 progress.advance(size)
@@ -320,7 +320,7 @@ class Files:
                         raise PaddleCloudError(f"cannot write {local}: {exc.strerror or exc}") from None
                     progress.advance(len(piece))
         except Exception as exc:
-            import requests  # loaded already: the download went through it
+            import requests  # noqa: PLC0415 - loaded already: the download went through it
 
             if isinstance(exc, requests.exceptions.RequestException):
                 raise NetworkError(
@@ -330,7 +330,7 @@ class Files:
             raise
         finally:
             response.close()
-        os.replace(part, local)
+        part.replace(local)
         meta.unlink(missing_ok=True)
         return local.stat().st_size
 
@@ -393,6 +393,18 @@ class Files:
                 plan.append((path, join(dest, name) if into else dest.rstrip("/")))
             else:
                 raise UsageProblem(f"{source}: not a regular file or directory")
+        self._send(plan, dirs, progress, chunk_size, summary)
+        return summary
+
+    def _send(
+        self,
+        plan: list[tuple[Path, str]],
+        dirs: list[str],
+        progress: Progress,
+        chunk_size: int | None,
+        summary: Summary,
+    ) -> None:
+        """Make the directories `dirs`, then upload each (local, remote) of `plan`."""
         total = sum(local.stat().st_size for local, _ in plan)
         progress.start(total, len(plan), "uploading")
         try:
@@ -404,7 +416,6 @@ class Files:
                 self.upload_file(local, remote, progress, chunk_size, summary)
         finally:
             progress.finish()
-        return summary
 
     def _download(self, sources: list[str], dest: str, progress: Progress) -> Summary:
         summary = Summary()
@@ -435,6 +446,13 @@ class Files:
                 plan.append((entry["path"], target / entry["name"] if into else target, int(entry["size"])))
             else:
                 raise UsageProblem(f"{source} is a {entry['kind']}, not a file or directory")
+        self._receive(plan, local_dirs, progress, summary)
+        return summary
+
+    def _receive(
+        self, plan: list[tuple[str, Path, int]], local_dirs: list[Path], progress: Progress, summary: Summary
+    ) -> None:
+        """Make the directories `local_dirs`, then download each (remote, local, size) of `plan`."""
         progress.start(sum(size for _, _, size in plan), len(plan), "downloading")
         try:
             for directory in local_dirs:
@@ -446,7 +464,6 @@ class Files:
                 summary.files += 1
         finally:
             progress.finish()
-        return summary
 
 
 def _walk(root: Path, package: bool, summary: Summary) -> tuple[list[tuple[Path, str]], list[str]]:
@@ -475,6 +492,6 @@ def _walk(root: Path, package: bool, summary: Summary) -> tuple[list[tuple[Path,
             kept_files.append(name)
         for name in kept_files:
             files.append((here / name, nfc((rel_dir / name).as_posix())))
-        if not kept_files and not kept_dirs and rel_dir != Path("."):
+        if not kept_files and not kept_dirs and rel_dir != Path():
             empty.append(nfc(rel_dir.as_posix()))
     return files, empty

@@ -160,7 +160,7 @@ class _Outage:
         return isinstance(exc, NetworkError) or (isinstance(exc, APIError) and exc.status in (502, 503, 504))
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        import tenacity  # here, not at the top: it costs `paddlectl --help` ~25 ms
+        import tenacity  # noqa: PLC0415 - here, not at the top: it costs `paddlectl --help` ~25 ms
 
         waited = False
 
@@ -210,6 +210,7 @@ class LogStream:
         self.outage = _Outage(outage_limit if follow else 0.0, notify)
         self.job: dict[str, Any] = {}
         self.workers: list[str] = []
+        self._state = ""  # the job's state, as the last log answer gave it
 
     def _read(self, uid: str, worker: str, cursor: str, first: bool) -> dict[str, Any]:
         params: dict[str, Any] = {"worker": worker, "cursor": cursor}
@@ -217,6 +218,23 @@ class LogStream:
             params["tail"] = self.tail
         answer: dict[str, Any] = self.outage.call(lambda: self.session.get(f"{job_path(uid)}/logs", params))
         return answer
+
+    def _drain(
+        self, uid: str, worker: str, cursors: dict[str, str], complete: dict[str, bool], first: dict[str, bool]
+    ) -> Iterator[tuple[str, str, list[float | None]]]:
+        """Read one worker's log until nothing new comes (an answer holds at most 256 KiB)."""
+        while True:
+            answer = self._read(uid, worker, cursors[worker], first[worker])
+            first[worker] = False
+            self._state = answer.get("state", self._state)
+            text = answer.get("text", "")
+            moved = answer.get("cursor", cursors[worker]) != cursors[worker]
+            cursors[worker] = answer.get("cursor", cursors[worker])
+            complete[worker] = bool(answer.get("complete"))
+            if text:
+                yield worker, text, list(answer.get("times") or [])
+            if not text or not moved or complete[worker]:
+                return
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         for worker, text, _ in self.stamped():
@@ -231,26 +249,14 @@ class LogStream:
         complete = dict.fromkeys(self.workers, False)
         first = dict.fromkeys(self.workers, True)
         ended_at: float | None = None
-        state = self.job.get("state", "")
+        self._state = self.job.get("state", "")
         while True:
             for worker in self.workers:
-                if complete[worker]:
-                    continue
-                while True:  # drain: an answer holds at most 256 KiB
-                    answer = self._read(uid, worker, cursors[worker], first[worker])
-                    first[worker] = False
-                    state = answer.get("state", state)
-                    text = answer.get("text", "")
-                    moved = answer.get("cursor", cursors[worker]) != cursors[worker]
-                    cursors[worker] = answer.get("cursor", cursors[worker])
-                    complete[worker] = bool(answer.get("complete"))
-                    if text:
-                        yield worker, text, list(answer.get("times") or [])
-                    if not text or not moved or complete[worker]:
-                        break
+                if not complete[worker]:
+                    yield from self._drain(uid, worker, cursors, complete, first)
             if not self.follow or all(complete.values()):
                 break
-            if state in TERMINAL_STATES:
+            if self._state in TERMINAL_STATES:
                 # Ended: the logs become complete once its processes are gone; do not wait forever.
                 ended_at = ended_at or time.monotonic()
                 if time.monotonic() - ended_at > FINAL_GRACE:

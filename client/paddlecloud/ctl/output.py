@@ -102,7 +102,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str | No
 
 def dump(data: Any, fmt: str) -> str:
     if fmt == "yaml":
-        import yaml  # only for -o yaml: PyYAML costs every other command its start-up time
+        import yaml  # noqa: PLC0415 - only for -o yaml: PyYAML costs every other command its start-up time
 
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
     return json.dumps(data, indent=2, ensure_ascii=False)
@@ -125,8 +125,8 @@ class BarProgress:
         if not self.enabled:
             return
         # rich only when a bar is drawn (a terminal): importing it costs every other command ~50 ms.
-        from rich.console import Console
-        from rich.progress import (
+        from rich.console import Console  # noqa: PLC0415
+        from rich.progress import (  # noqa: PLC0415
             BarColumn,
             DownloadColumn,
             Progress,

@@ -6,6 +6,7 @@ the name before any upload); these checks only save a round trip and say which f
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from paddlecloud.contract import spec as rules
@@ -50,33 +51,26 @@ def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
 def check(spec: dict[str, Any], flags: dict[str, str] | None = None) -> dict[str, Any]:
     """Raise UsageProblem naming the flag (or SDK parameter) of the first rule broken; return the spec."""
     names = {**FLAGS, **(flags or {})}
+    for field, problem in _problems(spec):
+        if problem:
+            raise UsageProblem(f"{names.get(field, field)}: {problem}")
+    return spec
 
-    def fail(field: str, message: str) -> UsageProblem:
-        return UsageProblem(f"{names.get(field, field)}: {message}")
 
-    problem = rules.job_name_problem(str(spec.get("jobname") or ""))
-    if problem:
-        raise fail("jobname", problem)
-    problem = rules.entry_problem(spec.get("entry"))
-    if problem:
-        raise fail("entry", problem)
+def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
+    """(field, problem or None) for each rule in turn; lazily, so checking stops at the first problem."""
+    yield "jobname", rules.job_name_problem(str(spec.get("jobname") or ""))
+    yield "entry", rules.entry_problem(spec.get("entry"))
     for field in rules.LIMITS:
         if spec.get(field) is not None:
-            problem = rules.integer_problem(field, spec[field])
-            if problem:
-                raise fail(field, problem)
+            yield field, rules.integer_problem(field, spec[field])
     for field in rules.QUANTITIES:
         if spec.get(field) is not None:
-            problem = rules.quantity_problem(field, spec[field])
-            if problem:
-                raise fail(field, problem)
-    problem = rules.env_problem(spec.get("env") or {})
-    if problem:
-        raise fail("env", problem)
+            yield field, rules.quantity_problem(field, spec[field])
+    yield "env", rules.env_problem(spec.get("env") or {})
     for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE)):
         if len(spec.get(field) or "") > most:
-            raise fail(field, f"must be at most {most} characters")
-    return spec
+            yield field, f"must be at most {most} characters"
 
 
 def flag_message(error_fields: list[dict[str, Any]], detail: str, flags: dict[str, str] | None = None) -> str:

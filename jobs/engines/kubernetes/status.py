@@ -334,14 +334,30 @@ def missing_pods(f: Facts, objs: JobObjects) -> bool:
 
 def observe(f: Facts, objs: JobObjects) -> Observation:
     """The job's state, reason, per-worker status from what was listed of it."""
-    workers = by_worker(objs.pods)
     job_conds = conditions(objs.trainer_job)
+    job_failed = "Failed" in job_conds or "FailureTarget" in job_conds
+    job_done = "Complete" in job_conds or "SuccessCriteriaMet" in job_conds
+    statuses, problems = _workers(f, objs, job_failed)
+
+    lost = _first(problems, Reason.PSERVER_LOST)
+    if lost:
+        return Observation(JobState.FAILED, lost.reason, lost.message, lost.exit_code, statuses)
+    if job_failed:
+        return _failed(f, job_conds, problems, statuses)
+    if job_done:
+        return Observation(JobState.SUCCEEDED, exit_code=0, workers=statuses)
+    vanished = _vanished(f, objs)
+    if vanished:
+        return Observation(JobState.FAILED, Reason.LAUNCH_FAILED, vanished, None, statuses)
+    return _not_ended(f, objs, problems, statuses)
+
+
+def _workers(f: Facts, objs: JobObjects, job_failed: bool) -> tuple[list[WorkerStatus], list[_Problem]]:
+    """Each worker's status (pservers first), and the problems found on the way."""
+    workers = by_worker(objs.pods)
     job_status = (objs.trainer_job or {}).get("status") or {}
     completed = index_set(job_status.get("completedIndexes"))
     failed = index_set(job_status.get("failedIndexes"))
-    job_failed = "Failed" in job_conds or "FailureTarget" in job_conds
-    job_done = "Complete" in job_conds or "SuccessCriteriaMet" in job_conds
-
     statuses: list[WorkerStatus] = []
     problems: list[_Problem] = []
     for i in range(f.pservers):
@@ -352,32 +368,40 @@ def observe(f: Facts, objs: JobObjects) -> Observation:
         status, problem = _trainer(f, i, workers.get(("trainer", i), []), completed, failed, job_failed)
         statuses.append(status)
         problems += [problem] if problem else []
+    return statuses, problems
 
-    def first(*reasons: str) -> _Problem | None:
-        return next((p for p in problems if p.reason in reasons), None)
 
-    lost = first(Reason.PSERVER_LOST)
-    if lost:
-        return Observation(JobState.FAILED, lost.reason, lost.message, lost.exit_code, statuses)
-    if job_failed:
-        failure = first(Reason.OOM_KILLED, Reason.BACKOFF_LIMIT, Reason.TRAINER_FAILED)
-        if failure:
-            return Observation(JobState.FAILED, failure.reason, failure.message, failure.exit_code, statuses)
-        cond = job_conds.get("Failed") or job_conds.get("FailureTarget") or {}
-        why: str = Reason.BACKOFF_LIMIT if f.max_retries else Reason.TRAINER_FAILED
-        message = f"the trainers failed: {cond.get('message') or cond.get('reason') or 'no message'}"
-        return Observation(JobState.FAILED, why, message, None, statuses)
-    if job_done:
-        return Observation(JobState.SUCCEEDED, exit_code=0, workers=statuses)
+def _first(problems: list[_Problem], *reasons: str) -> _Problem | None:
+    return next((p for p in problems if p.reason in reasons), None)
+
+
+def _failed(
+    f: Facts, job_conds: dict[str, Obj], problems: list[_Problem], statuses: list[WorkerStatus]
+) -> Observation:
+    """The failure of a job whose trainer Job failed: a worker's own reason, else the Job's condition."""
+    failure = _first(problems, Reason.OOM_KILLED, Reason.BACKOFF_LIMIT, Reason.TRAINER_FAILED)
+    if failure:
+        return Observation(JobState.FAILED, failure.reason, failure.message, failure.exit_code, statuses)
+    cond = job_conds.get("Failed") or job_conds.get("FailureTarget") or {}
+    why: str = Reason.BACKOFF_LIMIT if f.max_retries else Reason.TRAINER_FAILED
+    message = f"the trainers failed: {cond.get('message') or cond.get('reason') or 'no message'}"
+    return Observation(JobState.FAILED, why, message, None, statuses)
+
+
+def _vanished(f: Facts, objs: JobObjects) -> str | None:
+    """Why the job failed if its Job or StatefulSet was deleted outside PaddleCloud, or None."""
     gone = []
     if objs.trainer_job is None:
         gone.append(f"Job {names.trainer_job_name(f.uid)}")
     if f.pservers and objs.pserver_set is None:
         gone.append(f"StatefulSet {names.pserver_set_name(f.uid)}")
     if gone and f.age > VANISHED_AFTER:
-        message = f"the {' and '.join(gone)} of the job disappeared (deleted outside PaddleCloud?)"
-        return Observation(JobState.FAILED, Reason.LAUNCH_FAILED, message, None, statuses)
+        return f"the {' and '.join(gone)} of the job disappeared (deleted outside PaddleCloud?)"
+    return None
 
+
+def _not_ended(f: Facts, objs: JobObjects, problems: list[_Problem], statuses: list[WorkerStatus]) -> Observation:
+    """A job still pending or running: what, if anything, holds it up (a quota fails it after a grace)."""
     current = JobState.RUNNING if f.running else JobState.PENDING
     rejected = _quota_rejection(objs) if missing_pods(f, objs) else None
     if rejected:
@@ -386,7 +410,7 @@ def observe(f: Facts, objs: JobObjects) -> Observation:
         return Observation(current, Reason.QUOTA_EXCEEDED, rejected, None, statuses)
     if all(s.state in (WorkerState.RUNNING, WorkerState.SUCCEEDED) for s in statuses):
         return Observation(JobState.RUNNING, workers=statuses)
-    blocking = first(Reason.UNSCHEDULABLE, Reason.IMAGE_PULL) or first("")
+    blocking = _first(problems, Reason.UNSCHEDULABLE, Reason.IMAGE_PULL) or _first(problems, "")
     if blocking:
         return Observation(current, blocking.reason, blocking.message, None, statuses)
     other = [e.get("message", "") for e in objs.create_failures]

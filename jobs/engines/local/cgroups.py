@@ -7,6 +7,7 @@ supervisor join it, count OOM kills and remove it (see processes.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -96,7 +97,7 @@ def oom_kills(events_text: str) -> int:
 
 
 def _write(path: Path, value: str) -> None:
-    with open(path, "w") as f:
+    with path.open("w") as f:
         f.write(value)
 
 
@@ -133,10 +134,8 @@ def create(hierarchy: Hierarchy, name: str, limits: Limits) -> Group:
 
 def remove(group: Group) -> None:
     for directory in group.dirs:
-        try:
+        with contextlib.suppress(OSError):
             directory.rmdir()
-        except OSError:
-            pass
 
 
 @functools.cache

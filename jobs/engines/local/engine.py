@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,16 @@ _LOG_TAIL_BYTES = 64 * 1024
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
     return [(Role.PSERVER, i) for i in range(job.pservers)] + [(Role.TRAINER, i) for i in range(job.trainers)]
+
+
+@dataclass
+class _Tally:
+    """What one look at a job's workers found: whether all run, the first lost pserver and failed trainer."""
+
+    all_running: bool = True
+    trainers_done: int = 0
+    pserver_lost: tuple[int, int | None] | None = None  # (index, exit code)
+    trainer_failed: tuple[int, int | None, int, str] | None = None  # (index, exit code, restarts, message)
 
 
 class LocalEngine(Engine):
@@ -277,47 +288,53 @@ class LocalEngine(Engine):
             return waiting
         workers = {(w.role, w.index): w for w in Worker.objects.filter(job=job)}
         statuses: list[WorkerStatus] = []
-        pserver_lost: tuple[int, int | None] | None = None
-        trainer_failed: tuple[int, int | None, int, str] | None = None
-        trainers_done = 0
-        all_running = True
+        tally = _Tally()
         max_retries = int(job.spec.get("max_retries", 0))
         for role, index in _plan(job):
             worker = workers.get((role, index))
             if worker is None or worker.name not in job.engine_data:
-                all_running = False
+                tally.all_running = False
                 continue
-            running, code = self._fate(job, worker)
-            state, message = WorkerState.RUNNING, ""
-            if not running:
-                state, message = self._ended(job, worker, code)
-                if role == Role.PSERVER and state != WorkerState.SUCCEEDED:
-                    pserver_lost = pserver_lost or (index, code)
-                elif role == Role.TRAINER and state == WorkerState.SUCCEEDED:
-                    trainers_done += 1
-                elif role == Role.TRAINER and worker.restarts < max_retries and job.state not in TERMINAL_STATES:
-                    try:
-                        self._restart(job, worker, code)
-                        state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
-                        code = None
-                    except EngineError as exc:  # e.g. its runtime was removed: fail this job, not the loop
-                        message = f"{message}; cannot restart it: {exc}"
-                        trainer_failed = trainer_failed or (index, code, worker.restarts, message)
-                elif role == Role.TRAINER:
-                    trainer_failed = trainer_failed or (index, code, worker.restarts, message)
-            statuses.append(
-                WorkerStatus(
-                    role=role,
-                    index=index,
-                    state=state,
-                    host="127.0.0.1",
-                    pid=job.engine_data[worker.name]["pid"],
-                    started_at=worker.started_at,
-                    restarts=worker.restarts,
-                    exit_code=code,
-                    message=message,
-                )
-            )
+            statuses.append(self._worker_status(job, role, index, worker, tally, max_retries))
+        return self._verdict(job, tally, statuses, max_retries)
+
+    def _worker_status(
+        self, job: Job, role: Role, index: int, worker: Worker, tally: _Tally, max_retries: int
+    ) -> WorkerStatus:
+        """One started worker's status; a trainer that failed with retries left is restarted here."""
+        running, code = self._fate(job, worker)
+        state, message = WorkerState.RUNNING, ""
+        if not running:
+            state, message = self._ended(job, worker, code)
+            if role == Role.PSERVER and state != WorkerState.SUCCEEDED:
+                tally.pserver_lost = tally.pserver_lost or (index, code)
+            elif role == Role.TRAINER and state == WorkerState.SUCCEEDED:
+                tally.trainers_done += 1
+            elif role == Role.TRAINER and worker.restarts < max_retries and job.state not in TERMINAL_STATES:
+                try:
+                    self._restart(job, worker, code)
+                    state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
+                    code = None
+                except EngineError as exc:  # e.g. its runtime was removed: fail this job, not the loop
+                    message = f"{message}; cannot restart it: {exc}"
+                    tally.trainer_failed = tally.trainer_failed or (index, code, worker.restarts, message)
+            elif role == Role.TRAINER:
+                tally.trainer_failed = tally.trainer_failed or (index, code, worker.restarts, message)
+        return WorkerStatus(
+            role=role,
+            index=index,
+            state=state,
+            host="127.0.0.1",
+            pid=job.engine_data[worker.name]["pid"],
+            started_at=worker.started_at,
+            restarts=worker.restarts,
+            exit_code=code,
+            message=message,
+        )
+
+    def _verdict(self, job: Job, tally: _Tally, statuses: list[WorkerStatus], max_retries: int) -> Observation:
+        """The job's state from what its workers did: a lost pserver or a failed trainer (OOM first) fails it."""
+        pserver_lost, trainer_failed = tally.pserver_lost, tally.trainer_failed
         for role, index, code in ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
             [(Role.TRAINER, *trainer_failed[:2])] if trainer_failed else []
         ):
@@ -346,9 +363,9 @@ class LocalEngine(Engine):
             detail = "" if why.startswith(f"trainer {index} ") else f": {why}"
             message = f"trainer {index} {processes.describe_exit(code)}{retries}{detail}"
             return Observation(JobState.FAILED, reason, message, code, statuses)
-        if trainers_done == job.trainers:
+        if tally.trainers_done == job.trainers:
             return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
-        return Observation(JobState.RUNNING if all_running else JobState.PENDING, workers=statuses)
+        return Observation(JobState.RUNNING if tally.all_running else JobState.PENDING, workers=statuses)
 
     def final_workers(self, job: Job) -> list[WorkerStatus]:
         return self._observe(job).workers

@@ -8,6 +8,7 @@ learn a process's fate from /proc and that file, without being its parent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -185,10 +186,8 @@ def signal_groups(pids: list[int], sig: signal.Signals) -> None:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             # Not a group leader (any more): signal the process itself.
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def describe_exit(code: int | None) -> str:

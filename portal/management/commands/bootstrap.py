@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from jobs.gpus import detect
 from portal.datacenters.models import Datacenter, Engine, StorageKind
 
 
@@ -55,8 +56,6 @@ class Command(BaseCommand):
         self.stdout.write(f"datacenter {name!r} {'created' if created else 'exists'} (storage {root})")
 
     def _detect_gpus(self, datacenter: Datacenter) -> None:
-        from jobs.gpus import detect
-
         datacenter.gpus = detect()
         datacenter.save(update_fields=["gpus"])
         self.stdout.write(f"GPUs of this host for {datacenter.name!r}: {', '.join(datacenter.gpus) or 'none'}")

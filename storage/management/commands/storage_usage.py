@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import QuerySet
 from paddlecloud.contract.units import human_bytes
 
 from portal.datacenters.models import Datacenter
@@ -31,6 +32,28 @@ def _describe(drift: Drift) -> str:
     return ", ".join(parts) or f"ok ({human_bytes(drift.actual_bytes)}, {drift.actual_files} files)"
 
 
+def _datacenters(names: list[str] | None) -> QuerySet[Datacenter]:
+    """The datacenters named (all without names); CommandError for a name that is none."""
+    datacenters = Datacenter.objects.all()
+    if names:
+        datacenters = datacenters.filter(name__in=names)
+        unknown = set(names) - set(datacenters.values_list("name", flat=True))
+        if unknown:
+            raise CommandError(f"unknown datacenter(s): {', '.join(sorted(unknown))}")
+    return datacenters
+
+
+def _users(names: list[str] | None) -> list[Any] | None:
+    """The users named (None without names: every user); CommandError for a name that is none."""
+    if not names:
+        return None
+    users = list(get_user_model().objects.filter(username__in=names))
+    unknown = set(names) - {u.get_username() for u in users}
+    if unknown:
+        raise CommandError(f"unknown user(s): {', '.join(sorted(unknown))}")
+    return users
+
+
 class Command(BaseCommand):
     help = "Recompute per-user storage usage from disk and report drift; --fix stores the recomputed values."
 
@@ -40,18 +63,8 @@ class Command(BaseCommand):
         parser.add_argument("--fix", action="store_true", help="store the recomputed usage")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        datacenters = Datacenter.objects.all()
-        if options["datacenter"]:
-            datacenters = datacenters.filter(name__in=options["datacenter"])
-            unknown = set(options["datacenter"]) - set(datacenters.values_list("name", flat=True))
-            if unknown:
-                raise CommandError(f"unknown datacenter(s): {', '.join(sorted(unknown))}")
-        users = None
-        if options["user"]:
-            users = list(get_user_model().objects.filter(username__in=options["user"]))
-            unknown = set(options["user"]) - {u.get_username() for u in users}
-            if unknown:
-                raise CommandError(f"unknown user(s): {', '.join(sorted(unknown))}")
+        datacenters = _datacenters(options["datacenter"])
+        users = _users(options["user"])
         drifted = checked = 0
         for datacenter in datacenters:
             try:

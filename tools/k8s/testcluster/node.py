@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,11 @@ HOST_LOCK_WAIT_SECONDS = 1800
 # certificate is checked with. Read at every pull, so a test registry can add its directory before or
 # after the node starts; one fixed place, so neither needs to know the other.
 REGISTRY_HOSTS_DIR = Path("/run/paddlecloud-node/certs.d")
+NETNS_DIR = Path("/run/netns")  # where `ip netns` (and the CNI plugins) name network namespaces
+
+
+def _netns_names() -> set[str]:
+    return {entry.name for entry in NETNS_DIR.iterdir()} if NETNS_DIR.is_dir() else set()
 
 
 def node_bin_dir() -> Path:
@@ -131,7 +137,7 @@ class NodeRunner:
         self._lock_host()
         for d in (self.dir, self.run_dir, self.dir / "cni", self.dir / "kubelet"):
             d.mkdir(parents=True, exist_ok=True)
-        self._netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+        self._netns_before = _netns_names()
         names = ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready")
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self._bridge_up()
@@ -333,8 +339,6 @@ state = "{self.run_dir / "state"}"
                 raise NodeError(f"ctr images import {entry['ref']} failed: {result.stderr[-2000:]}")
 
     def coredns_ready(self) -> bool:
-        import urllib.request
-
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with opener.open(f"http://127.0.0.1:{self.ports['coredns-ready']}/ready", timeout=2) as resp:
             return bool(resp.status == 200)
@@ -385,16 +389,15 @@ state = "{self.run_dir / "state"}"
         for mount in reversed(mounts):
             if mount.startswith((str(self.dir), str(self.run_dir))):
                 subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
-        if os.path.isdir("/run/netns"):
-            for ns in set(os.listdir("/run/netns")) - self._netns_before:
-                if ns.startswith("cni-"):
-                    subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
+        for ns in _netns_names() - self._netns_before:
+            if ns.startswith("cni-"):
+                subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", self.node.bridge], capture_output=True, check=False)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         for hierarchy in self._kubepods_cgroups():
             for dirpath, _, _ in sorted(os.walk(hierarchy), key=lambda w: -len(w[0])):
                 with contextlib.suppress(OSError):
-                    os.rmdir(dirpath)
+                    Path(dirpath).rmdir()
         self._unlock_host()
 
     @staticmethod
@@ -441,8 +444,7 @@ state = "{self.run_dir / "state"}"
         found += [f"mount {m}" for m in mounts if m.startswith((str(self.dir), str(self.run_dir)))]
         if subprocess.run(["ip", "link", "show", self.node.bridge], capture_output=True, check=False).returncode == 0:
             found.append(f"interface {self.node.bridge}")
-        if os.path.isdir("/run/netns"):
-            found += [f"netns {n}" for n in set(os.listdir("/run/netns")) - self._netns_before]
+        found += [f"netns {n}" for n in _netns_names() - self._netns_before]
         found += [f"cgroup {c}" for c in self._kubepods_cgroups()]
         return found
 
