@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from images import builder, services
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
-from jobs.api import flag
+from portal.api.params import by_state, flag
 from portal.api.serializers import StrictSerializer
 
 
@@ -94,14 +94,7 @@ class BuildListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[ImageBuild]:
-        builds = builds_visible_to(self.request)
-        state = self.request.query_params.get("state")
-        if state:
-            if state not in BuildState.values:
-                raise exceptions.ValidationError({"state": [f"must be one of {', '.join(BuildState.values)}"]})
-            builds = builds.filter(state=state)
-        if flag(self.request, "active"):
-            builds = builds.filter(state__in=ACTIVE_BUILD_STATES)
+        builds = by_state(builds_visible_to(self.request), self.request, BuildState.values, ACTIVE_BUILD_STATES)
         return builds.order_by("-created_at")
 
     @extend_schema(

@@ -25,9 +25,10 @@ from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from images.tasks import start_build, stop_build
 from jobs.engines import rules_for
+from jobs.packages import package_place
 from jobs.services import choose_datacenter
 from portal.datacenters.models import Datacenter
-from portal.errors import Conflict, Forbidden, Invalid
+from portal.errors import Conflict, Invalid
 from portal.registry.models import RegistrySecret
 from storage import paths
 
@@ -48,12 +49,7 @@ class CheckedBuild:
 
 
 def _package(user: User, datacenter: Datacenter, text: str) -> str:
-    try:
-        resolved = paths.resolve(user, text, write=False, field="package")
-    except Forbidden as exc:
-        raise Invalid(exc.message, "package") from None
-    if resolved.datacenter.pk != datacenter.pk:
-        raise Invalid(f"{text!r} is not on datacenter {datacenter.name!r}", "package")
+    resolved = package_place(datacenter, user, text, write=False)
     if resolved.area != paths.HOME or resolved.owner is None:
         raise Invalid(f"must be a folder in your home, {paths.home_logical(user, datacenter)}/...", "package")
     if not resolved.real.is_dir():

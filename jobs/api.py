@@ -18,6 +18,7 @@ from jobs.logfiles import line_count
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
 from portal.api.errors import quote
+from portal.api.params import by_state, flag
 
 MAX_TAIL = 100_000  # lines ?tail= may ask for
 
@@ -144,14 +145,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
     serializer_class = JobSerializer
 
     def get_queryset(self) -> QuerySet[Job]:
-        jobs = jobs_visible_to(self.request)
-        state = self.request.query_params.get("state")
-        if state:
-            if state not in JobState.values:
-                raise exceptions.ValidationError({"state": [f"must be one of {', '.join(JobState.values)}"]})
-            jobs = jobs.filter(state=state)
-        if flag(self.request, "active"):
-            jobs = jobs.filter(state__in=ACTIVE_STATES)
+        jobs = by_state(jobs_visible_to(self.request), self.request, JobState.values, ACTIVE_STATES)
         return jobs.order_by("-created_at")
 
     @extend_schema(
@@ -189,16 +183,6 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         job = services.submit(checked)
         job = Job.objects.select_related("owner", "datacenter").get(pk=job.pk)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
-
-
-def flag(request: Request, name: str) -> bool:
-    """A yes/no query parameter: absent, 0, false, 1 or true; anything else is a 400 naming it."""
-    value = request.query_params.get(name)
-    if value is None or value.lower() in ("0", "false"):
-        return False
-    if value.lower() in ("1", "true"):
-        return True
-    raise exceptions.ValidationError({name: ["must be 1, true, 0 or false"]})
 
 
 class JobDetail(APIView):

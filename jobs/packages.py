@@ -32,14 +32,19 @@ def logical(datacenter: Datacenter, real: Path) -> str:
     return f"/pfs/{datacenter.name}/" + str(real.relative_to(datacenter.storage_root))
 
 
-def _package_path(datacenter: Datacenter, user: Any, text: str, write: bool) -> Path:
+def package_place(datacenter: Datacenter, user: Any, text: str, write: bool) -> paths.ResolvedPath:
+    """`package` resolved for the user (beneath its root, no link out) on `datacenter`; else a 400 naming it."""
     try:
         resolved = paths.resolve(user, text, write=write, field="package")
     except Forbidden as exc:
         raise Invalid(exc.message, "package") from None
     if resolved.datacenter.pk != datacenter.pk:
         raise Invalid(f"{text!r} is not on datacenter {datacenter.name!r}", "package")
-    return resolved.real
+    return resolved
+
+
+def _package_path(datacenter: Datacenter, user: Any, text: str, write: bool) -> Path:
+    return package_place(datacenter, user, text, write).real
 
 
 def resolve_package(datacenter: Datacenter, user: Any, package: str, jobname: str) -> Path:
