@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.conf import settings
 
 from tools.k8s.images import SUPPORTED, parse_dockerfile
 from tools.k8s.testcluster import TestCluster, default_bin_dir
@@ -327,3 +328,11 @@ def test_the_portal_image_is_non_root_and_buildable_without_docker() -> None:
     assert users and users[-1] not in ("0", "root")
     copied = [arg.split()[0] for op, arg in steps if op == "COPY"]
     assert "." not in copied and "./" not in copied  # never the whole checkout (var/ holds generated keys)
+
+
+def test_the_portal_image_copies_every_app_the_settings_install() -> None:
+    """A local app missing from the image's COPY lines fails every portal pod at start (found in review)."""
+    steps = parse_dockerfile((DEPLOY / "Dockerfile.portal").read_text())
+    copied = {arg.split()[0].strip("/") for op, arg in steps if op == "COPY"}
+    local = {app.split(".")[0] for app in settings.INSTALLED_APPS if (ROOT / app.split(".")[0]).is_dir()}
+    assert local <= copied, f"deploy/Dockerfile.portal does not COPY {sorted(local - copied)}"
