@@ -106,6 +106,7 @@ class Plan:
     pserver_annotations: dict[str, str] = field(default_factory=dict)
     grace_seconds: int = 10
     run_as: tuple[int, int] = (1000, 1000)  # (uid, gid) of every container: settings.PADDLECLOUD_POD_UID/GID
+    pull_policy: str = "IfNotPresent"  # see pull_policy()
 
     @property
     def user_label(self) -> str:
@@ -118,6 +119,13 @@ class Plan:
     @property
     def public_mount(self) -> str:
         return f"/pfs/{self.datacenter}/{self.storage.public_path}"
+
+
+def pull_policy(image: str, datacenter: Datacenter) -> str:
+    """`Always` for an image the user chose: the kubelet then asks the registry, with this job's own
+    login, even when the node has the image cached, so no user runs another's private image from a
+    node's cache. The datacenter's own images are everyone's, and may be cached (or preloaded)."""
+    return "IfNotPresent" if image in (datacenter.cpu_image, datacenter.gpu_image) else "Always"
 
 
 def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> Plan:
@@ -139,6 +147,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         trainers=int(spec["parallelism"]),
         pservers=int(spec["pservers"]),
         image=image,
+        pull_policy=pull_policy(image, datacenter),
         cpu=str(spec.get("cpu") or "1"),
         memory=str(spec.get("memory") or "1Gi"),
         gpu=gpu,
@@ -369,6 +378,7 @@ def pod_template(plan: Plan, role: str) -> dict[str, Any]:
     container = {
         "name": role,
         "image": plan.image,
+        "imagePullPolicy": plan.pull_policy,
         "command": [LAUNCHER],
         "env": env(plan, role),
         "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in ports],
