@@ -15,6 +15,7 @@ import array
 import bisect
 import contextlib
 import itertools
+import math
 import os
 import struct
 import sys
@@ -26,6 +27,7 @@ from typing import IO, BinaryIO
 TIMES_NAME = "log.times"
 RECORD = struct.Struct("<Qd")
 MIN_GAP = 0.01  # seconds: lines that arrive closer together share a time
+LATEST = 7258118400.0  # 2200-01-01: a later "arrival time" is a forged record, not a time
 
 
 class Recorder:
@@ -116,10 +118,18 @@ def times_at(index: IO[bytes] | None, starts: Sequence[int]) -> list[float | Non
         return [None] * len(starts)
     count = index.seek(0, os.SEEK_END) // RECORD.size  # a torn last record (disk full) is ignored
     first = max(_first_record(index, count, starts[0]), 0)
-    last = _first_record(index, count, starts[-1])  # records in between: no more than the bytes read
-    if last < 0:
+    last = _first_record(index, count, starts[-1])
+    # The job writes this file, so it may be anything: offsets out of order must not make one request
+    # read more records than there are bytes in between (what a true record file holds at most).
+    last = min(last, first + starts[-1] - starts[0] + 1)
+    if last < first:
         return [None] * len(starts)
     index.seek(first * RECORD.size)
     offsets, times = _columns(index.read((last - first + 1) * RECORD.size))
     after = map(bisect.bisect_right, itertools.repeat(offsets), starts)  # the record after each start's own
-    return [times[at - 1] if at else None for at in after]
+    return [_plausible(times[at - 1]) if at else None for at in after]
+
+
+def _plausible(when: float) -> float | None:
+    """A time JSON and browsers can carry (finite, 1970..2200), else unknown: the job may write anything."""
+    return when if math.isfinite(when) and 0 <= when < LATEST else None

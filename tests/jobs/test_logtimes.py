@@ -123,3 +123,21 @@ def test_a_failed_index_write_never_stops_the_log() -> None:
     for size in itertools.repeat(10, 3):
         times.note(size)
     assert times.offset == 30
+
+
+def test_a_forged_index_reads_no_more_than_the_span_and_gives_only_plausible_times() -> None:
+    # The job writes log.times, so it may hold anything: offsets out of order, NaN, a year 10^9.
+    records = [(0, 100.0), (10**12, float("nan")), (5, float("inf")), (6, 1e30), (7, 1.7e9)] + [(1, 1.0)] * 100_000
+    index = CountingIO(b"".join(logtimes.RECORD.pack(offset, when) for offset, when in records))
+    times = logtimes.times_at(index, [0, 5, 6, 7])
+    assert times[0] == 100.0 and all(t is None or 0 <= t < logtimes.LATEST for t in times)
+    assert index.largest_read <= 9 * logtimes.RECORD.size  # at most the span's records, not 100,000
+
+
+class CountingIO(io.BytesIO):
+    largest_read = 0
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        data = super().read(size)
+        self.largest_read = max(self.largest_read, len(data))
+        return data
