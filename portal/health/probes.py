@@ -4,7 +4,9 @@ Both are answered by a middleware placed first in MIDDLEWARE, before anything ca
 `request.get_host()`: the kubelet probes a pod by its IP (`Host: 10.244.0.7:8000`), which is not in
 ALLOWED_HOSTS, so a view behind Django's host check would get 400 and the pod would never turn
 ready. Answering these two fixed paths whatever the Host is safe: the answer builds no URL from the
-Host and says nothing but "ok" or which dependency failed. They need no login, no session and no
+Host and says nothing but "ok" or which dependency failed. Behind the portal's proxies
+(PADDLECLOUD_TRUSTED_PROXIES), a request that came through them is not a probe and gets the
+ordinary 404. They need no login, no session and no
 CSRF token (GET and HEAD only), touch no cache and are never throttled: a probe must stay cheap.
 
 The readiness answer names a failed dependency and the exception's class only: the message of a
@@ -85,11 +87,18 @@ def readiness() -> JsonResponse:
     return JsonResponse(answer, status=503)
 
 
+def _through_proxy(request: HttpRequest) -> bool:
+    """Sent through the portal's proxies (the Ingress adds X-Forwarded-For; the kubelet probes the pod
+    directly): the probes are the kubelet's, not the internet's. Each /readyz opens a database and a
+    broker connection, so from outside they would be a cheap way to tie up the web threads."""
+    return bool(settings.PADDLECLOUD_TRUSTED_PROXIES) and "HTTP_X_FORWARDED_FOR" in request.META
+
+
 def probes(get_response: View) -> View:
     """Answer /healthz and /readyz before host checks, sessions and CSRF; pass everything else on."""
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
-        if request.path not in (LIVENESS_PATH, READINESS_PATH):
+        if request.path not in (LIVENESS_PATH, READINESS_PATH) or _through_proxy(request):
             return get_response(request)
         if request.method not in ("GET", "HEAD"):
             response = JsonResponse(body("only GET and HEAD", "method_not_allowed"), status=405)

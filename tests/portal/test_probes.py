@@ -125,3 +125,12 @@ def test_an_unreachable_database_gives_503_naming_it_and_recovers() -> None:
     assert "nonexistent" not in str(answer)
     assert seconds < 10
     assert get("/readyz")[:2] == (200, {"database": "ok", "broker": "ok"})
+
+
+@pytest.mark.django_db
+def test_behind_the_proxies_a_request_through_them_is_not_a_probe() -> None:
+    with override_settings(PADDLECLOUD_TRUSTED_PROXIES=1, ALLOWED_HOSTS=["paddle.example.org"]):
+        outside = Client().get("/readyz", HTTP_HOST="paddle.example.org", HTTP_X_FORWARDED_FOR="203.0.113.9")
+        kubelet = Client().get("/readyz", HTTP_HOST=POD_HOST)
+    assert outside.status_code == 404 and b"database" not in outside.content
+    assert kubelet.status_code == 200
