@@ -225,3 +225,13 @@ def test_the_end_of_a_build_wakes_the_jobs_waiting_for_it(
     job.refresh_from_db()
     assert (job.state, job.reason) == (JobState.FAILED, Reason.BUILD_FAILED)
     assert "error building image: no base" in job.message
+
+
+@pytest.mark.parametrize("image", ["Not An Image", "r.example:5000/alice/fit:", "r.example:5000//fit"])
+def test_a_job_whose_image_is_no_reference_is_refused_on_a_kubernetes_datacenter(
+    alice_api: APIClient, image: str
+) -> None:
+    response = alice_api.post("/api/v1/jobs", {**JOB, "image": image}, format="json")
+    assert response.status_code == 400, response.json()
+    assert [e["field"] for e in response.json()["errors"]] == ["image"]
+    assert not Job.objects.exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from paddlecloud.contract.imageref import image_problem
 
 from jobs.engines.kubernetes.build import ca_problem
@@ -34,6 +36,12 @@ class KubernetesRules(EngineRules):
         if datacenter.builder_ca and (problem := ca_problem(datacenter.builder_ca)):
             errors["builder_ca"] = problem
         return errors
+
+    @classmethod
+    def check_spec(cls, datacenter: Datacenter, spec: dict[str, Any]) -> None:
+        # A bad reference would otherwise wait in `pending` as InvalidImageName until its timeout.
+        if spec.get("image") and (problem := image_problem(spec["image"])):
+            raise Invalid(f"{spec['image'][:100]!r} is not an image reference: {problem}", "image")
 
     @classmethod
     def check_builds(cls, datacenter: Datacenter) -> None:
