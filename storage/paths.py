@@ -128,13 +128,17 @@ def home_logical(user: Any, datacenter: Datacenter) -> str:
 
 
 def home_area(user: Any) -> str:
-    name = user.get_username()
+    return home_of(user.get_username())
+
+
+def home_of(name: str) -> str:
+    """`home/<name>`: the one rule for which user names can be a home directory."""
     if name in (".", "..") or "/" in name or not unicodedata.is_normalized("NFC", name) or len(name.encode()) > 255:
         raise Forbidden(f"the user name {name!r} cannot be a home directory; tell the operators")
     return f"{HOME}/{name}"
 
 
-def _public_name(datacenter: Datacenter) -> str:
+def public_name(datacenter: Datacenter) -> str:
     return "/".join(backends.split(datacenter.public_path)) or PUBLIC
 
 
@@ -175,7 +179,7 @@ def resolve(
     elif area == PUBLIC:
         if write and not user.is_staff:
             raise Forbidden(f"{public} is read-only; only operators write it")
-        owner, below, area_name = None, parts[2:], _public_name(datacenter)
+        owner, below, area_name = None, parts[2:], public_name(datacenter)
         logical_root = public
     elif area == HOME and len(parts) > 2:
         raise Forbidden(

@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 
 from portal.datacenters.models import Datacenter
+from storage import paths
 from storage.backends import storage_for
 
 
@@ -35,10 +36,11 @@ class Places:
 
 def places(datacenter: Datacenter, username: str) -> Places:
     root = Path(os.path.realpath(datacenter.storage_root))
-    public = "/".join(p for p in datacenter.public_path.split("/") if p) or "public"
+    public = paths.public_name(datacenter)
+    home = paths.home_of(username)  # refuses a name that cannot be a directory (".", "..", a slash)
     return Places(
         root=root,
-        home=root / "home" / username,
+        home=root / home,
         public=root / public,
         home_inside=f"/pfs/{datacenter.name}/home/{username}",
         public_inside=f"/pfs/{datacenter.name}/{public}",

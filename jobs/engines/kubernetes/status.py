@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from paddlecloud.contract.units import parse_time as parse_time  # kubernetes.py reads it from here
+from paddlecloud.contract.units import parse_time as parse_time  # engine.py reads it from here
 
 from jobs.engines.base import Observation, WorkerStatus
 from jobs.engines.kubernetes import names
