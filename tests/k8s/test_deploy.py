@@ -218,15 +218,22 @@ def test_every_container_runs_non_root_read_only_without_capabilities_and_bounde
 
 def test_portal_pods_run_as_the_job_pods_uid_and_the_engine_account(docs: list[Doc]) -> None:
     deployments = portal_deployments(docs)
-    (account,) = of_kind(docs, "ServiceAccount")
-    (binding,) = of_kind(docs, "ClusterRoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": account["metadata"]["namespace"]}]  # fmt: skip
-    for component in ("web", "worker"):
+    accounts = {a["metadata"]["name"]: a for a in of_kind(docs, "ServiceAccount")}
+    bindings = {b["roleRef"]["name"]: b for b in of_kind(docs, "ClusterRoleBinding")}
+    roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
+    assert set(accounts) == {"paddlecloud", "paddlecloud-web"}
+    for role, account in (("paddlecloud-engine", "paddlecloud"), ("paddlecloud-web", "paddlecloud-web")):
+        assert bindings[role]["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                               "namespace": accounts[account]["metadata"]["namespace"]}]  # fmt: skip
+    for component, account in (("web", "paddlecloud-web"), ("worker", "paddlecloud")):
         pod = deployments[component]["spec"]["template"]["spec"]
-        assert pod["serviceAccountName"] == account["metadata"]["name"]
+        assert pod["serviceAccountName"] == account
         assert pod["securityContext"]["runAsUser"] == 1000  # PADDLECLOUD_POD_UID's default: both write the PFS
         assert {"name": "pfs", "mountPath": "/pfs"} in pod["containers"][0]["volumeMounts"]
+    # The internet-facing pods may read pod logs and nothing else of the cluster.
+    web_rights = {(res, verb) for rule in roles["paddlecloud-web"]["rules"] for res in rule["resources"]
+                  for verb in rule["verbs"]}  # fmt: skip
+    assert web_rights == {("pods", "list"), ("pods/log", "get")}
     assert deployments["beat"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
