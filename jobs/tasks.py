@@ -54,6 +54,16 @@ def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
 KILL_RECHECK_SECONDS = 0.5  # how soon a kill looks again while the job's processes or pods wind down
 
 
+@shared_task(
+    name="jobs.revoke_registry_login", acks_late=True, autoretry_for=(TransientEngineError,), retry_backoff=True,
+    max_retries=10,
+)
+def revoke_registry_login(username: str, name: str) -> None:
+    """A deleted registry secret leaves no copy of its login in any datacenter (safe to run again)."""
+    for datacenter in Datacenter.objects.all():
+        engine_for(datacenter).revoke_registry_secret(username, name)
+
+
 @shared_task(name="jobs.kill_job", acks_late=True)
 def kill_job(job_id: int, until: float | None = None) -> None:
     """Stop a killed job's processes or pods; while some still run, look again soon, until the grace is over.

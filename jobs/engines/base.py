@@ -108,3 +108,7 @@ class Engine(ABC):
     def reap(self) -> int:
         """Delete engine objects whose job row is gone or finished past its TTL; how many were deleted."""
         return 0
+
+    def revoke_registry_secret(self, username: str, name: str) -> None:
+        """The user deleted registry secret `name`: remove what the engine copied of it (nothing here)."""
+        return

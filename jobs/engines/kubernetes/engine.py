@@ -179,6 +179,16 @@ class KubernetesEngine(Engine):
         )
         self._ensure_current("Secret", body, readable=False)
 
+    def revoke_registry_secret(self, username: str, name: str) -> None:
+        """Blank `pcr-<name>` in the user's namespace, where one was written (replace only: the portal
+        may not delete Secrets, and a namespace that never had it gets nothing)."""
+        ns = names.namespace_name(self.datacenter.namespace_prefix, username)
+        body = m.revoked_registry_secret(ns, name, self.datacenter.name, username)
+        try:
+            self.k8s.replace("Secret", ns, body["metadata"]["name"], body)
+        except kube.NotFound:
+            return
+
     # ----- poll -----
 
     def _facts(self, job: Job) -> k8s_status.Facts:
