@@ -118,7 +118,9 @@ def test_the_builder_mounts_only_the_package_read_only_and_the_secret_as_docker_
     job = b.build_job(_plan())
     pod = _pod(job)
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["package"]["hostPath"] == {"path": "/srv/pfs/home/alice/jobs/fit", "type": "Directory"}
+    # The volume is the home (the user cannot replace it); the package a subPath (links may not leave it).
+    assert volumes["package"]["hostPath"] == {"path": "/srv/pfs/home/alice", "type": "Directory"}
+    assert pod["containers"][0]["volumeMounts"][0]["subPath"] == "jobs/fit"
     assert volumes["docker-config"]["secret"]["secretName"] == "pcr-mine"
     assert volumes["docker-config"]["secret"]["items"] == [{"key": ".dockerconfigjson", "path": "config.json"}]
     container = pod["containers"][0]
@@ -142,6 +144,26 @@ def test_builder_objects_carry_the_build_label_and_never_the_job_label() -> None
         assert labels[names.BUILD_LABEL] == "build-abc12345"
         assert names.JOB_LABEL not in labels
     assert f"!{names.BUILD_LABEL}" in names.datacenter_selector("dc1")
+
+
+@pytest.mark.parametrize(
+    ("storage", "key", "path"),
+    [
+        (Storage(kind="nfs", nfs_server="nfs.local", nfs_path="/export"), "nfs", "/export/home/alice"),
+        (Storage(kind="cephfs", cephfs_monitors=("m:6789",), cephfs_path="/pfs"), "cephfs", "/pfs/home/alice"),
+    ],
+)
+def test_network_storage_mounts_the_home_with_the_package_as_sub_path(storage: Storage, key: str, path: str) -> None:
+    pod = _pod(b.build_job(_plan(storage=storage)))
+    assert pod["volumes"][0][key]["path"] == path and pod["volumes"][0][key]["readOnly"] is True
+    assert pod["containers"][0]["volumeMounts"][0]["subPath"] == "jobs/fit"
+
+
+def test_the_home_itself_as_package_has_no_sub_path_and_a_package_outside_it_is_refused() -> None:
+    pod = _pod(b.build_job(_plan(package="home/alice")))
+    assert "subPath" not in pod["containers"][0]["volumeMounts"][0]
+    with pytest.raises(ValueError, match="not in home/alice"):
+        b.build_job(_plan(package="home/bob/jobs/fit"))
 
 
 def test_a_pvc_package_is_a_read_only_sub_path_of_the_claim() -> None:

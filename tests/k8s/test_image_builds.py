@@ -69,10 +69,11 @@ def test_the_builder_job_mounts_the_package_read_only_with_the_secret_and_succee
     job: Any = batch.read_namespaced_job(build.k8s_job, build.namespace)
     pod: Any = job.spec.template.spec
     volumes = {v.name: v for v in pod.volumes}
-    assert volumes["package"].host_path.path == f"{build_dc.host_path}/home/alice/jobs/fit"
+    assert volumes["package"].host_path.path == f"{build_dc.host_path}/home/alice"
     assert volumes["docker-config"].secret.secret_name == "pcr-mine"
     mounts = {m.name: m for m in pod.containers[0].volume_mounts}
     assert mounts["package"].read_only and mounts["package"].mount_path == "/kaniko/buildcontext"
+    assert mounts["package"].sub_path == "jobs/fit"
     assert f"--destination={REGISTRY}/alice/fit:1" in pod.containers[0].args
     assert pod.containers[0].image == build_dc.builder_image
     secret: Any = core.read_namespaced_secret("pcr-mine", build.namespace)
