@@ -69,6 +69,8 @@ def test_bad_references_are_refused_naming_the_rule(text: str, words: str) -> No
         ("r.io/alice/fit:1", "r.io:5000", False),
         ("alice/fit:1", "https://index.docker.io/v1/", True),
         ("alice/fit:1", "r.io", False),
+        ("r.io/alice/fit@sha256:" + "a" * 64, "r.io", False),  # Kaniko would refuse it only when it pushes
+        ("r.io/alice/fit:1@sha256:" + "a" * 64, "r.io", False),
     ],
 )
 def test_an_image_must_be_on_the_secrets_registry_and_under_its_path(image: str, server: str, ok: bool) -> None:
