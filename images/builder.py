@@ -29,7 +29,9 @@ from storage import paths
 log = logging.getLogger(__name__)
 
 MAX_LOG = 4 * 1024 * 1024  # bytes of the builder's log kept in the row (the end, where errors are)
-STUCK_START = timedelta(seconds=60)  # building without a Job this long: its start_build was lost
+# Queued, or building without a Job, this long (since the last start attempt): its start_build was lost
+# or gave up retrying, so poll starts it again. Longer than start_build's longest retry countdown.
+STUCK_START = timedelta(minutes=5)
 REAP_GRACE = timedelta(seconds=60)
 
 

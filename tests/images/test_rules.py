@@ -8,6 +8,7 @@ import pytest
 from paddlecloud.contract.dockerfile import runtime_dockerfile
 from paddlecloud.contract.imageref import BadReference, image_problem, parse_image, push_problem
 
+from images import builder, tasks
 from jobs.engines.kubernetes import build as b
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.manifests import Storage
@@ -243,3 +244,10 @@ def test_a_running_build_is_just_running() -> None:
 )
 def test_last_error_line(log: str, line: str) -> None:
     assert b.last_error_line(log) == line
+
+
+def test_start_build_retries_are_bounded_and_poll_waits_longer_than_any_countdown() -> None:
+    countdowns = [tasks.retry_countdown(n) for n in range(tasks.START_RETRIES + 3)]
+    assert countdowns[:5] == [5, 10, 20, 40, 60] and max(countdowns) == tasks.MAX_COUNTDOWN
+    assert builder.STUCK_START.total_seconds() > tasks.MAX_COUNTDOWN
+    assert tasks.start_build.max_retries == tasks.START_RETRIES
