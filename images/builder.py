@@ -81,7 +81,11 @@ def start(build: ImageBuild) -> None:
             engine.k8s.create("ConfigMap", ns, b.build_config(plan, job))
     except kube.KubeError as exc:
         raise EngineError(f"the cluster refused the builder: {exc.message}") from None
-    ImageBuild.objects.filter(pk=build.pk).update(namespace=ns, k8s_job=name)
+    # Only a build still building gets its Job: one cancelled (and maybe released, with no Job to
+    # delete) while the Job was being made would otherwise leave it running, owned by no row.
+    if not ImageBuild.objects.filter(pk=build.pk, state=BuildState.BUILDING).update(namespace=ns, k8s_job=name):
+        log.info("build %s ended while its builder was made: deleting Job %s/%s", build.uid, ns, name)
+        engine.k8s.delete("Job", ns, name)
 
 
 def _pod_log(k8s: kube.Kube, build: ImageBuild) -> str:

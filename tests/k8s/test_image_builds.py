@@ -132,3 +132,24 @@ def test_a_cancelled_build_loses_its_builder(build_dc: Datacenter, alice: User, 
         "the builder Job to be deleted",
         30,
     )
+
+
+def test_a_build_cancelled_while_its_builder_is_made_leaves_no_job(
+    build_dc: Datacenter, alice: User, k8s_api: k8s.ApiClient
+) -> None:
+    build = request_build(Datacenter.objects.get(pk=build_dc.pk), alice)
+    batch = k8s.BatchV1Api(k8s_api)
+    # The race: start_build read the row as building, then the cancel (and its release, with no Job
+    # yet) ran before start made the Job (here a repeated start finds it made).
+    ImageBuild.objects.filter(pk=build.pk).update(k8s_job="", state=BuildState.CANCELLED, released=True)
+    starting = ImageBuild.objects.select_related("owner", "datacenter").get(pk=build.pk)
+    builder.start(starting)
+    starting.refresh_from_db()
+    assert starting.state == BuildState.CANCELLED and not starting.k8s_job
+    wait_for(
+        lambda: (
+            not batch.list_namespaced_job(build.namespace, label_selector=f"paddlecloud.org/build={build.uid}").items
+        ),
+        "the builder Job made after the cancel to be deleted",
+        30,
+    )
