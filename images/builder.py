@@ -164,7 +164,7 @@ def poll(datacenter: Datacenter) -> list[int]:
                 restart.append(build.pk)
                 ImageBuild.objects.filter(pk=build.pk).update(updated_at=now)
             continue
-        found = jobs.get(build.uid)
+        found = jobs.get(build.uid) or _job_made_since(k8s, build)
         if not found:
             transition(build.pk, BuildState.FAILED, message="the builder Job was deleted outside the portal")
             continue
@@ -181,6 +181,14 @@ def poll(datacenter: Datacenter) -> list[int]:
         release(build, k8s)
     _reap(k8s, jobs, now)
     return restart
+
+
+def _job_made_since(k8s: kube.Kube, build: ImageBuild) -> list[dict[str, Any]]:
+    """The build's Job asked for by name: it may have been made after the list (rows are read after it)."""
+    try:
+        return [k8s.get("Job", build.namespace, build.k8s_job)]
+    except kube.NotFound:
+        return []
 
 
 def _reap(k8s: kube.Kube, jobs: dict[str, list[dict[str, Any]]], now: datetime) -> None:

@@ -153,3 +153,18 @@ def test_a_build_cancelled_while_its_builder_is_made_leaves_no_job(
         "the builder Job made after the cancel to be deleted",
         30,
     )
+
+
+def test_a_job_missing_from_polls_list_is_asked_for_before_its_build_fails(
+    build_dc: Datacenter, alice: User, k8s_api: k8s.ApiClient
+) -> None:
+    build = request_build(build_dc, alice)
+    # Poll lists Jobs, then reads rows: a Job made in between is not in the list. Dropping its label
+    # hides it from the list the same way.
+    batch = k8s.BatchV1Api(k8s_api)
+    batch.patch_namespaced_job(
+        build.uid, build.namespace, [{"op": "remove", "path": "/metadata/labels/paddlecloud.org~1build"}]
+    )
+    builder.poll(Datacenter.objects.get(pk=build_dc.pk))
+    build.refresh_from_db()
+    assert build.state != BuildState.FAILED, build.message
