@@ -138,7 +138,12 @@ def test_the_builder_mounts_only_the_package_read_only_and_the_secret_as_docker_
     assert "ca" not in volumes and all(e["name"] != "SSL_CERT_DIR" for e in container["env"])
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
     assert pod["automountServiceAccountToken"] is False
-    assert container["resources"]["limits"] == {"cpu": b.BUILD_CPU, "memory": b.BUILD_MEMORY}
+    assert container["resources"]["limits"] == {
+        "cpu": b.BUILD_CPU, "memory": b.BUILD_MEMORY, "ephemeral-storage": b.BUILD_DISK_LIMIT
+    }
+    assert container["resources"]["requests"]["ephemeral-storage"] == b.BUILD_DISK_REQUEST
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert "securityContext" not in container  # Kaniko needs the default capabilities (chown, setuid...)
 
 
 def test_builder_objects_carry_the_build_label_and_never_the_job_label() -> None:

@@ -9,8 +9,9 @@ For build `<uid>` (`build-<suffix>`) of user U, in U's namespace (the one U's jo
   the volume is the user's home and the package its subPath, so a link swapped in cannot lead out), the
   registry secret `pcr-<name>` as /kaniko/.docker/config.json (Kaniko pushes and pulls the base with it),
   and the ConfigMap. Kaniko unpacks the base image over the container's own
-  root, so the pod runs as root (no privileges, no host access: that is what Kaniko is for); it gets
-  no service-account token and no Service env.
+  root, so the pod runs as root (no privileges, no host access, the runtime's default seccomp profile
+  and capabilities: that is what Kaniko is for), with 1Gi-20Gi of node disk; it gets no
+  service-account token and no Service env.
 - ConfigMap `<uid>`: the Dockerfile (contract.dockerfile) and, when the datacenter has one,
   `ca.crt` (its `builder_ca`), mounted at /paddlecloud/ca and added to Go's trust through SSL_CERT_DIR.
   Its ownerReference is the Job, so deleting the Job deletes it too.
@@ -38,6 +39,10 @@ DOCKER_CONFIG = "/kaniko/.docker"
 BUILD_TIMEOUT_SECONDS = 3600  # a build still running after this fails (DeadlineExceeded)
 BUILD_CPU = "1"  # counted against the user's compute quota like a job's pods
 BUILD_MEMORY = "2Gi"
+# Kaniko unpacks the base and writes the layers on the node's disk: a bound, so one build cannot fill it
+# (the kubelet evicts the pod past the limit; the build fails with that reason).
+BUILD_DISK_REQUEST = "1Gi"
+BUILD_DISK_LIMIT = "20Gi"
 SYSTEM_CERTS = "/kaniko/ssl/certs"  # the builder image's own CAs (outside /kaniko Kaniko replaces the filesystem)
 
 
@@ -159,6 +164,13 @@ def builder_args(plan: BuildPlan) -> list[str]:
     ]
 
 
+def _resources() -> dict[str, Any]:
+    amounts = resources(BUILD_CPU, BUILD_MEMORY)
+    amounts["requests"]["ephemeral-storage"] = BUILD_DISK_REQUEST
+    amounts["limits"]["ephemeral-storage"] = BUILD_DISK_LIMIT
+    return amounts
+
+
 def build_job(plan: BuildPlan) -> dict[str, Any]:
     env = [{"name": "DOCKER_CONFIG", "value": DOCKER_CONFIG}]
     if plan.ca_pem:
@@ -168,8 +180,10 @@ def build_job(plan: BuildPlan) -> dict[str, Any]:
         "image": plan.builder_image,
         "args": builder_args(plan),
         "env": env,
-        "resources": resources(BUILD_CPU, BUILD_MEMORY),
+        "resources": _resources(),
         "volumeMounts": _mounts(plan),
+        # No capabilities are dropped: Kaniko runs the Dockerfile's steps as root in its own filesystem
+        # and needs chown, setuid/setgid, fowner, dac_override... of the default set to unpack and COPY.
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     name = names.build_job_name(plan.uid)
@@ -185,6 +199,7 @@ def build_job(plan: BuildPlan) -> dict[str, Any]:
                 "spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "enableServiceLinks": False,
                     "containers": [container],
                     "volumes": _volumes(plan),
