@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from paddlecloud.contract.dockerfile import REQUIREMENTS, runtime_dockerfile
+from paddlecloud.contract.units import parse_time
 
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
@@ -199,15 +200,11 @@ def _reap(k8s: kube.Kube, jobs: dict[str, list[dict[str, Any]]], now: datetime) 
             continue
         for job in found:
             meta = job["metadata"]
-            created = str(meta.get("creationTimestamp") or "")
-            if created and now - _parse(created) < REAP_GRACE:
+            created = parse_time(meta.get("creationTimestamp"))
+            if created and now - created < REAP_GRACE:
                 continue  # just made: its row may not be committed yet
             log.info("reaping builder Job %s/%s", meta.get("namespace"), meta["name"])
             k8s.delete("Job", meta.get("namespace"), meta["name"])
-
-
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def read_log(build: ImageBuild, cursor: str) -> LogChunk:
