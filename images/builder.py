@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from paddlecloud.contract.dockerfile import REQUIREMENTS, runtime_dockerfile
+from paddlecloud.contract.units import parse_time
 
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
@@ -29,7 +30,9 @@ from storage import paths
 log = logging.getLogger(__name__)
 
 MAX_LOG = 4 * 1024 * 1024  # bytes of the builder's log kept in the row (the end, where errors are)
-STUCK_START = timedelta(seconds=60)  # building without a Job this long: its start_build was lost
+# Queued, or building without a Job, this long (since the last start attempt): its start_build was lost
+# or gave up retrying, so poll starts it again. Longer than start_build's longest retry countdown.
+STUCK_START = timedelta(minutes=5)
 REAP_GRACE = timedelta(seconds=60)
 
 
@@ -79,7 +82,11 @@ def start(build: ImageBuild) -> None:
             engine.k8s.create("ConfigMap", ns, b.build_config(plan, job))
     except kube.KubeError as exc:
         raise EngineError(f"the cluster refused the builder: {exc.message}") from None
-    ImageBuild.objects.filter(pk=build.pk).update(namespace=ns, k8s_job=name)
+    # Only a build still building gets its Job: one cancelled (and maybe released, with no Job to
+    # delete) while the Job was being made would otherwise leave it running, owned by no row.
+    if not ImageBuild.objects.filter(pk=build.pk, state=BuildState.BUILDING).update(namespace=ns, k8s_job=name):
+        log.info("build %s ended while its builder was made: deleting Job %s/%s", build.uid, ns, name)
+        engine.k8s.delete("Job", ns, name)
 
 
 def _pod_log(k8s: kube.Kube, build: ImageBuild) -> str:
@@ -158,7 +165,7 @@ def poll(datacenter: Datacenter) -> list[int]:
                 restart.append(build.pk)
                 ImageBuild.objects.filter(pk=build.pk).update(updated_at=now)
             continue
-        found = jobs.get(build.uid)
+        found = jobs.get(build.uid) or _job_made_since(k8s, build)
         if not found:
             transition(build.pk, BuildState.FAILED, message="the builder Job was deleted outside the portal")
             continue
@@ -177,6 +184,14 @@ def poll(datacenter: Datacenter) -> list[int]:
     return restart
 
 
+def _job_made_since(k8s: kube.Kube, build: ImageBuild) -> list[dict[str, Any]]:
+    """The build's Job asked for by name: it may have been made after the list (rows are read after it)."""
+    try:
+        return [k8s.get("Job", build.namespace, build.k8s_job)]
+    except kube.NotFound:
+        return []
+
+
 def _reap(k8s: kube.Kube, jobs: dict[str, list[dict[str, Any]]], now: datetime) -> None:
     """Delete builder Jobs whose row is gone or released (an operator deleted it, a crash mid-release)."""
     keep = set(ImageBuild.objects.filter(uid__in=list(jobs), released=False).values_list("uid", flat=True))
@@ -185,15 +200,11 @@ def _reap(k8s: kube.Kube, jobs: dict[str, list[dict[str, Any]]], now: datetime) 
             continue
         for job in found:
             meta = job["metadata"]
-            created = str(meta.get("creationTimestamp") or "")
-            if created and now - _parse(created) < REAP_GRACE:
+            created = parse_time(meta.get("creationTimestamp"))
+            if created and now - created < REAP_GRACE:
                 continue  # just made: its row may not be committed yet
             log.info("reaping builder Job %s/%s", meta.get("namespace"), meta["name"])
             k8s.delete("Job", meta.get("namespace"), meta["name"])
-
-
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def read_log(build: ImageBuild, cursor: str) -> LogChunk:

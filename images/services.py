@@ -14,7 +14,6 @@ from __future__ import annotations
 import secrets
 import string
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -130,8 +129,3 @@ def cancel(build: ImageBuild) -> bool:
         transaction.on_commit(lambda: stop_build.delay(build.pk))
     build.refresh_from_db()
     return cancelled
-
-
-def package_has_requirements(build: ImageBuild) -> bool:
-    resolved = paths.resolve(build.owner, build.package, write=False, field="package")
-    return (Path(resolved.real) / "requirements.txt").is_file()

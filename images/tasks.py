@@ -18,8 +18,18 @@ from portal.datacenters.models import Datacenter
 
 log = logging.getLogger(__name__)
 
+# A cluster that stays unreachable is not retried here forever: after these the row waits, and the
+# beat's poll (builder.STUCK_START, longer than any countdown) starts it again.
+START_RETRIES = 5
+MAX_COUNTDOWN = 60
 
-@shared_task(name="images.start_build", bind=True, max_retries=None, acks_late=True)
+
+def retry_countdown(retries: int) -> int:
+    """Seconds before retry number `retries` + 1: 5, 10, 20, 40, then MAX_COUNTDOWN."""
+    return min(MAX_COUNTDOWN, 5 << min(retries, 6))
+
+
+@shared_task(name="images.start_build", bind=True, max_retries=START_RETRIES, acks_late=True)
 def start_build(self: Task, build_id: int) -> None:  # type: ignore[type-arg]
     """Claim the build (queued -> building) and create its builder; a repeat finds the Job and stops."""
     transition(build_id, BuildState.BUILDING, started_at=timezone.now())
@@ -34,8 +44,14 @@ def start_build(self: Task, build_id: int) -> None:  # type: ignore[type-arg]
         except EngineError as exc:
             transition(build_id, BuildState.FAILED, message=str(exc))
         except TransientEngineError as exc:
-            ImageBuild.objects.filter(pk=build_id, state=BuildState.BUILDING).update(message=f"retrying: {exc}")
-            raise self.retry(countdown=min(60, 2 ** min(self.request.retries, 6))) from None
+            # updated_at restarts poll's STUCK_START clock: no second start while this one retries.
+            ImageBuild.objects.filter(pk=build_id, state=BuildState.BUILDING).update(
+                message=f"retrying: {exc}", updated_at=timezone.now()
+            )
+            if self.request.retries >= START_RETRIES:
+                log.warning("starting build %s gave up retrying (poll starts it again): %s", build_id, exc)
+                return
+            raise self.retry(countdown=retry_countdown(self.request.retries)) from None
     build.refresh_from_db()
     if build.state == BuildState.CANCELLED:
         stop_build.delay(build_id)  # cancelled while its Job was being made

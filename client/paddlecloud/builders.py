@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from paddlecloud.contract.dockerfile import user_problem
 from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem
 
 BUILDERS = ("buildah", "podman", "docker")
@@ -75,7 +76,11 @@ def base_user(builder: Builder, image: str) -> str:
     if found.returncode != 0:
         last = (found.stderr.strip().splitlines() or ["no output"])[-1]
         raise PaddleCloudError(f"cannot read the USER of {image} with {builder.name}: {last}")
-    return found.stdout.strip()
+    user = found.stdout.strip()
+    problem = user_problem(user)
+    if problem:
+        raise PaddleCloudError(f"the USER of {image} ({user[:100]!r}) {problem}; pass --base-user")
+    return user
 
 
 def run(command: list[str], what: str) -> None:

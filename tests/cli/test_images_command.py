@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from paddlecloud.ctl import images
+from paddlecloud.ctl import images, jobs
 from paddlecloud.ctl.api import Session
-from paddlecloud.ctl.errors import UsageProblem
+from paddlecloud.ctl.errors import APIError, UsageProblem
 
 from images.models import ImageBuild
 from jobs.engines import EngineName as Engine
@@ -128,3 +129,25 @@ def test_build_remote_uploads_the_package_and_requests_the_build(
     assert (build.image, build.base_image, build.registry, build.state) == (image, base, "mine", "queued")
     assert (Path(kdc.storage_root) / build.package.removeprefix("/pfs/kdc/") / "train.py").exists()
     assert build.uid in result.stderr
+
+
+def test_a_build_requested_for_a_job_the_portal_then_refuses_is_cancelled(
+    portal: Portal, kdc: Datacenter, tmp_path: Path
+) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "train.py").write_text("print('loss 0.1')\n")
+    session = Session.from_config(portal.config)
+    image = f"{REGISTRY}/alice/fit:1"
+    spec = {"jobname": "fit", "entry": "python train.py", "image": image, "registry": "mine", "datacenter": "kdc"}
+
+    def request_then_change(body: dict[str, Any]) -> None:
+        body["build"] = images.request_build(session, body["package"], image, "mine", datacenter="kdc")["uid"]
+        body["image"] = "Not An Image"  # what changed between the dry run and the job: the portal refuses it
+
+    with pytest.raises(APIError):
+        jobs.submit(session, spec, package, before_create=request_then_change)
+    build = ImageBuild.objects.get()
+    assert build.state == "cancelled"
+    assert not Job.objects.filter(name="fit").exists()
+    assert not (Path(kdc.storage_root) / "home" / "alice" / "jobs" / "fit" / "train.py").exists()

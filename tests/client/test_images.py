@@ -6,9 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from paddlecloud import builders, images
-from paddlecloud.contract.dockerfile import runtime_dockerfile
+from paddlecloud.contract.dockerfile import runtime_dockerfile, user_problem
 from paddlecloud.contract.imageref import image_problem
+from paddlecloud.ctl.app import cli
 from paddlecloud.ctl.errors import UsageProblem
 
 BASE = "paddlecloud.local/paddle:3.0.0"
@@ -65,6 +67,28 @@ def test_a_root_base_needs_no_user_lines(user: str) -> None:
     text = runtime_dockerfile(BASE, "/w", True, source="package/", base_user=user)
     assert "USER" not in text
     assert "RUN python -m pip install --no-cache-dir -r /w/requirements.txt" in text
+
+
+@pytest.mark.parametrize("user", ["1000", "1000:1000", "paddle", "paddle:users", "_x.y-z", "root:0"])
+def test_user_and_group_names_or_ids_are_accepted(user: str) -> None:
+    assert user_problem(user) is None
+    assert runtime_dockerfile(BASE, "/w", True, base_user=user).endswith(f"USER {user}\n")
+
+
+@pytest.mark.parametrize("user", ["1000\nRUN curl x", "a b", "a:b:c", ":1000", "1000:", "-x", "a$(id)", "x" * 33])
+def test_a_user_that_is_not_user_group_never_reaches_the_dockerfile(user: str) -> None:
+    assert user_problem(user) is not None
+    with pytest.raises(ValueError, match="base_user"):
+        runtime_dockerfile(BASE, "/w", True, base_user=user)
+    with pytest.raises(ValueError, match="copy_owner"):
+        runtime_dockerfile(BASE, "/w", False, copy_owner=user)
+
+
+def test_the_cli_names_base_user_when_it_is_bad(tmp_path: Path) -> None:
+    src = package(tmp_path / "src")
+    args = ["build", str(src), "/workspace", BASE, "r.io/a/b:1", "--base-user", "1000\nRUN id"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code != 0 and "--base-user: must be user[:group]" in result.output
 
 
 def test_without_requirements_there_is_no_pip_step_and_the_base_user_stays(tmp_path: Path) -> None:

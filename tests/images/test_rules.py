@@ -8,6 +8,7 @@ import pytest
 from paddlecloud.contract.dockerfile import runtime_dockerfile
 from paddlecloud.contract.imageref import BadReference, image_problem, parse_image, push_problem
 
+from images import builder, tasks
 from jobs.engines.kubernetes import build as b
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.manifests import Storage
@@ -69,6 +70,8 @@ def test_bad_references_are_refused_naming_the_rule(text: str, words: str) -> No
         ("r.io/alice/fit:1", "r.io:5000", False),
         ("alice/fit:1", "https://index.docker.io/v1/", True),
         ("alice/fit:1", "r.io", False),
+        ("r.io/alice/fit@sha256:" + "a" * 64, "r.io", False),  # Kaniko would refuse it only when it pushes
+        ("r.io/alice/fit:1@sha256:" + "a" * 64, "r.io", False),
     ],
 )
 def test_an_image_must_be_on_the_secrets_registry_and_under_its_path(image: str, server: str, ok: bool) -> None:
@@ -118,7 +121,9 @@ def test_the_builder_mounts_only_the_package_read_only_and_the_secret_as_docker_
     job = b.build_job(_plan())
     pod = _pod(job)
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["package"]["hostPath"] == {"path": "/srv/pfs/home/alice/jobs/fit", "type": "Directory"}
+    # The volume is the home (the user cannot replace it); the package a subPath (links may not leave it).
+    assert volumes["package"]["hostPath"] == {"path": "/srv/pfs/home/alice", "type": "Directory"}
+    assert pod["containers"][0]["volumeMounts"][0]["subPath"] == "jobs/fit"
     assert volumes["docker-config"]["secret"]["secretName"] == "pcr-mine"
     assert volumes["docker-config"]["secret"]["items"] == [{"key": ".dockerconfigjson", "path": "config.json"}]
     container = pod["containers"][0]
@@ -133,7 +138,12 @@ def test_the_builder_mounts_only_the_package_read_only_and_the_secret_as_docker_
     assert "ca" not in volumes and all(e["name"] != "SSL_CERT_DIR" for e in container["env"])
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
     assert pod["automountServiceAccountToken"] is False
-    assert container["resources"]["limits"] == {"cpu": b.BUILD_CPU, "memory": b.BUILD_MEMORY}
+    assert container["resources"]["limits"] == {
+        "cpu": b.BUILD_CPU, "memory": b.BUILD_MEMORY, "ephemeral-storage": b.BUILD_DISK_LIMIT
+    }
+    assert container["resources"]["requests"]["ephemeral-storage"] == b.BUILD_DISK_REQUEST
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert "securityContext" not in container  # Kaniko needs the default capabilities (chown, setuid...)
 
 
 def test_builder_objects_carry_the_build_label_and_never_the_job_label() -> None:
@@ -142,6 +152,26 @@ def test_builder_objects_carry_the_build_label_and_never_the_job_label() -> None
         assert labels[names.BUILD_LABEL] == "build-abc12345"
         assert names.JOB_LABEL not in labels
     assert f"!{names.BUILD_LABEL}" in names.datacenter_selector("dc1")
+
+
+@pytest.mark.parametrize(
+    ("storage", "key", "path"),
+    [
+        (Storage(kind="nfs", nfs_server="nfs.local", nfs_path="/export"), "nfs", "/export/home/alice"),
+        (Storage(kind="cephfs", cephfs_monitors=("m:6789",), cephfs_path="/pfs"), "cephfs", "/pfs/home/alice"),
+    ],
+)
+def test_network_storage_mounts_the_home_with_the_package_as_sub_path(storage: Storage, key: str, path: str) -> None:
+    pod = _pod(b.build_job(_plan(storage=storage)))
+    assert pod["volumes"][0][key]["path"] == path and pod["volumes"][0][key]["readOnly"] is True
+    assert pod["containers"][0]["volumeMounts"][0]["subPath"] == "jobs/fit"
+
+
+def test_the_home_itself_as_package_has_no_sub_path_and_a_package_outside_it_is_refused() -> None:
+    pod = _pod(b.build_job(_plan(package="home/alice")))
+    assert "subPath" not in pod["containers"][0]["volumeMounts"][0]
+    with pytest.raises(ValueError, match="not in home/alice"):
+        b.build_job(_plan(package="home/bob/jobs/fit"))
 
 
 def test_a_pvc_package_is_a_read_only_sub_path_of_the_claim() -> None:
@@ -219,3 +249,10 @@ def test_a_running_build_is_just_running() -> None:
 )
 def test_last_error_line(log: str, line: str) -> None:
     assert b.last_error_line(log) == line
+
+
+def test_start_build_retries_are_bounded_and_poll_waits_longer_than_any_countdown() -> None:
+    countdowns = [tasks.retry_countdown(n) for n in range(tasks.START_RETRIES + 3)]
+    assert countdowns[:5] == [5, 10, 20, 40, 60] and max(countdowns) == tasks.MAX_COUNTDOWN
+    assert builder.STUCK_START.total_seconds() > tasks.MAX_COUNTDOWN
+    assert tasks.start_build.max_retries == tasks.START_RETRIES

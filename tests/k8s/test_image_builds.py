@@ -69,10 +69,11 @@ def test_the_builder_job_mounts_the_package_read_only_with_the_secret_and_succee
     job: Any = batch.read_namespaced_job(build.k8s_job, build.namespace)
     pod: Any = job.spec.template.spec
     volumes = {v.name: v for v in pod.volumes}
-    assert volumes["package"].host_path.path == f"{build_dc.host_path}/home/alice/jobs/fit"
+    assert volumes["package"].host_path.path == f"{build_dc.host_path}/home/alice"
     assert volumes["docker-config"].secret.secret_name == "pcr-mine"
     mounts = {m.name: m for m in pod.containers[0].volume_mounts}
     assert mounts["package"].read_only and mounts["package"].mount_path == "/kaniko/buildcontext"
+    assert mounts["package"].sub_path == "jobs/fit"
     assert f"--destination={REGISTRY}/alice/fit:1" in pod.containers[0].args
     assert pod.containers[0].image == build_dc.builder_image
     secret: Any = core.read_namespaced_secret("pcr-mine", build.namespace)
@@ -131,3 +132,39 @@ def test_a_cancelled_build_loses_its_builder(build_dc: Datacenter, alice: User, 
         "the builder Job to be deleted",
         30,
     )
+
+
+def test_a_build_cancelled_while_its_builder_is_made_leaves_no_job(
+    build_dc: Datacenter, alice: User, k8s_api: k8s.ApiClient
+) -> None:
+    build = request_build(Datacenter.objects.get(pk=build_dc.pk), alice)
+    batch = k8s.BatchV1Api(k8s_api)
+    # The race: start_build read the row as building, then the cancel (and its release, with no Job
+    # yet) ran before start made the Job (here a repeated start finds it made).
+    ImageBuild.objects.filter(pk=build.pk).update(k8s_job="", state=BuildState.CANCELLED, released=True)
+    starting = ImageBuild.objects.select_related("owner", "datacenter").get(pk=build.pk)
+    builder.start(starting)
+    starting.refresh_from_db()
+    assert starting.state == BuildState.CANCELLED and not starting.k8s_job
+    wait_for(
+        lambda: (
+            not batch.list_namespaced_job(build.namespace, label_selector=f"paddlecloud.org/build={build.uid}").items
+        ),
+        "the builder Job made after the cancel to be deleted",
+        30,
+    )
+
+
+def test_a_job_missing_from_polls_list_is_asked_for_before_its_build_fails(
+    build_dc: Datacenter, alice: User, k8s_api: k8s.ApiClient
+) -> None:
+    build = request_build(build_dc, alice)
+    # Poll lists Jobs, then reads rows: a Job made in between is not in the list. Dropping its label
+    # hides it from the list the same way.
+    batch = k8s.BatchV1Api(k8s_api)
+    batch.patch_namespaced_job(
+        build.uid, build.namespace, [{"op": "remove", "path": "/metadata/labels/paddlecloud.org~1build"}]
+    )
+    builder.poll(Datacenter.objects.get(pk=build_dc.pk))
+    build.refresh_from_db()
+    assert build.state != BuildState.FAILED, build.message

@@ -121,9 +121,12 @@ def push_problem(image: ImageRef, server: str) -> str | None:
     """Why a login for `server` may not be used to push `image`, or None.
 
     The rule: the image must be on the login's registry host, and when the login names a path
-    (registry.example.com/alice) the image must be under it. What the login may push beyond that,
-    the registry itself decides with its own access control.
+    (registry.example.com/alice) the image must be under it; a digest is the push's result, never its
+    destination. What the login may push beyond that, the registry itself decides with its own access
+    control.
     """
+    if image.digest:
+        return "must not name a digest (@sha256:...): the push makes the digest; give a tag or none"
     host, prefix = server_scope(server)
     if image.domain != host:
         return f"is on {image.domain}, but the registry secret logs in to {host}; push to {host}/..."

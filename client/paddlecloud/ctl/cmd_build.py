@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from paddlecloud import builders, images
-from paddlecloud.contract.dockerfile import DEFAULT_DEST
+from paddlecloud.contract.dockerfile import DEFAULT_DEST, user_problem
 from paddlecloud.ctl import cmd_images
 from paddlecloud.ctl.app import cli, note
 from paddlecloud.ctl.errors import UsageProblem
@@ -64,6 +64,9 @@ def build(ctx: click.Context, src: Path, dest: str, base_image: str, runtime_ima
         registry.example.com/alice/fit:1 --push
     """
     dest = images.check_inputs(dest, base_image, runtime_image)
+    problem = None if base_user is None else user_problem(base_user)
+    if problem:
+        raise UsageProblem(f"--base-user: {problem}")
     if remote:
         _check_remote(dest, registry)
         cmd_images.remote_build(ctx, str(src), runtime_image, registry, base_image, datacenter, follow=not detach)

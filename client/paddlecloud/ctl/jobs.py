@@ -8,6 +8,7 @@ on from the same cursors.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from paddlecloud.ctl import images
 from paddlecloud.ctl import spec as specs
 from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.errors import APIError, NetworkError, PaddleCloudError, UsageProblem
@@ -80,20 +82,35 @@ def submit(
     if dry_run:
         return checked, None
     if local is None:
-        if before_create:
-            before_create(body)
-        return _post_job(session, body, None, flags), None
+        return _create(session, body, flags, before_create), None
     files = Files(session)
     before = _before_upload(files, body["package"])
     summary = files.copy([str(local) + "/"], body["package"] + "/", progress, chunk_size, package=True)
     try:
-        if before_create:
-            before_create(body)
-        job = _post_job(session, body, None, flags)
+        job = _create(session, body, flags, before_create)
     except APIError:
         _remove_added(files, body["package"], before)
         raise
     return job, summary
+
+
+def _create(
+    session: Session,
+    body: dict[str, Any],
+    flags: dict[str, str] | None,
+    before_create: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """before_create, then the job; a build it requested for a job the portal then refuses is cancelled
+    (before the caller removes the uploaded package: no job waits for it, nothing builds a half-removed folder)."""
+    if before_create:
+        before_create(body)
+    try:
+        return _post_job(session, body, None, flags)
+    except APIError:
+        if body.get("build"):
+            with contextlib.suppress(PaddleCloudError):  # the job's refusal is the error the user needs
+                images.cancel_build(session, body["build"])
+        raise
 
 
 def _post_job(

@@ -5,11 +5,13 @@ For build `<uid>` (`build-<suffix>`) of user U, in U's namespace (the one U's jo
 - Job `<uid>`: one pod, restartPolicy Never, backoffLimit 0, activeDeadlineSeconds BUILD_TIMEOUT_SECONDS.
   The container runs the datacenter's `builder_image` (a Kaniko executor) with
   `--context dir:///kaniko/buildcontext --dockerfile /paddlecloud/build/Dockerfile --destination <image>`.
-  It mounts the package folder **read-only** at /kaniko/buildcontext (only that folder, from the same storage
-  job pods mount), the registry secret `pcr-<name>` as /kaniko/.docker/config.json (Kaniko pushes and
-  pulls the base with it), and the ConfigMap. Kaniko unpacks the base image over the container's own
-  root, so the pod runs as root (no privileges, no host access: that is what Kaniko is for); it gets
-  no service-account token and no Service env.
+  It mounts the package folder **read-only** at /kaniko/buildcontext (from the same storage job pods mount:
+  the volume is the user's home and the package its subPath, so a link swapped in cannot lead out), the
+  registry secret `pcr-<name>` as /kaniko/.docker/config.json (Kaniko pushes and pulls the base with it),
+  and the ConfigMap. Kaniko unpacks the base image over the container's own
+  root, so the pod runs as root (no privileges, no host access, the runtime's default seccomp profile
+  and capabilities: that is what Kaniko is for), with 1Gi-20Gi of node disk; it gets no
+  service-account token and no Service env.
 - ConfigMap `<uid>`: the Dockerfile (contract.dockerfile) and, when the datacenter has one,
   `ca.crt` (its `builder_ca`), mounted at /paddlecloud/ca and added to Go's trust through SSL_CERT_DIR.
   Its ownerReference is the Job, so deleting the Job deletes it too.
@@ -37,6 +39,10 @@ DOCKER_CONFIG = "/kaniko/.docker"
 BUILD_TIMEOUT_SECONDS = 3600  # a build still running after this fails (DeadlineExceeded)
 BUILD_CPU = "1"  # counted against the user's compute quota like a job's pods
 BUILD_MEMORY = "2Gi"
+# Kaniko unpacks the base and writes the layers on the node's disk: a bound, so one build cannot fill it
+# (the kubelet evicts the pod past the limit; the build fails with that reason).
+BUILD_DISK_REQUEST = "1Gi"
+BUILD_DISK_LIMIT = "20Gi"
 SYSTEM_CERTS = "/kaniko/ssl/certs"  # the builder image's own CAs (outside /kaniko Kaniko replaces the filesystem)
 
 
@@ -71,11 +77,24 @@ def ca_problem(pem: str) -> str | None:
     return None if certificates else "must hold at least one PEM certificate"
 
 
+def _home_and_rest(plan: BuildPlan) -> tuple[str, str]:
+    """The user's home (relative to the storage root) and the package beneath it ("" for the home itself)."""
+    home, rel = f"home/{plan.username}", plan.package.strip("/")
+    if rel == home:
+        return home, ""
+    if not rel.startswith(f"{home}/"):
+        raise ValueError(f"the package {rel} is not in {home}")
+    return home, rel[len(home) + 1 :]
+
+
 def _package_volume(plan: BuildPlan) -> dict[str, Any]:
-    s, rel = plan.storage, plan.package.strip("/")
+    # The volume is the user's home, which the user cannot replace; the package is a subPath beneath it.
+    # The package itself could be swapped for a link between the portal's check and the kubelet's mount
+    # (by the user's own jobs); the kubelet refuses a subPath whose links leave its volume.
+    s, (home, _) = plan.storage, _home_and_rest(plan)
 
     def under(root: str) -> str:
-        return f"{root.rstrip('/')}/{rel}"
+        return f"{root.rstrip('/')}/{home}"
 
     if s.kind == StorageKind.PVC:
         return {"name": "package", "persistentVolumeClaim": {"claimName": s.pvc_name, "readOnly": True}}
@@ -84,14 +103,24 @@ def _package_volume(plan: BuildPlan) -> dict[str, Any]:
     if s.kind == StorageKind.CEPHFS:
         ceph = {"monitors": list(s.cephfs_monitors), "user": s.cephfs_user, "secretRef": {"name": s.cephfs_secret_name}}
         return {"name": "package", "cephfs": {**ceph, "path": under(s.cephfs_path), "readOnly": True}}
-    # hostPath: the folder must exist already (the portal checked it), never be created empty.
+    # hostPath: the home must exist already (the portal checked the package), never be created empty.
     return {"name": "package", "hostPath": {"path": under(s.host_path), "type": "Directory"}}
+
+
+def _package_sub_path(plan: BuildPlan) -> str:
+    home, rest = _home_and_rest(plan)
+    if plan.storage.kind == StorageKind.PVC:
+        # A claim is one volume for every user: its subPath links are checked against the whole claim,
+        # not the user's home (a limit of PVC storage; the kubelet offers no narrower check).
+        return f"{home}/{rest}".rstrip("/")
+    return rest
 
 
 def _mounts(plan: BuildPlan) -> list[dict[str, Any]]:
     package: dict[str, Any] = {"name": "package", "mountPath": CONTEXT, "readOnly": True}
-    if plan.storage.kind == StorageKind.PVC:
-        package["subPath"] = plan.package.strip("/")
+    sub_path = _package_sub_path(plan)
+    if sub_path:
+        package["subPath"] = sub_path
     mounts = [
         package,
         {"name": "docker-config", "mountPath": DOCKER_CONFIG, "readOnly": True},
@@ -135,6 +164,13 @@ def builder_args(plan: BuildPlan) -> list[str]:
     ]
 
 
+def _resources() -> dict[str, Any]:
+    amounts = resources(BUILD_CPU, BUILD_MEMORY)
+    amounts["requests"]["ephemeral-storage"] = BUILD_DISK_REQUEST
+    amounts["limits"]["ephemeral-storage"] = BUILD_DISK_LIMIT
+    return amounts
+
+
 def build_job(plan: BuildPlan) -> dict[str, Any]:
     env = [{"name": "DOCKER_CONFIG", "value": DOCKER_CONFIG}]
     if plan.ca_pem:
@@ -144,8 +180,10 @@ def build_job(plan: BuildPlan) -> dict[str, Any]:
         "image": plan.builder_image,
         "args": builder_args(plan),
         "env": env,
-        "resources": resources(BUILD_CPU, BUILD_MEMORY),
+        "resources": _resources(),
         "volumeMounts": _mounts(plan),
+        # No capabilities are dropped: Kaniko runs the Dockerfile's steps as root in its own filesystem
+        # and needs chown, setuid/setgid, fowner, dac_override... of the default set to unpack and COPY.
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     name = names.build_job_name(plan.uid)
@@ -161,6 +199,7 @@ def build_job(plan: BuildPlan) -> dict[str, Any]:
                 "spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "enableServiceLinks": False,
                     "containers": [container],
                     "volumes": _volumes(plan),
