@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
@@ -84,7 +86,8 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         )
     )
     def get_build(self, job: Job) -> dict[str, str] | None:
-        build = for_jobs.build_of(job)  # a query only for the few jobs that name a build
+        page_builds = self.context.get("builds")  # the list gives those of its whole page (one query)
+        build = page_builds.get(job.pk) if page_builds is not None else for_jobs.build_of(job)
         if build is None:
             return None
         api = f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/api/v1/images/{build.uid}"
@@ -147,6 +150,11 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
     def get_queryset(self) -> QuerySet[Job]:
         jobs = by_state(jobs_visible_to(self.request), self.request, JobState.values, ACTIVE_STATES)
         return jobs.order_by("-created_at")
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], list):  # a page: the builds its jobs name, in one query
+            kwargs["context"] = {**self.get_serializer_context(), "builds": for_jobs.builds_of(args[0])}
+        return super().get_serializer(*args, **kwargs)
 
     @extend_schema(
         request=JobSpecSerializer,

@@ -72,6 +72,9 @@ def test_submit_build_uploads_requests_the_build_and_the_job_waits_for_it(
 
     listed = portal.run("images", "-o", "json")
     assert [b["uid"] for b in json.loads(listed.stdout)] == [build.uid]
+    header, row = portal.run("images").stdout.splitlines()
+    assert header.split() == ["UID", "STATE", "IMAGE", "DATACENTER", "AGE", "MESSAGE"]
+    assert row.split()[:4] == [build.uid, "queued", image, "kdc"]
     status = portal.run("image-status", build.uid)
     assert build.uid in status.stdout and "queued" in status.stdout
     assert portal.run("image-logs", build.uid).exit_code == 0

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from images import for_jobs, services, states
@@ -235,3 +237,19 @@ def test_a_job_whose_image_is_no_reference_is_refused_on_a_kubernetes_datacenter
     assert response.status_code == 400, response.json()
     assert [e["field"] for e in response.json()["errors"]] == ["image"]
     assert not Job.objects.exists()
+
+
+def test_the_job_list_reads_the_builds_of_its_page_in_one_query(alice_api: APIClient) -> None:
+    def listing() -> tuple[int, list[dict[str, Any]]]:
+        with CaptureQueriesContext(connection) as queries:
+            response = alice_api.get("/api/v1/jobs")
+        assert response.status_code == 200
+        return len(queries), response.json()["results"]
+
+    _waiting_job(alice_api)
+    one, _ = listing()
+    for name in ("fit2", "fit3"):
+        uid = create(alice_api)["uid"]
+        assert alice_api.post("/api/v1/jobs", {**JOB, "jobname": name, "build": uid}, format="json").status_code == 201
+    three, jobs = listing()
+    assert three == one and all(job["build"]["state"] == "queued" for job in jobs)

@@ -40,6 +40,7 @@ def test_names_are_dns_safe_and_collision_safe() -> None:
     assert len(long) <= 63 and long.startswith("paddle-xxx")
     assert names.namespace_name("", "default") != "default"
     assert names.namespace_name("", "kube-system").startswith("kube-system-")
+    assert names.namespace_name("", "paddlecloud").startswith("paddlecloud-")  # the portal's own (deploy/base)
     assert names.dns_safe("@@@").startswith("user-")
     # The longest job name still gives valid object and host names.
     uid = "a" * 40 + "-abcde"

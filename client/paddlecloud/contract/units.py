@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 from contextlib import ExitStack
-from datetime import datetime
+from datetime import UTC, datetime
 
 _BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
@@ -40,13 +40,15 @@ def human_bytes(count: int) -> str:
 
 
 def parse_time(text: str | None) -> datetime | None:
-    """An RFC 3339 time as Kubernetes and the API write it ("2025-01-02T03:04:05Z"); None if absent or bad."""
+    """An RFC 3339 time as Kubernetes and the API write it ("2025-01-02T03:04:05Z"); None if absent or bad.
+    A time without a zone is taken as UTC (what both write)."""
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:

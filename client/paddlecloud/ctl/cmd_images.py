@@ -10,17 +10,7 @@ import click
 from paddlecloud.ctl import images
 from paddlecloud.ctl.app import OUTPUT, cli, note, session_of
 from paddlecloud.ctl.errors import PaddleCloudError
-from paddlecloud.ctl.output import dump
-
-COLUMNS = ("uid", "state", "image", "datacenter", "created_at", "message")
-
-
-def _table(builds: list[dict[str, Any]]) -> str:
-    rows = [[str(b.get(c) or "")[:80] for c in COLUMNS] for b in builds]
-    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(COLUMNS)]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+from paddlecloud.ctl.output import builds_table, emit
 
 
 def remote_build(
@@ -58,7 +48,7 @@ def remote_build(
 @click.pass_context
 def list_images(ctx: click.Context, active: bool, output: str) -> None:
     builds = list(images.list_builds(session_of(ctx), active))
-    click.echo(dump(builds, output) if output in ("json", "yaml") else _table(builds))
+    emit(builds, output, lambda: builds_table(builds))
 
 
 @cli.command("image-status", short_help="Show one image build: its state and the builder's last error.")
@@ -67,7 +57,7 @@ def list_images(ctx: click.Context, active: bool, output: str) -> None:
 @click.pass_context
 def image_status(ctx: click.Context, uid: str, output: str) -> None:
     build = images.get_build(session_of(ctx), uid)
-    click.echo(dump(build, output) if output in ("json", "yaml") else _table([build]))
+    emit(build, output, lambda: builds_table([build]))
 
 
 @cli.command("image-logs", short_help="Print (or follow) the builder's log of an image build.")

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from paddlecloud.contract.units import parse_time
 from paddlecloud.ctl import config_schema as schema
 from paddlecloud.ctl.errors import ConfigError
 
@@ -309,11 +310,8 @@ class TokenCache:
 
 
 def _expired(stamp: str) -> bool:
-    try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
+    when = parse_time(stamp)
+    if when is None:
         return True
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
     # A minute early, so a long command does not start with a token about to lapse.
     return when - timedelta(minutes=1) <= datetime.now(UTC)

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from paddlecloud.contract.units import parse_time
 from paddlecloud.ctl.config import Datacenter
 
 FORMATS = ("table", "json", "yaml")
@@ -23,16 +24,6 @@ MAX_CELL = 80
 def now() -> datetime:
     """The current time (a seam: golden-output tests pin it)."""
     return datetime.now(UTC)
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def human_duration(seconds: float) -> str:
@@ -196,6 +187,12 @@ def workers_table(items: list[dict[str, Any]]) -> str:
     ]
     return table(("NAME", "ROLE", "STATE", "START", "RESTARTS", "EXIT CODE", "MESSAGE"), rows,
                  empty="No workers yet.")
+
+
+def builds_table(items: list[dict[str, Any]]) -> str:
+    rows = [(b["uid"], b["state"], b.get("image", ""), b.get("datacenter", ""), age(b.get("created_at")),
+             b.get("message") or "") for b in items]  # fmt: skip
+    return table(("UID", "STATE", "IMAGE", "DATACENTER", "AGE", "MESSAGE"), rows, empty="No image builds.")
 
 
 def registry_table(items: list[dict[str, Any]]) -> str:

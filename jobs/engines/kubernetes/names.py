@@ -18,7 +18,8 @@ PSERVER_INDEX = "apps.kubernetes.io/pod-index"  # label of StatefulSet pods
 FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"  # annotation: failures of the index so far
 
 QUOTA_NAME = "paddlecloud-quota"
-_RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+# The system's namespaces, and the portal's own (deploy/base): a user named so must not get them.
+_RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease", "paddlecloud"}
 
 
 def dns_safe(username: str, max_length: int = 63) -> str:
