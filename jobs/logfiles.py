@@ -126,6 +126,9 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
             with contextlib.suppress(OSError):
                 storage.remove(temp)
             raise
+        with contextlib.suppress(FileNotFoundError):
+            # Its records were offsets into the launcher's copy this replaced: wrong for the new text.
+            storage.remove(f"{folder}/{logtimes.TIMES_NAME}")
     except StorageUnavailable as exc:
         raise TransientEngineError(exc.message) from None  # not mounted right now: the next cycle retries
     except (Forbidden, NotADirectoryError) as exc:

@@ -175,3 +175,12 @@ def test_archiving_keeps_a_longer_launcher_copy(alice: User, kube_dc: Datacenter
     assert log.read_text() == "the launcher's longer copy\n"
     assert write_archive(job, "trainer-0", b"a pod log longer than the launcher's copy\n")
     assert log.read_text() == "a pod log longer than the launcher's copy\n"
+
+
+def test_archiving_over_a_shorter_copy_drops_its_line_times(alice: User, kube_dc: Datacenter) -> None:
+    job = make_job(kube_dc, alice, namespace="paddle-alice")
+    folder = log_dir(kube_dc, job)
+    (folder / "log.txt").write_text("step 1\n")
+    (folder / "log.times").write_bytes(b"\0" * 16)  # offsets into the copy that is about to be replaced
+    assert write_archive(job, "trainer-0", b"step 1\nstep 2 (the pod log is longer)\n")
+    assert sorted(p.name for p in folder.iterdir()) == ["log.txt"]
