@@ -8,6 +8,7 @@ submit_job again (the reconciler's stuck-submission sweep is the safety net). No
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -54,17 +55,25 @@ def builds_of(jobs: Iterable[Job]) -> dict[int, ImageBuild]:
 WAIT, GO, FAILED = "wait", "go", "failed"
 
 
+def _pin(job: Job, digest: str) -> None:
+    """Run the job on what the build pushed, `image@sha256:...`: a later push to the tag changes nothing."""
+    image = (job.spec or {}).get("image", "")
+    if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) and image and "@" not in image:
+        Job.objects.filter(pk=job.pk, state=JobState.QUEUED).update(spec={**job.spec, "image": f"{image}@{digest}"})
+
+
 def gate(job_id: int) -> str:
     """May the queued job start? GO (no build, or it succeeded), WAIT (still building), FAILED (job failed)."""
     job = Job.objects.filter(pk=job_id).only("spec", "owner_id", "state").first()
     uid = (job.spec or {}).get("build") if job else ""
     if job is None or not uid or job.state != JobState.QUEUED:
         return GO
-    build = ImageBuild.objects.filter(owner_id=job.owner_id, uid=uid).only("state", "message").first()
+    build = ImageBuild.objects.filter(owner_id=job.owner_id, uid=uid).only("state", "message", "digest").first()
     if build is None:
         transition(job_id, JobState.FAILED, reason=Reason.BUILD_FAILED, message=f"image build {uid} is gone")
         return FAILED
     if build.state == BuildState.SUCCEEDED:
+        _pin(job, build.digest)
         return GO
     if build.state in (BuildState.FAILED, BuildState.CANCELLED):
         message = f"image build {uid} {build.state}: {build.message}"[:2000]

@@ -203,8 +203,12 @@ def test_a_job_waits_while_its_image_builds_then_may_start(alice_api: APIClient)
     job.refresh_from_db()
     assert job.state == JobState.QUEUED and job.reason == Reason.IMAGE_BUILDING
     assert build.uid in job.message
-    ImageBuild.objects.filter(pk=build.pk).update(state=BuildState.SUCCEEDED)
+    digest = "sha256:" + "ab" * 32
+    ImageBuild.objects.filter(pk=build.pk).update(state=BuildState.SUCCEEDED, digest=digest)
     assert for_jobs.gate(job.pk) == for_jobs.GO
+    job.refresh_from_db()
+    assert job.spec["image"] == f"{build.image}@{digest}"  # pinned to what the build pushed
+    assert for_jobs.gate(job.pk) == for_jobs.GO and Job.objects.get(pk=job.pk).spec["image"].count("@") == 1
 
 
 def test_a_failed_build_fails_its_job_with_the_builders_last_error_line(alice_api: APIClient) -> None:

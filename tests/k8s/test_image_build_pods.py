@@ -122,7 +122,7 @@ def test_an_image_built_in_the_cluster_is_pushed_with_alices_secret_and_a_job_ru
     submit_job.apply(args=(job.pk,))  # what images.states.wake_jobs sends on commit
     job = drive(build_dc, lambda: finished(job), "the job on the built image to finish", RUN_TIMEOUT)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
-    assert job.spec["image"] == target
+    assert job.spec["image"] == f"{target}@{build.digest}"  # pinned: a later push to the tag changes nothing
     text = alice_api.get("/api/v1/jobs/baked/logs").json()["text"]
     assert f"marker: {MARKER}" in text, text[-2000:]
 
