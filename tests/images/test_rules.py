@@ -256,3 +256,16 @@ def test_start_build_retries_are_bounded_and_poll_waits_longer_than_any_countdow
     assert countdowns[:5] == [5, 10, 20, 40, 60] and max(countdowns) == tasks.MAX_COUNTDOWN
     assert builder.STUCK_START.total_seconds() > tasks.MAX_COUNTDOWN
     assert tasks.start_build.max_retries == tasks.START_RETRIES
+
+
+def test_a_builder_that_cannot_be_scheduled_or_made_fails_after_the_pending_timeout() -> None:
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Insufficient cpu."}  # fmt: skip
+    unschedulable = {"metadata": {"name": "p"}, "status": {"conditions": [condition]}}
+    early = b.observe_build(_job(None), [unschedulable], 5, 600)
+    assert not early.done and "cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu." in early.message
+    assert b.observe_build(_job(None), [unschedulable], 601, 600).done
+    no_pod = b.observe_build(_job(None), [], 601, 600)  # a ResourceQuota refused it: the Job made none
+    assert no_pod.done and not no_pod.succeeded and "made no pod" in no_pod.message
+    starting = {"status": {"active": 1, "conditions": []}}
+    assert b.observe_build(starting, [], 5, 600) == b.BuildStatus()  # just created: not stuck yet

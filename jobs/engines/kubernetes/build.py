@@ -280,12 +280,23 @@ def observe_build(job: dict[str, Any], pods: list[dict[str, Any]], age: float, p
         term = state.get("terminated") or {}
         detail = str(term.get("message") or "").strip() or str(failed.get("message") or failed.get("reason") or "")
         return BuildStatus(done=True, message=last_error_line(detail) or "the builder failed")
+    stuck = _stuck(job, pod, state)
+    if stuck:
+        message = stuck[:MAX_MESSAGE]
+        return BuildStatus(done=age > pending_timeout, message=message)
+    return BuildStatus()
+
+
+def _stuck(job: dict[str, Any], pod: dict[str, Any], state: dict[str, Any]) -> str:
+    """Why the builder is not running yet, when it is stuck (not merely slow): its image cannot be
+    pulled, its pod cannot be scheduled, or the Job cannot make its pod (a quota refusal); else ""."""
     waiting = state.get("waiting") or {}
     if waiting.get("reason") in STUCK_REASONS:
-        message = f"the builder pod is waiting: {waiting['reason']}: {waiting.get('message') or ''}".strip()[
-            :MAX_MESSAGE
-        ]
-        if age > pending_timeout:
-            return BuildStatus(done=True, message=message)
-        return BuildStatus(message=message)
-    return BuildStatus()
+        return f"the builder pod is waiting: {waiting['reason']}: {waiting.get('message') or ''}".strip()
+    conditions: list[dict[str, Any]] = (pod.get("status") or {}).get("conditions") or []
+    scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        return f"the builder pod cannot be scheduled: {scheduled.get('message') or ''}".strip()
+    if not pod and (_condition(job, "FailureTarget") or not (job.get("status") or {}).get("active")):
+        return "the builder Job has made no pod yet (a quota or admission refusal?)"
+    return ""
