@@ -5,6 +5,7 @@ archive its log into the build row, and delete it. Idempotent: every step may ru
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,7 +23,7 @@ from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.engines.kubernetes.manifests import Storage
-from jobs.logfiles import MAX_CHUNK, parse_cursor
+from jobs.logfiles import parse_cursor, read_chunk
 from portal.datacenters.models import Datacenter
 from portal.errors import DomainError
 from storage import paths
@@ -99,12 +100,14 @@ def _pod_log(k8s: kube.Kube, build: ImageBuild) -> str:
         return ""  # never started (an image pull failed): no log
 
 
-def _bounded(text: str) -> str:
+def _bounded(text: str) -> tuple[str, int]:
+    """The end of the log the row keeps (where the errors are), and how many bytes before it were not."""
     data = text.encode()
     if len(data) <= MAX_LOG:
-        return text
-    cut = data[-MAX_LOG:].decode("utf-8", errors="ignore")
-    return f"[... the first {len(data) - MAX_LOG} bytes of the log were not kept ...]\n{cut}"
+        return text, 0
+    start = len(data) - MAX_LOG
+    start = data.index(b"\n", start) + 1 if b"\n" in data[start:] else start  # from a whole line
+    return data[start:].decode("utf-8", errors="replace"), start
 
 
 def release(build: ImageBuild, k8s: kube.Kube | None = None) -> None:
@@ -114,9 +117,11 @@ def release(build: ImageBuild, k8s: kube.Kube | None = None) -> None:
     if build.k8s_job and build.namespace:
         k8s = k8s or kube.for_datacenter(build.datacenter)
         if not build.log_archived:
-            build.log = _bounded(_pod_log(k8s, build))
+            build.log, build.log_dropped = _bounded(_pod_log(k8s, build))
             build.log_archived = True
-            ImageBuild.objects.filter(pk=build.pk).update(log=build.log, log_archived=True)
+            ImageBuild.objects.filter(pk=build.pk).update(
+                log=build.log, log_dropped=build.log_dropped, log_archived=True
+            )
         k8s.delete("Job", build.namespace, build.k8s_job)
     build.released = True
     ImageBuild.objects.filter(pk=build.pk).update(released=True)
@@ -208,21 +213,20 @@ def _reap(k8s: kube.Kube, jobs: dict[str, list[dict[str, Any]]], now: datetime) 
 
 
 def read_log(build: ImageBuild, cursor: str) -> LogChunk:
-    """The builder's log after `cursor` (a byte offset): live from the pod, then from the archive."""
+    """The builder's log after `cursor`: live from the pod, then from the archive, with the job logs'
+    cursor rule (jobs.logfiles.read_chunk). Offsets count from the log's first byte in both, so a
+    follower crosses from live to archived without losing or repeating a line."""
     offset = parse_cursor(cursor)
     if build.log_archived:
-        data = build.log.encode()
-        complete = True
+        data, dropped, final = build.log.encode(), build.log_dropped, True
     elif build.k8s_job and build.namespace:
         try:
             data = _pod_log(kube.for_datacenter(build.datacenter), build).encode()
         except TransientEngineError:
             return LogChunk(text="", cursor=str(offset), complete=False)
-        complete = False
+        dropped, final = 0, False
     else:
         return LogChunk(text="", cursor=str(offset), complete=not build.is_active)
-    chunk = data[offset : offset + MAX_CHUNK]
-    if not complete and len(chunk) < MAX_CHUNK:
-        chunk = chunk[: chunk.rfind(b"\n") + 1]  # a partial last line waits for its newline
-    done = complete and offset + len(chunk) >= len(data)
-    return LogChunk(text=chunk.decode("utf-8", errors="replace"), cursor=str(offset + len(chunk)), complete=done)
+    chunk = read_chunk(io.BytesIO(data), max(offset - dropped, 0), final)
+    notice = f"[... the first {dropped} bytes of the builder's log were not kept ...]\n" if offset < dropped else ""
+    return LogChunk(text=notice + chunk.text, cursor=str(dropped + int(chunk.cursor)), complete=chunk.complete)

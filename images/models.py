@@ -46,6 +46,7 @@ class ImageBuild(models.Model):
     k8s_job = models.CharField(max_length=63, blank=True, default="", help_text="Set once the Job exists.")
     log = models.TextField(blank=True, default="", help_text="The builder's log, archived when it ended.")
     log_archived = models.BooleanField(default=False)
+    log_dropped = models.BigIntegerField(default=0, help_text="Bytes at the start of a long log not kept in `log`.")
     released = models.BooleanField(default=False, help_text="The builder's objects were deleted.")
 
     created_at = models.DateTimeField(auto_now_add=True)

@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from images import for_jobs, services, states
+from images import builder, for_jobs, services, states
 from images.models import BuildState, ImageBuild
 from jobs.models import Job, JobState, Reason
 from jobs.tasks import submit_job
@@ -257,3 +257,22 @@ def test_the_job_list_reads_the_builds_of_its_page_in_one_query(alice_api: APICl
         assert alice_api.post("/api/v1/jobs", {**JOB, "jobname": name, "build": uid}, format="json").status_code == 201
     three, jobs = listing()
     assert three == one and all(job["build"]["state"] == "queued" for job in jobs)
+
+
+def test_a_long_archived_log_keeps_its_offsets_so_a_follower_loses_and_repeats_nothing(
+    alice_api: APIClient,
+) -> None:
+    uid = create(alice_api)["uid"]
+    whole = "".join(f"step {i:07d} of the build\n" for i in range(300_000)).encode()  # over MAX_LOG
+    kept, dropped = builder._bounded(whole.decode())
+    assert dropped > 0 and whole[dropped:] == kept.encode() and whole[dropped - 1 : dropped] == b"\n"
+    ImageBuild.objects.filter(uid=uid).update(
+        state=BuildState.FAILED, log=kept, log_dropped=dropped, log_archived=True, released=True
+    )
+    url = f"/api/v1/images/{uid}/log"
+    first = alice_api.get(url).json()
+    assert first["text"].startswith(f"[... the first {dropped} bytes of the builder's log were not kept ...]\n")
+    follower_at = dropped + 700  # where a follower of the live log had got to, in the same byte offsets
+    resumed = alice_api.get(url, {"cursor": str(follower_at)}).json()
+    assert resumed["text"].encode() == whole[follower_at : follower_at + len(resumed["text"].encode())]
+    assert int(resumed["cursor"]) == follower_at + len(resumed["text"].encode())
