@@ -82,7 +82,11 @@ def check_inputs(dest: str, base_image: str, runtime_image: str) -> str:
 
 
 def _link_target(root: Path, link: Path) -> str:
-    """The link's text when it stays inside root (relative, resolved lexically); else UsageProblem."""
+    """The link's text when it stays inside root (relative, resolved lexically); else UsageProblem.
+
+    Lexically, link by link: a chain through other links in the package (`s -> .`, `p -> s/s/..`) is
+    not followed, so it may end outside; it is copied as links, and only ever resolves inside the
+    image it is copied to (nothing of this machine is read through it)."""
     target = str(link.readlink())
     rel = link.relative_to(root)
     resolved = posixpath.normpath(f"{PurePosixPath(rel).parent}/{target}")  # lexical: nothing is followed
