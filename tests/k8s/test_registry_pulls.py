@@ -76,6 +76,7 @@ def pull_refused(job: Job, saying: str = "") -> Job | None:
 def test_a_job_pulls_its_image_with_the_users_registry_secret_and_succeeds(
     registry_dc: Datacenter,
     alice: User,
+    bob: User,
     alice_api: APIClient,
     k8s_registry: TestRegistry,
     k8s_registry_image: str,
@@ -100,6 +101,12 @@ def test_a_job_pulls_its_image_with_the_users_registry_secret_and_succeeds(
     # containerd on the node fetched the new layer from the bridge-side registry process, logged in.
     fetched = f'"GET /v2/alice/paddle/blobs/{new_layer} HTTP/1.1" 200'
     assert any(fetched in line and "containerd/" in line for line in k8s_registry.log_tail("node", 10**6).splitlines())
+
+    # The image is on the node now; bob, with no login of his own, still may not run it from there.
+    stolen = job_with(registry_dc, bob, "stolen", image)
+    stolen = drive(registry_dc, lambda: pull_refused(stolen), "bob's pull refused", PULL_TIMEOUT)
+    assert stolen.state == "pending" and "no basic auth credentials" in stolen.message, stolen.message
+    kill(stolen)
 
 
 @pytest.mark.parametrize(
