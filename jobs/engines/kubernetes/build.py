@@ -41,7 +41,9 @@ BUILD_CPU = "1"  # counted against the user's compute quota like a job's pods
 BUILD_MEMORY = "2Gi"
 # Kaniko unpacks the base and writes the layers on the node's disk: a bound, so one build cannot fill it
 # (the kubelet evicts the pod past the limit; the build fails with that reason).
-BUILD_DISK_REQUEST = "1Gi"
+# No disk request: a node that does not report ephemeral storage (local storage isolation off, as on
+# the test node) could never schedule a request; the limit still evicts a build that fills the disk.
+BUILD_DISK_REQUEST = "0"
 BUILD_DISK_LIMIT = "20Gi"
 SYSTEM_CERTS = "/kaniko/ssl/certs"  # the builder image's own CAs (outside /kaniko Kaniko replaces the filesystem)
 
