@@ -68,7 +68,9 @@ def test_the_rendered_web_deployment_migrates_serves_and_follows_its_broker(
         core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
         core.create_namespace(manifest({"metadata": {"name": namespace}}))
         k8s_node_cluster.wait_for_default_service_account(namespace)
-        core.create_namespaced_service_account(namespace, manifest({"metadata": {"name": "paddlecloud"}}))
+        web = web_deployment(namespace, image["ref"])
+        account = web["spec"]["template"]["spec"]["serviceAccountName"]  # the web pods' own (rbac-web.yaml)
+        core.create_namespaced_service_account(namespace, manifest({"metadata": {"name": account}}))
         (config,) = [d for d in render("external") if d["kind"] == "ConfigMap"]
         config = {**config, "metadata": {**config["metadata"], "namespace": namespace}}
         core.create_namespaced_config_map(namespace, manifest(config))
