@@ -13,31 +13,17 @@ from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.errors import APIError, UsageProblem
 
 from images.models import ImageBuild
-from jobs.engines import EngineName as Engine
 from jobs.models import Job
-from portal.datacenters.models import Datacenter, StorageKind
+from portal.datacenters.models import Datacenter
 from portal.registry.models import RegistrySecret
 from tests.cli.conftest import Portal
-
-REGISTRY = "r.example:5000"
+from tests.images import REGISTRY, builder_datacenter
 
 
 @pytest.fixture
 def kdc(portal: Portal, tmp_path: Path) -> Datacenter:
-    root = tmp_path / "kpfs"
-    (root / "home").mkdir(parents=True)
-    (root / "public").mkdir()
     RegistrySecret.objects.create(owner=portal.user, name="mine", server=REGISTRY, username="alice", password="pw")
-    return Datacenter.objects.create(
-        name="kdc",
-        engine=Engine.KUBERNETES,
-        kubeconfig="apiVersion: v1\nkind: Config\n",
-        storage_kind=StorageKind.HOSTPATH,
-        host_path=str(root),
-        storage_root=str(root),
-        builder_image=f"{REGISTRY}/tools/kaniko:1",
-        cpu_image=f"{REGISTRY}/paddle:3",
-    )
+    return builder_datacenter(tmp_path / "kpfs")
 
 
 def test_submit_build_uploads_requests_the_build_and_the_job_waits_for_it(

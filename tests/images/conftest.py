@@ -8,29 +8,16 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from jobs.engines import EngineName as Engine
-from portal.datacenters.models import Datacenter, StorageKind
+from portal.datacenters.models import Datacenter
 from portal.registry.models import RegistrySecret
+from tests.images import REGISTRY, builder_datacenter
 
-REGISTRY = "r.example:5000"
 PACKAGE = "/pfs/kdc/home/alice/jobs/fit"
 
 
 @pytest.fixture
 def kdc(db: None, tmp_path: Path) -> Datacenter:
-    root = tmp_path / "pfs" / "kdc"
-    (root / "home").mkdir(parents=True)
-    (root / "public").mkdir()
-    return Datacenter.objects.create(
-        name="kdc",
-        engine=Engine.KUBERNETES,
-        kubeconfig="apiVersion: v1\nkind: Config\n",
-        storage_kind=StorageKind.HOSTPATH,
-        host_path=str(root),
-        storage_root=str(root),
-        builder_image=f"{REGISTRY}/tools/kaniko:1",
-        cpu_image=f"{REGISTRY}/paddle:3.0.0",
-    )
+    return builder_datacenter(tmp_path / "pfs" / "kdc")
 
 
 @pytest.fixture

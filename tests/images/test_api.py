@@ -18,7 +18,8 @@ from jobs.models import Job, JobState, Reason
 from jobs.tasks import submit_job
 from portal.datacenters.models import Datacenter
 from portal.registry.models import RegistrySecret
-from tests.images.conftest import PACKAGE, REGISTRY, build_request
+from tests.images import REGISTRY
+from tests.images.conftest import PACKAGE, build_request
 
 pytestmark = pytest.mark.usefixtures("alice_package", "alice_secret")
 
