@@ -17,19 +17,19 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.wait import wait_for
-from tools.k8s.images import images_dir, portal_ref
+from tools.k8s.images import deploy_image
 from tools.k8s.testcluster import TestCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def portal_image() -> dict[str, str]:
-    """The portal image's OCI layout, built by tools/k8s/images.py (cached by the Dockerfile and its files)."""
-    ref = portal_ref()
-    layout = images_dir() / f"portal-{ref.rsplit(':', 1)[1]}"
-    if not (layout / "index.json").exists():
-        subprocess.run([sys.executable, str(ROOT / "tools/k8s/images.py"), "build-portal"], check=True, timeout=1800)
-    return {"ref": ref, "layout": str(layout)}
+def built_image(name: str) -> dict[str, str]:
+    """A deploy test's image ("portal", "services") as an OCI layout, built by tools/k8s/images.py when
+    this checkout's is missing (cached by its Dockerfile and the files it copies)."""
+    entry = deploy_image(name)
+    if not (Path(entry["layout"]) / "index.json").exists():
+        subprocess.run([sys.executable, str(ROOT / "tools/k8s/images.py"), f"build-{name}"], check=True, timeout=1800)
+    return entry
 
 
 def import_image(cluster: TestCluster, image: dict[str, str]) -> None:

@@ -343,3 +343,17 @@ def test_the_portal_image_copies_every_app_the_settings_install() -> None:
     copied = {arg.split()[0].strip("/") for op, arg in steps if op == "COPY"}
     local = {app.split(".")[0] for app in settings.INSTALLED_APPS if (ROOT / app.split(".")[0]).is_dir()}
     assert local <= copied, f"deploy/Dockerfile.portal does not COPY {sorted(local - copied)}"
+
+
+def test_the_services_stand_in_keeps_the_uid_and_variables_the_with_services_overlay_relies_on() -> None:
+    """Dockerfile.services stands in for the official images in test_deploy_job: it must keep their contract."""
+    steps = parse_dockerfile((ROOT / "tools" / "k8s" / "Dockerfile.services").read_text())
+    assert {op for op, _ in steps} <= SUPPORTED
+    assert [arg for op, arg in steps if op == "USER"] == ["999"]
+    entrypoint = (ROOT / "tools" / "k8s" / "postgres-entrypoint.sh").read_text()
+    for statefulset in of_kind(render("with-services"), "StatefulSet"):
+        pod = statefulset["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsUser"] == 999
+        for container in pod["containers"]:
+            for name in (e["name"] for e in container.get("env", []) if e["name"].startswith(("POSTGRES_", "PG"))):
+                assert "${" + name in entrypoint, f"the stand-in's entrypoint ignores {name}"

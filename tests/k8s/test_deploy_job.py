@@ -1,11 +1,15 @@
-"""deploy/ end to end on the real node: the portal installed from the rendered overlay runs a job in real pods.
+"""deploy/ end to end on the real node: `with-services` installs the portal, PostgreSQL and Redis; a job runs.
 
-web, worker and beat from deploy/overlays/external with their RBAC and the portal image; in-cluster
-config (the pods' own service-account token); the example job submitted with paddlectl to the
-in-cluster web pod ends `succeeded`. What the test cluster lacks is bridged, and only that: no
-kube-proxy, so the API server is reached through a relay on the node's bridge under the name its
-certificate carries; SQLite on a hostPath folder stands in for PostgreSQL; Redis runs on the bridge.
-Marker `deploy`, run when PADDLECLOUD_DEPLOY_TEST=1.
+Every object of deploy/overlays/with-services applied at once, as an operator's `kubectl apply -k`:
+web, worker and beat with their RBAC and the portal image; the PostgreSQL and Redis StatefulSets on
+persistent volumes, found through their headless Services by the cluster DNS; in-cluster config (the
+pods' own service-account token). The portal pods wait in `migrate_locked` until PostgreSQL answers,
+one migrates, and the example job submitted with paddlectl to the in-cluster web pod ends `succeeded`.
+What the test cluster lacks is bridged, and only that: no kube-proxy, so the API server is reached
+through a relay on the node's bridge under the name its certificate carries; no volume provisioner,
+so the test makes the PersistentVolumes the claims bind to; no Docker Hub, so the database and broker
+run on tools/k8s/Dockerfile.services (Debian's PostgreSQL and Redis with the official images'
+contract). Marker `deploy` (heavy: two image builds when cold); `-m "not deploy"` leaves it out.
 """
 
 from __future__ import annotations
@@ -24,16 +28,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from tests.k8s.deploy_helpers import (
-    Broker,
-    Relay,
-    fernet_key,
-    import_image,
-    manifest,
-    portal_image,
-    ready,
-    running_broker,
-)
+from tests.k8s.deploy_helpers import Relay, built_image, fernet_key, import_image, manifest, ready
 from tests.k8s.test_deploy import kubectl, portal_deployments, render
 from tests.wait import wait_for
 from tools.k8s.images import read_manifest
@@ -41,49 +36,71 @@ from tools.k8s.testcluster import TestCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 API_NAME = "kubernetes.default.svc"  # in the API server's certificate
-UID = 1000
+PORTAL_UID = 1000  # the portal image's user (and the job pods')
+SERVICES_UID = 999  # the official postgres and redis images' user
 PORTAL_PODS = "app.kubernetes.io/name=paddlecloud-portal"
-pytestmark = [
-    pytest.mark.deploy,
-    pytest.mark.skipif(os.environ.get("PADDLECLOUD_DEPLOY_TEST") != "1", reason="set PADDLECLOUD_DEPLOY_TEST=1"),
-]
+pytestmark = pytest.mark.deploy
 
 
-def owned_dir(path: Path) -> Path:
+def owned_dir(path: Path, uid: int = PORTAL_UID) -> Path:
     path.mkdir(parents=True)
-    os.chown(path, UID, UID)
+    os.chown(path, uid, uid)
     return path
 
 
-def adapt(doc: dict[str, Any], ns: str, image: str, gateway: str, relay: Relay, dirs: dict[str, Path]) -> None:
+def adapt(doc: dict[str, Any], ns: str, images: dict[str, str], gateway: str, relay: Relay, pfs: Path) -> None:
     """The rendered object, changed only where the test cluster differs from a real one."""
     doc["metadata"]["namespace"] = ns
     if doc["kind"] == "ConfigMap":
         doc["data"]["ALLOWED_HOSTS"] = "*"  # the test reaches web by its pod IP
-    if doc["kind"] != "Deployment":
+    if doc["kind"] not in ("Deployment", "StatefulSet"):
+        return
+    pod = doc["spec"]["template"]["spec"]
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        container["resources"]["requests"] = {"cpu": "100m", "memory": "256Mi"}  # the node has 2 cores
+    if doc["kind"] == "StatefulSet":
+        for container in pod["containers"]:
+            container["image"] = images["services"]
         return
     doc["spec"]["replicas"] = 1
-    pod = doc["spec"]["template"]["spec"]
     pod["hostAliases"] = [{"ip": gateway, "hostnames": [API_NAME]}]
-    pod["volumes"] = [v for v in pod["volumes"] if v["name"] != "pfs"]
-    pod["volumes"] += [{"name": name, "hostPath": {"path": str(path)}} for name, path in dirs.items()]
+    pfs_volume = {"name": "pfs", "hostPath": {"path": str(pfs)}}  # the PFS claim's stand-in
+    pod["volumes"] = [v for v in pod["volumes"] if v["name"] != "pfs"] + [pfs_volume]
     for container in [*pod["initContainers"], *pod["containers"]]:
-        container["image"] = image
-        container["resources"]["requests"] = {"cpu": "100m", "memory": "256Mi"}  # the node has 2 cores
+        container["image"] = images["portal"]
         container["env"] += [
             {"name": "KUBERNETES_SERVICE_HOST", "value": API_NAME},
             {"name": "KUBERNETES_SERVICE_PORT", "value": str(relay.port)},
         ]
-        mounts = [m for m in container["volumeMounts"] if m["name"] != "pfs"]
-        container["volumeMounts"] = [*mounts, *({"name": n, "mountPath": f"/{n}"} for n in dirs)]
+
+
+def claim_volumes(docs: list[dict[str, Any]], ns: str, tag: str, work: Path) -> list[dict[str, Any]]:
+    """A hostPath PersistentVolume, bound ahead, for each claim the StatefulSets' templates will make."""
+    volumes = []
+    for doc in (d for d in docs if d["kind"] == "StatefulSet"):
+        for template in doc["spec"]["volumeClaimTemplates"]:
+            claim = f"{template['metadata']['name']}-{doc['metadata']['name']}-0"
+            folder = owned_dir(work / claim, SERVICES_UID)  # the kubelet applies no fsGroup to a hostPath
+            volumes.append({
+                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{claim}-{tag}"},
+                "spec": {
+                    "capacity": {"storage": template["spec"]["resources"]["requests"]["storage"]},
+                    "accessModes": template["spec"]["accessModes"], "storageClassName": "",
+                    "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(folder), "type": "Directory"},
+                    "claimRef": {"namespace": ns, "name": claim},
+                },
+            })  # fmt: skip
+    return volumes
 
 
 def bootstrap_script(password: str, dc: dict[str, Any]) -> str:
     return (
         "from django.contrib.auth import get_user_model\n"
+        "from django.db import connection\n"
         "from portal.datacenters.models import Datacenter\n"
         f"get_user_model().objects.create_user('alice', password={password!r})\n"
         f"Datacenter.objects.create(**{dc!r})\n"
+        "print('database', connection.vendor, connection.settings_dict['HOST'])\n"
     )
 
 
@@ -116,9 +133,15 @@ def paddlectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
     return out.stdout
 
 
-@pytest.fixture
-def broker(k8s_node_cluster: TestCluster, tmp_path: Path) -> Iterator[Broker]:
-    yield from running_broker(k8s_node_cluster, tmp_path)
+def cluster_scoped(docs: list[dict[str, Any]], ns: str, tag: str) -> list[dict[str, Any]]:
+    """The ClusterRoles and bindings, renamed for this test so they sit beside any other's."""
+    scoped = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    for doc in scoped:
+        doc["metadata"]["name"] += f"-{tag}"
+        if doc["kind"] == "ClusterRoleBinding":
+            doc["roleRef"]["name"] += f"-{tag}"
+            doc["subjects"][0]["namespace"] = ns
+    return scoped
 
 
 @pytest.fixture
@@ -130,40 +153,45 @@ def relay(k8s_node_cluster: TestCluster) -> Iterator[Relay]:
     running.close()
 
 
-def test_the_installed_portal_runs_the_example_job_in_real_pods(
-    k8s_node_cluster: TestCluster, broker: Broker, relay: Relay, tmp_path: Path
+def portal_secret(ns: str) -> dict[str, Any]:
+    """The Secret `paddlecloud` as the README's with-services steps make it: URLs to the overlay's services."""
+    db, broker = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+    return {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "paddlecloud", "namespace": ns},
+        "stringData": {
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "PADDLECLOUD_ENCRYPTION_KEY": fernet_key(),
+            "POSTGRES_PASSWORD": db,
+            "REDIS_PASSWORD": broker,
+            "DATABASE_URL": f"postgresql://paddlecloud:{db}@paddlecloud-postgres:5432/paddlecloud",
+            "CELERY_BROKER_URL": f"redis://:{broker}@paddlecloud-redis:6379/0",
+            "PADDLECLOUD_CACHE_URL": f"redis://:{broker}@paddlecloud-redis:6379/1",
+        },
+    }  # fmt: skip
+
+
+def test_with_services_installs_the_portal_its_database_and_broker_and_runs_the_example_job(
+    k8s_node_cluster: TestCluster, relay: Relay, tmp_path: Path
 ) -> None:
     node = k8s_node_cluster.node
     runtime = read_manifest()
     assert node is not None and runtime is not None
-    image = portal_image()
-    import_image(k8s_node_cluster, image)
+    images = {name: built_image(name) for name in ("portal", "services")}
+    for image in images.values():
+        import_image(k8s_node_cluster, image)
     tag = uuid.uuid4().hex[:6]
     ns = f"deploy-{tag}"
     pfs = owned_dir(tmp_path / "pfs")
     for sub in ("home", "public"):
         owned_dir(pfs / sub)
-    dirs = {"pfs": pfs, "db": owned_dir(tmp_path / "db")}
-    docs = [d for d in render("external") if d["kind"] not in ("Namespace", "PersistentVolumeClaim", "Ingress")]
+    docs = [d for d in render("with-services") if d["kind"] not in ("Namespace", "PersistentVolumeClaim", "Ingress")]
+    scoped = cluster_scoped(docs, ns, tag)
+    refs = {name: image["ref"] for name, image in images.items()}
     for doc in docs:
-        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):  # this test's own, beside any other
-            doc["metadata"]["name"] += f"-{tag}"
-            if doc["kind"] == "ClusterRoleBinding":
-                doc["roleRef"]["name"] += f"-{tag}"
-                doc["subjects"][0]["namespace"] = ns
-        else:
-            adapt(doc, ns, image["ref"], node.gateway, relay, dirs)
+        if doc not in scoped:
+            adapt(doc, ns, refs, node.gateway, relay, pfs)
+    volumes = claim_volumes(docs, ns, tag, tmp_path)
     deployments = portal_deployments(docs)
-    secret = {
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "paddlecloud", "namespace": ns},
-        "stringData": {
-            "SECRET_KEY": secrets.token_urlsafe(50),
-            "PADDLECLOUD_ENCRYPTION_KEY": fernet_key(),
-            "DATABASE_URL": "sqlite:////db/portal.sqlite3",
-            "CELERY_BROKER_URL": broker.url,
-        },
-    }  # fmt: skip
-    first = [d for d in docs if d["kind"] != "Deployment"] + [deployments["web"]]  # web migrates alone first
 
     def apply(objects: list[dict[str, Any]]) -> None:
         path = tmp_path / f"apply-{uuid.uuid4().hex[:6]}.yaml"
@@ -177,9 +205,8 @@ def test_the_installed_portal_runs_the_example_job_in_real_pods(
         core.create_namespace(manifest({"metadata": {"name": ns}}))
         k8s_node_cluster.wait_for_default_service_account(ns)
         try:
-            apply([secret, *first])
+            apply([portal_secret(ns), *volumes, *docs])  # all at once, as `kubectl apply -k` does
             wait_for(lambda: ready(core, ns), "web Ready", 300)
-            apply([deployments["worker"], deployments["beat"]])
             password = secrets.token_urlsafe(12)
             dc = {
                 "name": "pods", "engine": "kubernetes", "in_cluster": True, "namespace_prefix": f"dj{tag}-",
@@ -189,7 +216,7 @@ def test_the_installed_portal_runs_the_example_job_in_real_pods(
             }  # fmt: skip
             template = deployments["web"]["spec"]["template"]["spec"]
             shell = ["python", "manage.py", "shell", "-c", bootstrap_script(password, dc)]
-            run_pod(core, ns, template, "bootstrap", shell)
+            assert "database postgresql paddlecloud-postgres" in run_pod(core, ns, template, "bootstrap", shell)
             web: Any = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/component=web").items[0]
             env = {**os.environ, "PADDLE_CONFIG": str(tmp_path / "paddle.yaml"),
                    "PADDLE_TOKEN_CACHE": str(tmp_path / "tokens")}  # fmt: skip
@@ -210,13 +237,18 @@ def test_the_installed_portal_runs_the_example_job_in_real_pods(
             # The trainers' logs, archived by the in-cluster worker from the pods, read back through web.
             assert "loss" in paddlectl(env, "logs", "fit").lower()
             portal_pods: list[Any] = core.list_namespaced_pod(ns, label_selector=PORTAL_PODS).items
-            restarts = {p.metadata.name: p.status.container_statuses[0].restart_count for p in portal_pods}
-            assert len(restarts) == 3 and set(restarts.values()) == {0}, restarts  # every probe held
+            restarts = {p.metadata.name: [s.restart_count for s in [*p.status.init_container_statuses,
+                                                                     *p.status.container_statuses]]
+                        for p in portal_pods}  # fmt: skip
+            # Every portal pod waited for the database in its migrate step instead of crashing into a
+            # backoff, and every probe held since.
+            assert len(restarts) == 3 and all(counts == [0, 0] for counts in restarts.values()), restarts
         finally:
             core.delete_namespace(ns)
-            for kind in ("clusterrolebinding", "clusterrole"):
-                subprocess.run([kubectl(), "--kubeconfig", str(k8s_node_cluster.kubeconfig_path), "delete", kind,
-                                f"paddlecloud-engine-{tag}"], capture_output=True, timeout=60, check=False)  # fmt: skip
+            kubeconfig = str(k8s_node_cluster.kubeconfig_path)
+            for doc in [*scoped, *volumes]:
+                subprocess.run([kubectl(), "--kubeconfig", kubeconfig, "delete", doc["kind"].lower(),
+                                doc["metadata"]["name"]], capture_output=True, timeout=60, check=False)  # fmt: skip
             user_namespaces: list[Any] = core.list_namespace(label_selector="paddlecloud.org/datacenter=pods").items
             for user_ns in user_namespaces:
                 with contextlib.suppress(k8s.ApiException):

@@ -1,7 +1,8 @@
 """Build the test node's OCI images without Docker: the runtime image from deploy/Dockerfile, and pause.
 
 `python3 tools/k8s/images.py build` (root; standard library only, so it runs before the venv exists);
-`... build-portal` builds the portal image from deploy/Dockerfile.portal the same way (the deploy test's):
+`... build-portal` builds the portal image from deploy/Dockerfile.portal the same way, and `... build-services`
+the PostgreSQL + Redis stand-in of tools/k8s/Dockerfile.services (both only for the deploy tests):
 
 - The runtime image is *derived from deploy/Dockerfile*: `FROM debian:<suite>-slim` becomes an
   mmdebstrap minbase root filesystem, and ENV / RUN / COPY / USER / WORKDIR / CMD are carried out in
@@ -33,8 +34,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 RUNTIME_REPO = "paddlecloud.local/paddle"
-PORTAL_DOCKERFILE = REPO / "deploy" / "Dockerfile.portal"
-PORTAL_REPO = "paddlecloud.local/portal"
+# The deploy tests' images: name -> (Dockerfile, repository). Not part of `build`: only those tests need them.
+DEPLOY_IMAGES = {
+    "portal": (REPO / "deploy" / "Dockerfile.portal", "paddlecloud.local/portal"),
+    "services": (HERE / "Dockerfile.services", "paddlecloud.local/services"),
+}
 PAUSE_REF = "paddlecloud.local/pause:1"
 BUILDER_REPO = "paddlecloud.local/kaniko-executor"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -93,10 +97,10 @@ def parse_dockerfile(text: str) -> list[tuple[str, str]]:
         op, _, arg = line.partition(" ")
         op = op.upper()
         if op not in SUPPORTED:
-            raise SystemExit(f"deploy/Dockerfile: {op} is not supported by tools/k8s/images.py ({sorted(SUPPORTED)})")
+            raise SystemExit(f"{op} is not supported by tools/k8s/images.py ({sorted(SUPPORTED)})")
         steps.append((op, arg.strip()))
     if not steps or steps[0][0] != "FROM" or not steps[0][1].startswith("debian:"):
-        raise SystemExit("deploy/Dockerfile must start with FROM debian:<suite>-slim")
+        raise SystemExit("a Dockerfile for tools/k8s/images.py must start with FROM debian:<suite>-slim")
     return steps
 
 
@@ -186,7 +190,7 @@ def apply(steps: list[tuple[str, str]], chroot: Chroot, config: dict[str, Any]) 
             config["Env"] = [f"{k}={v}" for k, v in chroot.env.items()]
         elif op == "RUN":
             if chroot.user != "0":
-                raise SystemExit("deploy/Dockerfile: RUN after USER is not supported by tools/k8s/images.py")
+                raise SystemExit("RUN after USER is not supported by tools/k8s/images.py")
             chroot.run(arg)
         elif op == "COPY":
             src, dest = arg.split()
@@ -318,14 +322,16 @@ def build_runtime() -> dict[str, str]:
     return build_image(DOCKERFILE, f"{RUNTIME_REPO}:3.0.0-{runtime_key()}", f"runtime-{runtime_key()}")
 
 
-def portal_ref() -> str:
-    """The portal image built from deploy/Dockerfile.portal in *this* checkout (key as for the runtime)."""
-    return f"{PORTAL_REPO}:{digest_of(parse_dockerfile(PORTAL_DOCKERFILE.read_text()))[:12]}"
+def deploy_image(name: str) -> dict[str, str]:
+    """A deploy test's image ("portal", "services") from *this* checkout: {"ref", "layout"}."""
+    dockerfile, repository = DEPLOY_IMAGES[name]
+    key = digest_of(parse_dockerfile(dockerfile.read_text()))[:12]
+    return {"ref": f"{repository}:{key}", "layout": str(images_dir() / f"{name}-{key}")}
 
 
-def build_portal() -> dict[str, str]:
-    ref = portal_ref()
-    return build_image(PORTAL_DOCKERFILE, ref, f"portal-{ref.rsplit(':', 1)[1]}")
+def build_deploy_image(name: str) -> dict[str, str]:
+    entry = deploy_image(name)
+    return build_image(DEPLOY_IMAGES[name][0], entry["ref"], Path(entry["layout"]).name)
 
 
 def build_image(dockerfile: Path, ref: str, name: str) -> dict[str, str]:
@@ -447,15 +453,16 @@ def node_bin_dir() -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in (["build"], ["build-portal"]):
-        print("usage: python3 tools/k8s/images.py build|build-portal", file=sys.stderr)
+    deploy = {f"build-{name}": name for name in DEPLOY_IMAGES}
+    if len(argv) != 1 or argv[0] not in ("build", *deploy):
+        print(f"usage: python3 tools/k8s/images.py {'|'.join(('build', *deploy))}", file=sys.stderr)
         return 2
     images_dir().mkdir(parents=True, exist_ok=True)
     lock = (images_dir() / ".lock").open("w")
     fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: they share the base root filesystem
-    if argv == ["build-portal"]:  # not part of `build`: only the deploy test needs it
-        entry = build_portal()
-        print(f"image portal: {entry['ref']} ({entry['layout']})")
+    if argv[0] in deploy:
+        entry = build_deploy_image(deploy[argv[0]])
+        print(f"image {deploy[argv[0]]}: {entry['ref']} ({entry['layout']})")
         return 0
     result = {"runtime": build_runtime(), "pause": build_pause(node_bin_dir())}
     builder = build_builder()
