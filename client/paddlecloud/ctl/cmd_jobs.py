@@ -271,7 +271,7 @@ def logs(ctx: click.Context, job: str, tail: int | None, worker: str | None, fol
 
 def wait_job(ctx: click.Context, job: str, timeout: float | None = None) -> None:
     def show(current: dict[str, Any]) -> None:
-        if current["state"] not in ("succeeded", "failed", "killed"):  # the end is told below
+        if current["state"] not in jobs.TERMINAL_STATES:  # the end is told below
             note(f"job {current['name']}: {current['state']}")
 
     end = wait(session_of(ctx), job, timeout=timeout, notify=note, on_state=show)

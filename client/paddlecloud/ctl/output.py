@@ -16,6 +16,7 @@ import click
 
 from paddlecloud.contract.units import parse_time
 from paddlecloud.ctl.config import Datacenter
+from paddlecloud.ctl.jobs import TERMINAL_STATES
 
 FORMATS = ("table", "json", "yaml")
 MAX_CELL = 80
@@ -170,10 +171,19 @@ def _ready(counts: dict[str, Any], with_succeeded: bool) -> str:
     return f"{ready}/{int(counts.get('total', 0))}"
 
 
+def _pservers(job: dict[str, Any]) -> str:
+    """Ready/total while the job lives; after its end, how many it had (pservers never "succeed": they are stopped)."""
+    counts = job.get("pservers") or {}
+    total = int(counts.get("total", 0))
+    if not total:
+        return "-"  # collective: no parameter servers
+    return f"{total} ended" if job["state"] in TERMINAL_STATES else _ready(counts, False)
+
+
 def jobs_table(items: list[dict[str, Any]]) -> str:
     rows = [
-        (j["name"], j["state"], _ready(j.get("trainers") or {}, True), _ready(j.get("pservers") or {}, False),
-         age(j.get("created_at")), j.get("reason") or "")
+        (j["name"], j["state"], _ready(j.get("trainers") or {}, True), _pservers(j), age(j.get("created_at")),
+         j.get("reason") or "")
         for j in items
     ]
     return table(("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "REASON"), rows, empty="No jobs.")
