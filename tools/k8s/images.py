@@ -329,9 +329,21 @@ def deploy_image(name: str) -> dict[str, str]:
     return {"ref": f"{repository}:{key}", "layout": str(images_dir() / f"{name}-{key}")}
 
 
+KEEP_DEPLOY_IMAGES = 3  # layouts kept per deploy image: each portal change makes a new ~300 MB top layer
+
+
 def build_deploy_image(name: str) -> dict[str, str]:
     entry = deploy_image(name)
-    return build_image(DEPLOY_IMAGES[name][0], entry["ref"], Path(entry["layout"]).name)
+    built = build_image(DEPLOY_IMAGES[name][0], entry["ref"], Path(entry["layout"]).name)
+    # Older checkouts' layouts pile up in a long-lived cache (CI's): keep the newest few, which other
+    # worktrees on this machine may still be importing.
+    current = Path(entry["layout"]).name
+    for pattern in (f"{name}-*", f"top-{name}-*"):
+        others = [p for p in images_dir().glob(pattern) if p.name.removeprefix("top-") != current]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in others[KEEP_DEPLOY_IMAGES - 1 :]:
+            shutil.rmtree(stale, ignore_errors=True)
+    return built
 
 
 def build_image(dockerfile: Path, ref: str, name: str) -> dict[str, str]:
