@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 API = "/api/v1"
 RETRY_STATUSES = (502, 503, 504)
+MAX_CURSOR_ANSWERS = 10_000  # answers read in one go (each at most 256 KiB): a bound, not a limit met in practice
 
 
 def _env_int(name: str, default: int) -> int:
@@ -65,6 +66,20 @@ def network_problem(exc: Exception) -> str:
         if needle in lowered:
             return reason
     return "connection failed"
+
+
+def cursor_answers(
+    fetch: Callable[[str], dict[str, Any]], cursor: str = "", limit: int = MAX_CURSOR_ANSWERS
+) -> Iterator[dict[str, Any]]:
+    """The answers of a cursor API (a job's logs and metrics, a build's log) from `cursor` on: `fetch(cursor)`
+    until an answer leaves the cursor where it was (nothing more yet) or says the text is complete.
+    Each answer holds the cursor to go on from later, so nothing is read twice or skipped."""
+    for _ in range(limit):
+        answer = fetch(cursor)
+        yield answer
+        if answer.get("complete") or answer.get("cursor", cursor) == cursor:
+            return
+        cursor = answer["cursor"]
 
 
 def error_from_response(response: requests.Response) -> APIError:

@@ -7,10 +7,9 @@ from typing import Any
 
 import click
 
+from paddlecloud.ctl.api import cursor_answers
 from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, session_of
 from paddlecloud.ctl.jobs import get, job_path, worker_names
-
-MAX_ANSWERS = 10_000  # answers read per trainer (each at most 256 KiB): a bound, not a limit met in practice
 
 
 def last_values(session: Any, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -18,15 +17,12 @@ def last_values(session: Any, name: str) -> tuple[dict[str, Any], dict[str, dict
     job = get(session, name)
     found: dict[str, dict[str, Any]] = {}
     for worker in (w for w in worker_names(job) if w.startswith("trainer-")):
-        cursor, last_step, values = "", None, {}
-        for _ in range(MAX_ANSWERS):
-            answer = session.get(f"{job_path(job['uid'])}/metrics", {"worker": worker, "cursor": cursor})
+        last_step, values = None, {}
+        path, params = f"{job_path(job['uid'])}/metrics", {"worker": worker}
+        for answer in cursor_answers(lambda cursor: session.get(path, {**params, "cursor": cursor})):  # noqa: B023
             for point in answer.get("points", []):
                 last_step = point["step"]
                 values.update(point["values"])
-            if answer.get("cursor", cursor) == cursor:
-                break
-            cursor = answer["cursor"]
         if last_step is not None:
             found[worker] = {"step": last_step, "values": values}
     return job, found

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from paddlecloud.contract.imageref import image_problem
-from paddlecloud.ctl.api import Session
+from paddlecloud.ctl.api import Session, cursor_answers
 from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem
 from paddlecloud.ctl.files import Files, check_remote, is_remote
 
@@ -81,15 +81,15 @@ def build_log(session: Session, uid: str, follow: bool = False, poll: float = 1.
     """The builder's log text, piece by piece, by cursor; with `follow`, until the log is complete."""
     cursor = ""
     while True:
-        answer = session.get(f"{build_path(uid)}/log", {"cursor": cursor})
-        if answer.get("text"):
-            yield str(answer["text"])
-        moved = answer.get("cursor", cursor) != cursor
-        cursor = answer.get("cursor", cursor)
-        if answer.get("complete") or (not follow and not moved):
+        for answer in cursor_answers(lambda at: session.get(f"{build_path(uid)}/log", {"cursor": at}), cursor):
+            if answer.get("text"):
+                yield str(answer["text"])
+            cursor = answer.get("cursor", cursor)
+            if answer.get("complete"):
+                return
+        if not follow:
             return
-        if not moved:
-            time.sleep(poll)
+        time.sleep(poll)
 
 
 def wait_build(session: Session, uid: str, timeout: float | None = None, poll: float = 2.0) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from paddlecloud.ctl import images
 from paddlecloud.ctl import spec as specs
-from paddlecloud.ctl.api import Session
+from paddlecloud.ctl.api import Session, cursor_answers
 from paddlecloud.ctl.errors import APIError, NetworkError, PaddleCloudError, UsageProblem
 from paddlecloud.ctl.files import Files, Progress, Summary, check_remote, is_remote
 
@@ -240,18 +240,20 @@ class LogStream:
         self, uid: str, worker: str, cursors: dict[str, str], complete: dict[str, bool], first: dict[str, bool]
     ) -> Iterator[tuple[str, str, list[float | None]]]:
         """Read one worker's log until nothing new comes (an answer holds at most 256 KiB)."""
-        while True:
-            answer = self._read(uid, worker, cursors[worker], first[worker])
+
+        def fetch(cursor: str) -> dict[str, Any]:
+            answer = self._read(uid, worker, cursor, first[worker])
             first[worker] = False
+            return answer
+
+        for answer in cursor_answers(fetch, cursors[worker]):
             self._state = answer.get("state", self._state)
             text = answer.get("text", "")
-            moved = answer.get("cursor", cursors[worker]) != cursors[worker]
             cursors[worker] = answer.get("cursor", cursors[worker])
             complete[worker] = bool(answer.get("complete"))
-            if text:
-                yield worker, text, list(answer.get("times") or [])
-            if not text or not moved or complete[worker]:
+            if not text:
                 return
+            yield worker, text, list(answer.get("times") or [])
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         for worker, text, _ in self.stamped():
