@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from rest_framework.test import APIClient
 
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
+from tests.browser import jobdump
 from tests.browser.conftest import Page
 from tests.jobs.conftest import EXAMPLES
 from tests.wait import wait_for
@@ -92,10 +94,15 @@ def test_the_example_submitted_from_the_form_goes_live_to_succeeded_with_logs_an
     ended = "['failed', 'killed'].includes(document.getElementById('job-state').textContent.trim())"
 
     def until(condition: str, timeout: float = TRAIN_TIMEOUT_MS) -> None:
-        """Wait for a condition in the page, giving up at once when the job has failed."""
-        page.wait_for_function(f"() => ({condition}) || {ended}", timeout=timeout)
+        """Wait for a condition in the page, giving up at once when the job has failed; say all that was known."""
+        try:
+            page.wait_for_function(f"() => ({condition}) || {ended}", timeout=timeout)
+        except PlaywrightTimeout:
+            raise AssertionError(f"timed out after {timeout / 1000:.0f} s waiting for {condition}\n"
+                                 + jobdump.describe(uid, page, worker.log())) from None
         job = Job.objects.get(uid=uid)
-        assert job.state not in ("failed", "killed"), (job.state, job.message)
+        assert job.state not in ("failed", "killed"), f"{condition}: the job ended\n" + jobdump.describe(
+            uid, page, worker.log())
 
     until("document.getElementById('job-state').textContent.trim() === 'running'")
     until("document.querySelectorAll('[data-testid=worker-row]').length === 4", 60_000)
