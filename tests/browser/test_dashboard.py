@@ -21,6 +21,7 @@ from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.browser import jobdump
 from tests.browser.conftest import Page
+from tests.browser.test_metrics_chart import append_points, running_job
 from tests.jobs.conftest import EXAMPLES
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
@@ -216,3 +217,32 @@ def test_a_folder_uploads_with_the_progress_bar_and_an_html_file_name_shows_as_t
     logged_in.goto("/files/?path=/pfs/local/home/alice")
     logged_in.screenshot("file-browser")
     assert logged_in.problems == []
+
+
+def test_the_loss_curve_survives_a_metrics_request_that_never_answers_and_one_that_fails(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(50))
+    append_points(job, 1, range(40))
+    page = logged_in.page
+    first: set[str] = set()
+
+    def hang_or_fail_once(route: Any) -> None:
+        worker = "trainer-0" if "worker=trainer-0" in route.request.url else "trainer-1"
+        if worker in first:
+            route.continue_()
+        elif worker == "trainer-0":
+            first.add(worker)  # never answered: the page must give it up and ask again
+        else:
+            first.add(worker)
+            route.fulfill(status=503, body="")
+
+    page.route("**/metrics?*", hang_or_fail_once)
+    logged_in.goto(f"/jobs/{job.uid}/")
+    line = 'svg[data-metric="loss"] polyline[data-worker="trainer-{}"]'
+    for trainer, points in ((0, 50), (1, 40)):  # each point once: the cursor moved only with an answer
+        page.wait_for_selector(line.format(trainer) + f'[data-points="{points}"]', state="attached", timeout=30_000)
+    assert first == {"trainer-0", "trainer-1"}
+    assert int(page.get_attribute("#metrics", "data-failures") or 0) >= 2
+    assert all("503" in problem for problem in logged_in.problems), logged_in.problems
