@@ -1,7 +1,8 @@
-"""What the server and the page knew about a job, as text for a browser test's failure message."""
+"""What the server, the job's processes and the page knew about a job, as text for a test's failure message."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from jobs import logfiles
@@ -50,6 +51,46 @@ def _metrics_lines(job: Job, worker: str) -> str:
     return f"{METRICS_FILE}: {lines} lines, {len(data)} bytes"
 
 
+def _proc(pid: int, name: str) -> str:
+    try:
+        return (Path("/proc") / str(pid) / name).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of `pid` on this host (the local engine's launcher, its shell, the entry)."""
+    found, parents = [], {pid}
+    for _ in range(8):  # a launcher's tree is a few levels deep
+        level = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) not in found
+                 and _ppid(int(p.name)) in parents]
+        if not level:
+            break
+        found.extend(level)
+        parents = set(level)
+    return found
+
+
+def _ppid(pid: int) -> int | None:
+    fields = _proc(pid, "stat").rsplit(")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def processes(pid: int | None) -> list[str]:
+    """The worker's process tree with each process's state and where in the kernel it waits (a hang shows there)."""
+    if pid is None:
+        return []
+    out = []
+    for each in [pid, *_children(pid)]:
+        stat = _proc(each, "stat").rsplit(")", 1)[-1].split()
+        if not stat:
+            out.append(f"    process {each}: gone")
+            continue
+        command = _proc(each, "cmdline").replace("\0", " ").strip()[:120]
+        out.append(f"    process {each}: state={stat[0]} wchan={_proc(each, 'wchan') or '-'} {command}")
+    return out
+
+
 def server_view(uid: str) -> str:
     """The job's state and message, and each worker's row, log tail and metrics file, from the database and disk."""
     job = Job.objects.filter(uid=uid).first()
@@ -64,6 +105,7 @@ def server_view(uid: str) -> str:
         names.discard(row.name)
         out.append(f"  {row.name}: state={row.state} exit_code={row.exit_code} pid={row.pid} "
                    f"restarts={row.restarts} message={row.message!r}")
+        out.extend(processes(row.pid))
         out.extend(_files(job, row.name))
     for name in sorted(names):
         out.append(f"  {name}: no worker row")

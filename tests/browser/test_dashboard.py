@@ -244,5 +244,6 @@ def test_the_loss_curve_survives_a_metrics_request_that_never_answers_and_one_th
     for trainer, points in ((0, 50), (1, 40)):  # each point once: the cursor moved only with an answer
         page.wait_for_selector(line.format(trainer) + f'[data-points="{points}"]', state="attached", timeout=30_000)
     assert first == {"trainer-0", "trainer-1"}
+    assert page.evaluate("htmx.config.timeout") == 10_000  # the live area's polls give up a hung request too
     assert int(page.get_attribute("#metrics", "data-failures") or 0) >= 2
     assert all("503" in problem for problem in logged_in.problems), logged_in.problems
