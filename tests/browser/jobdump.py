@@ -45,10 +45,11 @@ def _metrics_lines(job: Job, worker: str) -> str:
     handle = logfiles.open_log(job, worker, METRICS_FILE)
     if handle is None:
         return f"no {METRICS_FILE}"
+    lines = size = 0
     with handle:
-        data = handle.read()
-    lines = data.count(b"\n")
-    return f"{METRICS_FILE}: {lines} lines, {len(data)} bytes"
+        for chunk in iter(lambda: handle.read(64 * 1024), b""):
+            lines, size = lines + chunk.count(b"\n"), size + len(chunk)
+    return f"{METRICS_FILE}: {lines} lines, {size} bytes"
 
 
 def _proc(pid: int, name: str) -> str:
