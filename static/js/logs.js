@@ -16,7 +16,8 @@
   const download = document.getElementById("log-download");
   const statusText = document.getElementById("log-status");
   const api = viewer.dataset.api;
-  const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, OLDER_EACH_MIN = 64 * 1024, TICK_MS = 500;
+  const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, OLDER_EACH_MIN = 64 * 1024, TICK_MS = 500,
+    FETCH_MS = 10000;
   const TIMES_KEY = "paddlecloud.logTimes";
   const encoder = new TextEncoder(), decoder = new TextDecoder();
 
@@ -150,7 +151,9 @@
   // --- fetching ----------------------------------------------------------------------------------
   async function fetchLog(worker, params) {
     const query = new URLSearchParams({ worker, ...params });
-    const response = await fetch(`${api}?${query}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    // A request never answered would stall the follow loop for good: give it up after FETCH_MS (retried).
+    const response = await fetch(`${api}?${query}`, { credentials: "same-origin", headers: { Accept: "application/json" },
+      signal: AbortSignal.timeout(FETCH_MS) });
     const data = await response.json();
     if (!response.ok) throw new Error(data.detail || `HTTP ${response.status}`);
     return data;

@@ -121,12 +121,16 @@
     }
   }
 
+  // One read may take at most FETCH_MS: a request the network or the portal never answers is given up
+  // and asked again next round (the cursor only moves with an answer read whole: nothing lost or repeated).
+  const FETCH_MS = 10000, POLL_MS = 2000;
+  let dirty = false; // points arrived that are not drawn yet
+
   async function readWorker(worker) {
-    let got = false;
     for (let page = 0; page < 50; page++) { // drain what is there (each answer is at most 256 KiB)
       const url = `${api}?worker=${encodeURIComponent(worker)}&cursor=${encodeURIComponent(cursors[worker])}`;
-      const response = await fetch(url, { credentials: "same-origin" });
-      if (!response.ok) return got;
+      const response = await fetch(url, { credentials: "same-origin", signal: AbortSignal.timeout(FETCH_MS) });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const data = await response.json();
       for (const p of data.points) {
         for (const [name, value] of Object.entries(p.values)) {
@@ -139,22 +143,32 @@
       const moved = data.cursor !== cursors[worker];
       cursors[worker] = data.cursor;
       complete[worker] = data.complete;
-      if (data.points.length) { got = true; root.dataset.updated = String(Date.now()); }
-      if (!moved || data.complete) return got;
+      if (data.points.length) { dirty = true; root.dataset.updated = String(Date.now()); }
+      if (!moved || data.complete) return;
     }
-    return got;
   }
 
+  // Every round reads each unfinished trainer; whatever fails (a timeout, a restarting portal, a drawing
+  // error) is noted on the section (data-failures, data-error) and the next round is still scheduled.
   async function poll() {
-    let changed = false;
     try {
       for (const worker of Object.keys(cursors)) {
-        if (!complete[worker] && (await readWorker(worker))) changed = true;
+        if (complete[worker]) continue;
+        try {
+          await readWorker(worker);
+        } catch (e) {
+          root.dataset.failures = String((parseInt(root.dataset.failures, 10) || 0) + 1);
+          root.dataset.error = `${worker}: ${e}`.slice(0, 200);
+        }
       }
-    } catch (e) { /* the portal restarted: the cursors stay, nothing is lost or repeated */ }
-    if (changed) render();
-    if (Object.values(complete).every(Boolean)) { root.dataset.complete = "true"; return; }
-    setTimeout(poll, 2000);
+      if (dirty) { dirty = false; render(); }
+    } catch (e) {
+      root.dataset.error = `render: ${e}`.slice(0, 200);
+    } finally {
+      root.dataset.polled = String(Date.now());
+      if (Object.values(complete).every(Boolean)) root.dataset.complete = "true";
+      else setTimeout(poll, POLL_MS);
+    }
   }
 
   poll();

@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from rest_framework.test import APIClient
 
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
+from tests.browser import jobdump
 from tests.browser.conftest import Page
+from tests.browser.test_metrics_chart import append_points, running_job
 from tests.jobs.conftest import EXAMPLES
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
@@ -92,10 +95,15 @@ def test_the_example_submitted_from_the_form_goes_live_to_succeeded_with_logs_an
     ended = "['failed', 'killed'].includes(document.getElementById('job-state').textContent.trim())"
 
     def until(condition: str, timeout: float = TRAIN_TIMEOUT_MS) -> None:
-        """Wait for a condition in the page, giving up at once when the job has failed."""
-        page.wait_for_function(f"() => ({condition}) || {ended}", timeout=timeout)
+        """Wait for a condition in the page, giving up at once when the job has failed; say all that was known."""
+        try:
+            page.wait_for_function(f"() => ({condition}) || {ended}", timeout=timeout)
+        except PlaywrightTimeout:
+            raise AssertionError(f"timed out after {timeout / 1000:.0f} s waiting for {condition}\n"
+                                 + jobdump.describe(uid, page, worker.log())) from None
         job = Job.objects.get(uid=uid)
-        assert job.state not in ("failed", "killed"), (job.state, job.message)
+        assert job.state not in ("failed", "killed"), f"{condition}: the job ended\n" + jobdump.describe(
+            uid, page, worker.log())
 
     until("document.getElementById('job-state').textContent.trim() === 'running'")
     until("document.querySelectorAll('[data-testid=worker-row]').length === 4", 60_000)
@@ -209,3 +217,33 @@ def test_a_folder_uploads_with_the_progress_bar_and_an_html_file_name_shows_as_t
     logged_in.goto("/files/?path=/pfs/local/home/alice")
     logged_in.screenshot("file-browser")
     assert logged_in.problems == []
+
+
+def test_the_loss_curve_survives_a_metrics_request_that_never_answers_and_one_that_fails(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(50))
+    append_points(job, 1, range(40))
+    page = logged_in.page
+    first: set[str] = set()
+
+    def hang_or_fail_once(route: Any) -> None:
+        worker = "trainer-0" if "worker=trainer-0" in route.request.url else "trainer-1"
+        if worker in first:
+            route.continue_()
+        elif worker == "trainer-0":
+            first.add(worker)  # never answered: the page must give it up and ask again
+        else:
+            first.add(worker)
+            route.fulfill(status=503, body="")
+
+    page.route("**/metrics?*", hang_or_fail_once)
+    logged_in.goto(f"/jobs/{job.uid}/")
+    line = 'svg[data-metric="loss"] polyline[data-worker="trainer-{}"]'
+    for trainer, points in ((0, 50), (1, 40)):  # each point once: the cursor moved only with an answer
+        page.wait_for_selector(line.format(trainer) + f'[data-points="{points}"]', state="attached", timeout=30_000)
+    assert first == {"trainer-0", "trainer-1"}
+    assert page.evaluate("htmx.config.timeout") == 10_000  # the live area's polls give up a hung request too
+    assert int(page.get_attribute("#metrics", "data-failures") or 0) >= 2
+    assert all("503" in problem for problem in logged_in.problems), logged_in.problems
