@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from jobs import logfiles
 from jobs.metrics import FILE_NAME as METRICS_FILE
 from jobs.models import Job
@@ -52,43 +54,30 @@ def _metrics_lines(job: Job, worker: str) -> str:
     return f"{METRICS_FILE}: {lines} lines, {size} bytes"
 
 
-def _proc(pid: int, name: str) -> str:
+def _wchan(pid: int) -> str:
+    """Where in the kernel the process waits (psutil does not read it)."""
     try:
-        return (Path("/proc") / str(pid) / name).read_text(errors="replace")
+        return (Path("/proc") / str(pid) / "wchan").read_text(errors="replace") or "-"
     except OSError:
-        return ""
-
-
-def _children(pid: int) -> list[int]:
-    """Every descendant of `pid` on this host (the local engine's launcher, its shell, the entry)."""
-    found, parents = [], {pid}
-    for _ in range(8):  # a launcher's tree is a few levels deep
-        level = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) not in found
-                 and _ppid(int(p.name)) in parents]
-        if not level:
-            break
-        found.extend(level)
-        parents = set(level)
-    return found
-
-
-def _ppid(pid: int) -> int | None:
-    fields = _proc(pid, "stat").rsplit(")", 1)[-1].split()
-    return int(fields[1]) if len(fields) > 1 else None
+        return "-"
 
 
 def processes(pid: int | None) -> list[str]:
     """The worker's process tree with each process's state and where in the kernel it waits (a hang shows there)."""
     if pid is None:
         return []
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]  # the launcher, its shell, the entry
+    except psutil.Error:
+        return [f"    process {pid}: gone"]
     out = []
-    for each in [pid, *_children(pid)]:
-        stat = _proc(each, "stat").rsplit(")", 1)[-1].split()
-        if not stat:
-            out.append(f"    process {each}: gone")
-            continue
-        command = _proc(each, "cmdline").replace("\0", " ").strip()[:120]
-        out.append(f"    process {each}: state={stat[0]} wchan={_proc(each, 'wchan') or '-'} {command}")
+    for each in tree:
+        try:
+            command = " ".join(each.cmdline())[:120]
+            out.append(f"    process {each.pid}: state={each.status()} wchan={_wchan(each.pid)} {command}")
+        except psutil.Error:
+            out.append(f"    process {each.pid}: gone")
     return out
 
 
