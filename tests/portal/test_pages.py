@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -102,3 +104,19 @@ def test_regenerate_needs_post(alice: User) -> None:
     client = Client()
     client.force_login(alice)
     assert client.get("/profile/token/regenerate").status_code == 405
+
+
+def test_every_template_comment_closes_on_its_own_line() -> None:
+    """Django's {# #} comments are one line: one spread over two is shown on the page (found on every page once)."""
+    root = Path(__file__).resolve().parents[2]
+    templates = sorted(p for p in root.glob("*/templates/**/*.html") if ".venv" not in p.parts)
+    templates += sorted((root / "templates").glob("**/*.html"))
+    assert templates
+    unclosed = [f"{path.relative_to(root)}:{number}" for path in templates
+                for number, line in enumerate(path.read_text().splitlines(), 1)
+                if "{#" in line and "#}" not in line.split("{#", 1)[1]]  # fmt: skip
+    assert unclosed == [], "a {# comment continues on the next line; use {% comment %} for more than one"
+
+
+def test_the_login_page_shows_no_template_comment(db: None) -> None:
+    assert "{#" not in Client().get("/login/").content.decode()
