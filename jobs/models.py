@@ -44,6 +44,8 @@ class Reason(models.TextChoices):
     LAUNCH_FAILED = "LaunchFailed"  # a process could not be started or vanished without a status
     IMAGE_BUILDING = "ImageBuilding"  # queued until the image build it names (spec `build`) ends
     BUILD_FAILED = "BuildFailed"  # that build failed or was cancelled; the message is its last error line
+    STORAGE_QUOTA_EXCEEDED = "StorageQuotaExceeded"  # its owner's files outgrew the storage quota while it ran
+    PIDS_LIMIT = "PidsLimit"  # a worker hit the datacenter's process limit and could not fork
 
 
 class Role(models.TextChoices):

@@ -36,7 +36,9 @@ done
 echo
 $paddlectl get workers "$job"
 echo
-$paddlectl get jobs | head -n 2
+# Not `| head`: under pipefail a longer list would kill paddlectl with SIGPIPE and fail the run.
+jobs_table=$($paddlectl get jobs)
+printf '%s\n' "$jobs_table" | sed -n '1,2p'
 echo
 echo "Job page: $PORTAL_URL/jobs/$uid/"
 echo "Portal:   $PORTAL_URL/ (log in as demo; password in $VAR_DIR/demo-credentials.json)"

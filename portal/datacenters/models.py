@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -102,6 +102,25 @@ class Datacenter(models.Model):
         blank=True,
         help_text='Local engine only: the host GPUs jobs may be given, as a JSON list of indexes such as ["0", "1"]. '
         "Filled from `nvidia-smi -L` when the datacenter is created.",
+    )
+
+    # What every job may use of what the host or cluster shares (issue: isolation).
+    job_egress = models.BooleanField(
+        default=True,
+        help_text="Jobs may open connections to the outside world (pip, datasets). Never to the host's own "
+        "services, the portal's, or other jobs: each job has a network of its own either way.",
+    )
+    job_pids_limit = models.PositiveIntegerField(
+        default=1024,
+        validators=[MinValueValidator(16), MaxValueValidator(1_000_000)],
+        help_text="Processes and threads one worker (pserver or trainer) may hold at once.",
+    )
+    job_log_limit = models.CharField(
+        max_length=20,
+        default="256Mi",
+        validators=[validate_storage_quantity],
+        help_text="Bytes of one worker's log kept on disk; past it the head and the end are kept and the "
+        "log says how much was dropped between them.",
     )
 
     # Job defaults.

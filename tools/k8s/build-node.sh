@@ -205,7 +205,9 @@ GO
 for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || { echo "missing $bin/$b" >&2; exit 1; }; done
 "$bin/kubelet" --version
 "$bin/containerd" --version
-"$bin/coredns" -version | head -1
+# Not `| head -1`: under pipefail the writer dies of SIGPIPE (exit 141) when it prints more than head reads.
+coredns_version=$("$bin/coredns" -version)
+printf '%s\n' "${coredns_version%%$'\n'*}"
 elapsed=$(( $(date +%s) - start ))
 echo "$key built $(date -u +%FT%TZ) in ${elapsed}s with $("$GO" version)" > "$out/.complete"
 echo "build of $key took ${elapsed}s ($((elapsed / 60))m$((elapsed % 60))s); binaries in $bin"

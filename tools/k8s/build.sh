@@ -175,8 +175,11 @@ echo "go build kwok $KWOK_VERSION"
 
 for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || { echo "missing $bin/$b" >&2; exit 1; }; done
 "$bin/kube-apiserver" --version
-"$bin/etcd" --version | head -1
-"$bin/kwok" --version 2>/dev/null | head -1 || true
+# The whole output, then its first line: `| head -1` under pipefail kills the writer with SIGPIPE
+# (exit 141) whenever it prints more than head reads, which failed about one cold build in two.
+first_line() { local text; text=$("$@" 2>/dev/null || true); printf '%s\n' "${text%%$'\n'*}"; }
+first_line "$bin/etcd" --version
+first_line "$bin/kwok" --version
 elapsed=$(( $(date +%s) - start ))
 echo "$key built $(date -u +%FT%TZ) in ${elapsed}s with $("$GO" version)" > "$out/.complete"
 echo "build of $key took ${elapsed}s ($((elapsed / 60))m$((elapsed % 60))s); binaries in $bin"
