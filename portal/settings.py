@@ -313,11 +313,11 @@ PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, m
 # Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
 # empty: the launcher's default, ~/.cache/paddlecloud/venvs.
 PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
-# The unprivileged uid/gid local jobs run as inside their sandbox (nobody/nogroup); never root.
-PADDLECLOUD_JOB_UID = env_int("PADDLECLOUD_JOB_UID", 65534, minimum=1)
-PADDLECLOUD_JOB_GID = env_int("PADDLECLOUD_JOB_GID", 65534, minimum=1)
+# Local jobs of portal user N run as uid and gid BASE + N (jobs.engines.local.world.job_ids): one
+# unprivileged uid per user, above the ranges useradd gives accounts and subordinate ids (<= 600100000).
+PADDLECLOUD_JOB_UID_BASE = env_int("PADDLECLOUD_JOB_UID_BASE", 1_000_000_000, minimum=1000)
 # The uid/gid job pods run as (the `paddle` user of deploy/Dockerfile); a root worker hands the job's
-# folders on the PFS to it, as it does to PADDLECLOUD_JOB_UID for local jobs.
+# folders on the PFS to it, as it does to each user's job uid for local jobs.
 PADDLECLOUD_POD_UID = env_int("PADDLECLOUD_POD_UID", 1000, minimum=1)
 PADDLECLOUD_POD_GID = env_int("PADDLECLOUD_POD_GID", 1000, minimum=1)
 CELERY_BEAT_SCHEDULE.update(

@@ -9,8 +9,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
-
 from portal.datacenters.models import Datacenter
 from storage import paths
 from storage.backends import storage_for
@@ -48,17 +46,17 @@ def places(datacenter: Datacenter, username: str) -> Places:
 
 
 def prepare_dirs(
-    datacenter: Datacenter, where: Places, dirs: list[Path], runs_as_root: bool, owner: tuple[int, int] | None = None
+    datacenter: Datacenter, where: Places, dirs: list[Path], runs_as_root: bool, owner: tuple[int, int]
 ) -> None:
     """Create ``dirs`` (in the user's home) without following links; as root, hand them and the
-    home to the job's uid (``owner``, default the local sandbox's) so the job can write there. The
+    home to the job's uid and gid (``owner``) so the job can write there. The
     job owns its home's contents, so each name is opened without following symlinks: a link it
     planted cannot turn this into a chown of a host path."""
     storage = storage_for(datacenter)
     names = [str(where.home.relative_to(where.root))]
     for directory in dirs:
         names.append(str(directory.relative_to(where.root)))
-    uid, gid = owner or (settings.PADDLECLOUD_JOB_UID, settings.PADDLECLOUD_JOB_GID)
+    uid, gid = owner
     for name in names:
         storage.makedirs(name)
         if not runs_as_root:

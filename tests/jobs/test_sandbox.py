@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jobs.checks import unsandboxed_datacenters
 from jobs.engines.base import EngineError
-from jobs.engines.local import cgroups, sandbox
+from jobs.engines.local import cgroups, network, sandbox
 from jobs.engines.local import world as local_world
 from jobs.engines.local.engine import LocalEngine
 from jobs.engines.local.sandbox import Bind, Sandbox
@@ -32,6 +33,7 @@ def _sandbox(root: bool) -> Sandbox:
         read_only=(Bind(Path("/srv/pfs/public"), "/pfs/local/public"),),
         devices=(Path("/dev/nvidia0"),),
         etc=Path("/var/pc/sandbox/etc"),
+        enter=("/usr/bin/nsenter", "--user=/proc/42/ns/user", "--net=/proc/42/ns/net", "--preserve-credentials", "--"),
     )
 
 
@@ -42,7 +44,7 @@ def _pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
 def test_a_root_worker_drops_to_the_job_uid_with_setpriv() -> None:
     argv = sandbox.command(_sandbox(root=True), ["python", "-m", "paddlecloud.launcher"])
     assert "--unshare-user" not in argv
-    tail = argv[argv.index("--") + 1 :]
+    tail = argv[argv.index("--chdir") + 3 :]
     assert tail[:4] == ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     assert tail[-3:] == ["python", "-m", "paddlecloud.launcher"]
 
@@ -50,14 +52,22 @@ def test_a_root_worker_drops_to_the_job_uid_with_setpriv() -> None:
 def test_an_unprivileged_worker_maps_the_job_uid_in_a_user_namespace() -> None:
     argv = sandbox.command(_sandbox(root=False), ["true"])
     assert argv[argv.index("--uid") + 1] == "65534" and "--unshare-user" in argv
+    assert "--disable-userns" in argv  # no user namespaces of the job's own
     assert "setpriv" not in argv and argv[-2:] == ["--", "true"]
+
+
+def test_every_process_joins_the_job_network_before_bwrap_and_sees_no_host_cgroups_or_resolver() -> None:
+    argv = sandbox.command(_sandbox(root=True), ["true"])
+    assert argv[:5] == list(_sandbox(root=True).enter) and argv[5] == "/usr/bin/bwrap"
+    assert ("/var/pc/sandbox/etc/resolv.conf", "/etc/resolv.conf") in _pairs(argv, "--ro-bind")
+    assert argv[argv.index("--tmpfs") + 1] == "/sys/fs/cgroup"
 
 
 def test_the_job_gets_its_own_pid_ipc_uts_namespaces_and_dies_with_its_parent() -> None:
     argv = sandbox.command(_sandbox(root=True), ["true"])
     for flag in ("--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--die-with-parent"):
         assert flag in argv
-    assert "--unshare-net" not in argv  # pservers and trainers talk over the host's loopback
+    assert "--unshare-net" not in argv  # the job's network is joined by nsenter, shared by all its processes
     assert argv[argv.index("--info-fd") + 1] == sandbox.INFO_FD
 
 
@@ -92,8 +102,9 @@ def test_system_binds_recreate_merged_usr_links_and_show_only_listed_etc(tmp_pat
         (tmp_path / "etc" / name).write_text("x")
     binds, links = sandbox.system_binds(tmp_path)
     targets = {b.target for b in binds}
-    assert {"/usr", "/etc/ssl", "/etc/resolv.conf", "/etc/nsswitch.conf"} <= targets
-    assert "/etc/shadow" not in targets and "/etc/paddlecloud.env" not in targets
+    assert {"/usr", "/etc/ssl", "/etc/nsswitch.conf"} <= targets
+    # The host's resolver may be a loopback one the job cannot reach: the job's is generated.
+    assert "/etc/shadow" not in targets and "/etc/paddlecloud.env" not in targets and "/etc/resolv.conf" not in targets
     assert links == (("usr/lib", "/lib"),)
 
 
@@ -102,7 +113,8 @@ def test_identity_files_name_the_job_user(tmp_path: Path) -> None:
     assert "job:x:1234:2345:job:/tmp:/usr/sbin/nologin" in passwd.splitlines()
     assert "job:x:2345:" in group.splitlines()
     (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
-    directory = sandbox.identity_files(tmp_path / "etc", 65534, 65534, tmp_path / "hosts")
+    directory = sandbox.identity_files(tmp_path / "etc", 65534, 65534, "nameserver 10.0.2.3\n", tmp_path / "hosts")
+    assert (directory / "resolv.conf").read_text() == "nameserver 10.0.2.3\n"
     assert (directory / "hosts").read_text() == f"127.0.0.1 localhost\n127.0.0.1\t{sandbox.HOSTNAME}\n"
     assert (directory / "passwd").read_text().count("65534") == 2
     assert oct((directory / "group").stat().st_mode & 0o777) == "0o644"
@@ -124,8 +136,8 @@ def test_places_map_host_paths_to_pfs_paths(tmp_path: Path) -> None:
 
 def test_limits_come_from_the_spec_per_role() -> None:
     spec: dict[str, object] = {"cpu": "500m", "memory": "1Gi", "pscpu": "2", "psmemory": "256Mi"}
-    assert local_world.limits(spec, "trainer") == cgroups.Limits(1 << 30, Decimal("0.5"))
-    assert local_world.limits(spec, "pserver") == cgroups.Limits(256 << 20, Decimal(2))
+    assert local_world.limits(spec, "trainer", 1024) == cgroups.Limits(1 << 30, Decimal("0.5"), 1024)
+    assert local_world.limits(spec, "pserver", None) == cgroups.Limits(256 << 20, Decimal(2))
 
 
 def test_limit_files_for_each_cgroup_version() -> None:
@@ -142,6 +154,7 @@ def test_limit_files_for_each_cgroup_version() -> None:
         ("cpu", "cpu.max", "150000 100000"),
     ]
     assert cgroups.limit_files(2, cgroups.Limits(cpus=Decimal("0.001"))) == [("cpu", "cpu.max", "1000 100000")]
+    assert cgroups.limit_files(1, cgroups.Limits(pids=1024)) == [("pids", "pids.max", "1024")]
 
 
 def test_detect_finds_v1_under_our_own_groups_and_v2_unified(tmp_path: Path) -> None:
@@ -151,11 +164,17 @@ def test_detect_finds_v1_under_our_own_groups_and_v2_unified(tmp_path: Path) -> 
     own = "4:memory:/box/1\n1:cpu,cpuacct:/\n0::/\n"
     assert cgroups.own_paths(own) == {"memory": "/box/1", "cpu": "/", "cpuacct": "/", "": "/"}
     assert cgroups.detect(v1, own) == cgroups.Hierarchy(1, v1 / "memory/box/1/paddlecloud", v1 / "cpu/paddlecloud")
+    (v1 / "pids").mkdir()
+    assert cgroups.detect(v1, own + "8:pids:/box\n") == cgroups.Hierarchy(
+        1, v1 / "memory/box/1/paddlecloud", v1 / "cpu/paddlecloud", v1 / "pids/box/paddlecloud"
+    )
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / "cgroup.controllers").write_text("cpu memory\n")
     base = v2 / "worker/paddlecloud"
     assert cgroups.detect(v2, "0::/worker\n") == cgroups.Hierarchy(2, base, base)
+    (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    assert cgroups.detect(v2, "0::/worker\n") == cgroups.Hierarchy(2, base, base, base)
     assert cgroups.detect(tmp_path / "none", own) is None
 
 
@@ -167,6 +186,11 @@ def test_create_writes_v1_limits_and_skips_absent_swap_accounting(tmp_path: Path
     assert not (memory / "memory.memsw.limit_in_bytes").exists()
     assert (tmp_path / "cpu" / "paddlecloud" / "fit-trainer-0" / "cpu.cfs_quota_us").read_text() == "100000"
     assert group.events == memory / "memory.oom_control" and memory / "cgroup.procs" in group.procs
+    assert group.pids_events is None  # no pids controller in this hierarchy: no pids limit, no error
+    with_pids = cgroups.Hierarchy(1, hierarchy.memory, hierarchy.cpu, tmp_path / "pids" / "paddlecloud")
+    group = cgroups.create(with_pids, "fit-trainer-1", cgroups.Limits(pids=64))
+    assert (tmp_path / "pids" / "paddlecloud" / "fit-trainer-1" / "pids.max").read_text() == "64"
+    assert group.pids_events == tmp_path / "pids" / "paddlecloud" / "fit-trainer-1" / "pids.events"
 
 
 def test_oom_kills_are_read_from_either_version() -> None:
@@ -186,3 +210,39 @@ def test_without_a_sandbox_jobs_are_refused_unless_the_datacenter_allows_it(
     local_dc.save()
     warnings = unsandboxed_datacenters()
     assert [w.id for w in warnings] == ["paddlecloud.W010"] and "'local'" in warnings[0].msg
+
+
+def test_a_job_network_with_egress_refuses_the_host_and_every_private_range() -> None:
+    rules = network.ruleset(egress=True, host_nets=["192.0.2.0/24"])
+    blocked = rules.split("ip daddr {", 1)[1].split("}", 1)[0]
+    for cidr in ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "192.0.2.0/24"):
+        assert cidr in blocked
+    assert 'oifname "lo" accept' in rules and f"ip daddr {network.SLIRP_DNS}" in rules
+    assert "meta nfproto ipv6 reject" in rules
+    # Closed: the namespace has only its loopback, so nothing is there to refuse.
+    assert network.ruleset(egress=False, host_nets=["192.0.2.0/24"]) == ""
+    assert network.resolv_conf(True) == f"nameserver {network.SLIRP_DNS}\n"
+    assert "nameserver" not in network.resolv_conf(False)
+
+
+def test_processes_join_the_job_network_keeping_their_ids() -> None:
+    assert network.enter_argv("/usr/bin/nsenter", 42) == [
+        "/usr/bin/nsenter",
+        "--user=/proc/42/ns/user",
+        "--net=/proc/42/ns/net",
+        "--preserve-credentials",
+        "--",
+    ]
+
+
+@pytest.mark.django_db
+def test_each_user_has_a_job_uid_of_their_own_never_a_host_account(settings: Any) -> None:
+    settings.PADDLECLOUD_JOB_UID_BASE = 1_000_000_000
+    assert local_world.job_ids(7) == (1_000_000_007, 1_000_000_007)
+    assert local_world.job_ids(7) != local_world.job_ids(8)
+    settings.PADDLECLOUD_JOB_UID_BASE = 1000
+    with pytest.raises(EngineError, match="host account 'root'"):
+        local_world.job_ids(-1000)
+    settings.PADDLECLOUD_JOB_UID_BASE = 2**31 - 2
+    with pytest.raises(EngineError, match="past the job uid range"):
+        local_world.job_ids(5)

@@ -110,7 +110,7 @@ def test_a_job_sees_its_pfs_paths_and_nothing_of_the_portal(
     assert "data: alice's data" in log and "public: for everyone" in log
     assert "public write: refused Read-only file system" in log
     uid = int(log.split("uid ", 1)[1].split()[0])
-    assert uid != 0 and (os.geteuid() != 0 or uid == settings.PADDLECLOUD_JOB_UID)
+    assert uid != 0 and (os.geteuid() != 0 or uid == settings.PADDLECLOUD_JOB_UID_BASE + alice.pk)
     for path in hidden:
         assert f"hidden {path}\n" in log
     assert "env: []" in log

@@ -1,4 +1,4 @@
-"""CPU and memory limits for local job processes: one cgroup per process, v1 (as root) or v2 unified.
+"""CPU, memory and process-count limits for local job processes: one cgroup per process, v1 (as root) or v2.
 
 No PyPI library covers both hierarchies (cgroupspy is v1 only), and the job needs four files, so this
 is small: find where this worker may make cgroups, make one with the limits, and let the process's
@@ -23,6 +23,7 @@ GROUP_DIR = "paddlecloud"
 class Limits:
     memory_bytes: int | None = None
     cpus: Decimal | None = None
+    pids: int | None = None  # processes and threads at once (the pids controller)
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,17 @@ class Hierarchy:
     version: int  # 1 or 2
     memory: Path  # the directory our groups go in, per controller (the same for v2)
     cpu: Path
+    pids: Path | None = None  # None: this host has no pids controller for us
 
 
 @dataclass(frozen=True)
 class Group:
-    """One process's cgroup: the directories to join and remove, and where OOM kills are counted."""
+    """One process's cgroup: the directories to join and remove, where OOM kills are counted and where
+    refused forks are (pids.events' ``max``; None without a pids controller)."""
 
     dirs: tuple[Path, ...]
     events: Path
+    pids_events: Path | None = None
 
     @property
     def procs(self) -> tuple[Path, ...]:
@@ -62,10 +66,12 @@ def detect(root: Path, proc_self_cgroup: str) -> Hierarchy | None:
     if (root / "memory").is_dir() and (root / "cpu").is_dir() and "memory" in paths:
         memory = root / "memory" / paths["memory"].lstrip("/") / GROUP_DIR
         cpu = root / "cpu" / paths.get("cpu", "/").lstrip("/") / GROUP_DIR
-        return Hierarchy(1, memory, cpu)
+        pids = root / "pids" / paths.get("pids", "/").lstrip("/") / GROUP_DIR if (root / "pids").is_dir() else None
+        return Hierarchy(1, memory, cpu, pids)
     if (root / "cgroup.controllers").is_file():
         base = root / paths.get("", "/").lstrip("/") / GROUP_DIR
-        return Hierarchy(2, base, base)
+        pids = base if "pids" in (root / "cgroup.controllers").read_text().split() else None
+        return Hierarchy(2, base, base, pids)
     return None
 
 
@@ -87,6 +93,8 @@ def limit_files(version: int, limits: Limits) -> list[tuple[str, str, str]]:
             out += [("cpu", "cpu.cfs_period_us", str(CPU_PERIOD_US)), ("cpu", "cpu.cfs_quota_us", str(quota))]
         else:
             out += [("cpu", "cpu.max", f"{quota} {CPU_PERIOD_US}")]
+    if limits.pids is not None:
+        out += [("pids", "pids.max", str(limits.pids))]  # the same file in both versions
     return out
 
 
@@ -96,40 +104,47 @@ def oom_kills(events_text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+
 def _write(path: Path, value: str) -> None:
     with path.open("w") as f:
         f.write(value)
 
 
-def _enable_v2_controllers(base: Path) -> None:
-    # Children of `base` get memory and cpu only if `base` and its parent hand them down.
+def _enable_v2_controllers(base: Path, controllers: tuple[str, ...]) -> None:
+    # Children of `base` get a controller only if `base` and its parent hand it down.
     base.mkdir(exist_ok=True)
     for directory in (base.parent, base):
         enabled = (directory / "cgroup.subtree_control").read_text().split()
-        wanted = [f"+{c}" for c in ("memory", "cpu") if c not in enabled]
+        wanted = [f"+{c}" for c in controllers if c not in enabled]
         if wanted:
             _write(directory / "cgroup.subtree_control", " ".join(wanted))
 
 
 def create(hierarchy: Hierarchy, name: str, limits: Limits) -> Group:
     """Make the cgroup ``name`` with ``limits``; raises OSError where the host does not let us."""
+    pids = hierarchy.pids is not None and limits.pids is not None
     if hierarchy.version == 2:
-        _enable_v2_controllers(hierarchy.memory)
+        _enable_v2_controllers(hierarchy.memory, ("memory", "cpu", "pids") if pids else ("memory", "cpu"))
         directory = hierarchy.memory / name
         directory.mkdir(exist_ok=True)
-        dirs = {"memory": directory, "cpu": directory}
+        dirs = {"memory": directory, "cpu": directory, "pids": directory}
         events = directory / "memory.events"
     else:
         dirs = {"memory": hierarchy.memory / name, "cpu": hierarchy.cpu / name}
+        if pids and hierarchy.pids is not None:
+            dirs["pids"] = hierarchy.pids / name
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         events = dirs["memory"] / "memory.oom_control"
+    if not pids:
+        limits = Limits(limits.memory_bytes, limits.cpus)  # no pids controller here: cpu and memory only
     for controller, filename, value in limit_files(hierarchy.version, limits):
         path = dirs[controller] / filename
         if filename.startswith("memory.memsw") and not path.exists():
             continue  # no swap accounting on this host: nothing to swap to is limited either way
         _write(path, value)
-    return Group(tuple(dict.fromkeys(dirs.values())), events)
+    pids_events = dirs["pids"] / "pids.events" if pids else None
+    return Group(tuple(dict.fromkeys(dirs.values())), events, pids_events)
 
 
 def remove(group: Group) -> None:

@@ -22,7 +22,7 @@ from paddlecloud.contract.units import free_ports
 
 from jobs import gpus, packages, runtimes
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
-from jobs.engines.local import processes, sandbox
+from jobs.engines.local import network, processes, sandbox
 from jobs.engines.local import world as local_world
 from jobs.logfiles import parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
@@ -101,6 +101,32 @@ class LocalEngine(Engine):
             "'run without sandbox' on the datacenter (trusted users only)."
         )
 
+    def _network(self, job: Job) -> tuple[str, ...]:
+        """The prefix that puts a process into the job's own network (network.py), started with the
+        job's first process and recorded like a worker, so stop() ends it with the job."""
+        record = job.engine_data.get("network")
+        if record is None:
+            ids = local_world.job_ids(job.owner_id)
+            state = Path(settings.VAR_DIR) / "local-engine" / job.uid
+            try:
+                held = network.start(state, *ids, egress=self.datacenter.job_egress)
+            except (network.NetworkUnavailable, OSError) as exc:
+                raise EngineError(str(exc)) from None
+            record = {
+                "pid": held.spawned.pid,
+                "pid_start": held.spawned.pid_start,
+                "supervisor": held.spawned.supervisor,
+                "supervisor_start": held.spawned.supervisor_start,
+                "netns_pid": held.netns_pid,
+                "netns_start": held.netns_start,
+            }
+            job.engine_data = {**job.engine_data, "network": record}
+            Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+        # Checked just before use: a pid reused by another job's holder would be another job's network.
+        if not processes.is_alive(record["netns_pid"], record["netns_start"]):
+            raise EngineError("the job's network ended (see the worker's log); its processes cannot join it")
+        return tuple(network.enter_argv(network.tools(egress=False)["nsenter"], record["netns_pid"]))
+
     def _ports(self, job: Job) -> dict[str, Any]:
         """Ports are chosen once and kept on the job, so a retried start reuses them."""
         if "ports" not in job.engine_data:
@@ -171,15 +197,18 @@ class LocalEngine(Engine):
             directory.mkdir(parents=True, exist_ok=True)
             env = self._env(job, role, worker.index, str(package), str(self._output(job)), runtime=None)
         else:
+            ids = local_world.job_ids(job.owner_id)
             where = places.places(self.datacenter, job.owner.get_username())
-            places.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0)
+            places.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0, owner=ids)
             inside = where.inside(package)
             env = self._env(job, role, worker.index, inside, where.inside(self._output(job)), runtime=runtime)
             devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []
-            argv = sandbox.command(local_world.build(self.datacenter, where, inside, probe, runtime, devices), argv)
+            world = local_world.build(self.datacenter, where, inside, probe, runtime, devices, ids, self._network(job))
+            argv = sandbox.command(world, argv)
         env.update(runtime.env)
         group = local_world.cgroup(
-            f"{job.uid}-{worker.name}-{worker.restarts}", local_world.limits(job.spec, worker.role)
+            f"{job.uid}-{worker.name}-{worker.restarts}",
+            local_world.limits(job.spec, worker.role, self.datacenter.job_pids_limit),
         )
         spawned = processes.spawn(
             argv,
@@ -344,6 +373,19 @@ class LocalEngine(Engine):
                     JobState.FAILED,
                     Reason.OOM_KILLED,
                     f"{role} {index} went over its memory limit ({limit}) and was killed",
+                    code,
+                    statuses,
+                )
+        for role, index, code in ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
+            [(Role.TRAINER, *trainer_failed[:2])] if trainer_failed else []
+        ):
+            if refused := processes.forks_refused(self._status_path(job, role, index)):
+                limit = self.datacenter.job_pids_limit
+                return Observation(
+                    JobState.FAILED,
+                    Reason.PIDS_LIMIT,
+                    f"{role} {index} {processes.describe_exit(code)} after {refused} fork(s) were refused at "
+                    f"the datacenter's limit of {limit} processes per worker",
                     code,
                     statuses,
                 )

@@ -88,6 +88,14 @@ if config["oom_events"]:
             status["oom_killed"] = True
     except (OSError, ValueError, IndexError):
         pass
+if config["pids_events"]:
+    try:
+        with open(config["pids_events"]) as f:
+            refused = [l.split()[1] for l in f if l.startswith("max ")]
+        if refused and int(refused[0]) > 0:
+            status["forks_refused"] = int(refused[0])
+    except (OSError, ValueError, IndexError):
+        pass
 tmp = status_path + ".tmp"
 with open(tmp, "w") as f:
     json.dump(status, f)
@@ -147,6 +155,7 @@ def spawn(
         "cgroup_procs": [str(p) for p in cgroup.procs] if cgroup else [],
         "cgroup_dirs": [str(d) for d in cgroup.dirs] if cgroup else [],
         "oom_events": str(cgroup.events) if cgroup else "",
+        "pids_events": str(cgroup.pids_events) if cgroup and cgroup.pids_events else "",
     }
     result = subprocess.run(
         [sys.executable, "-c", _SUPERVISOR, json.dumps(config), *argv],
@@ -177,6 +186,14 @@ def oom_killed(status_path: Path) -> bool:
         return bool(json.loads(status_path.read_text()).get("oom_killed"))
     except (FileNotFoundError, ValueError, AttributeError):
         return False
+
+
+def forks_refused(status_path: Path) -> int:
+    """How many forks the pids limit refused the process's group (0 when none, or unknown)."""
+    try:
+        return int(json.loads(status_path.read_text()).get("forks_refused", 0))
+    except (FileNotFoundError, ValueError, AttributeError, TypeError):
+        return 0
 
 
 def signal_groups(pids: list[int], sig: signal.Signals) -> None:

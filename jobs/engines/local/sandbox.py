@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 INFO_FD = "@INFO_FD@"
 
 # What Python, pip, DNS and TLS need from /etc; the rest of /etc (shadow, the portal's own config,
-# ssh keys) stays out. passwd, group and hosts are generated (identity_files).
+# ssh keys) stays out. passwd, group, hosts and resolv.conf are generated (identity_files).
 ETC_ENTRIES = (
     "alternatives",
     "ca-certificates",
@@ -39,7 +39,6 @@ ETC_ENTRIES = (
     "pip.conf",
     "pki",
     "protocols",
-    "resolv.conf",
     "services",
     "ssl",
 )
@@ -72,13 +71,15 @@ class Sandbox:
     read_only: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/public
     read_write: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/home/<user>
     devices: tuple[Path, ...] = ()  # e.g. /dev/nvidia0, at the same path
-    etc: Path | None = None  # a directory holding the generated passwd and group
+    etc: Path | None = None  # a directory holding the generated passwd, group, hosts and resolv.conf
     env: dict[str, str] = field(default_factory=dict)  # the job's whole environment (passed by exec, not argv)
+    enter: tuple[str, ...] = ()  # the prefix that joins the job's network (network.enter_argv); () = the host's
 
 
 def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
     """bwrap argv that runs ``argv`` in the sandbox; the sandbox's pid 1 is ``argv`` itself."""
     out = [
+        *sandbox.enter,
         sandbox.bwrap,
         # Own PID namespace with the job as pid 1: when it ends, the kernel kills every process
         # left in the namespace, however it detached (setsid, double fork).
@@ -96,7 +97,8 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
     ]
     if not sandbox.worker_is_root:
         # Unprivileged: a user namespace maps the worker's uid to the job's; the host sees the worker's.
-        out += ["--unshare-user", "--uid", str(sandbox.uid), "--gid", str(sandbox.gid)]
+        # No user namespaces of its own inside (a root worker's job network forbids them instead).
+        out += ["--unshare-user", "--uid", str(sandbox.uid), "--gid", str(sandbox.gid), "--disable-userns"]
     out += _system_args(sandbox) + _job_args(sandbox)
     out += ["--chdir", sandbox.cwd, "--"]
     if sandbox.worker_is_root:
@@ -125,7 +127,10 @@ def _system_args(sandbox: Sandbox) -> list[str]:
         out += ["--ro-bind", str(sandbox.etc / "passwd"), "/etc/passwd"]
         out += ["--ro-bind", str(sandbox.etc / "group"), "/etc/group"]
         out += ["--ro-bind", str(sandbox.etc / "hosts"), "/etc/hosts"]
+        out += ["--ro-bind", str(sandbox.etc / "resolv.conf"), "/etc/resolv.conf"]
     out += ["--proc", "/proc", "--dev", "/dev", "--ro-bind-try", "/sys", "/sys"]
+    # The host's cgroup tree would list every other job's groups (names hold job ids): an empty one.
+    out += ["--tmpfs", "/sys/fs/cgroup"]
     out += ["--perms", "1777", "--tmpfs", PRIVATE_TMP, "--perms", "1777", "--tmpfs", PRIVATE_SHM]
     return out
 
@@ -195,14 +200,17 @@ def hosts_text(host_hosts: str) -> str:
     return host_hosts.rstrip("\n") + f"\n127.0.0.1\t{HOSTNAME}\n"
 
 
-def identity_files(directory: Path, uid: int, gid: int, host_hosts: Path = Path("/etc/hosts")) -> Path:
-    """Write passwd, group and hosts (world-readable, atomically) into ``directory``; return it."""
+def identity_files(
+    directory: Path, uid: int, gid: int, resolv: str, host_hosts: Path = Path("/etc/hosts")
+) -> Path:
+    """Write passwd, group, hosts and resolv.conf (world-readable, atomically) into ``directory``; return it."""
     directory.mkdir(parents=True, exist_ok=True)
     try:
         hosts = hosts_text(host_hosts.read_text())
     except OSError:
         hosts = hosts_text("127.0.0.1\tlocalhost")
-    for name, text in zip(("passwd", "group", "hosts"), (*identity_lines(uid, gid), hosts), strict=True):
+    names = ("passwd", "group", "hosts", "resolv.conf")
+    for name, text in zip(names, (*identity_lines(uid, gid), hosts, resolv), strict=True):
         path = directory / name
         if not path.is_file() or path.read_text() != text:
             tmp = directory / f".{name}.{os.getpid()}"

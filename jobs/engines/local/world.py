@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 from pathlib import Path
 
 from django.conf import settings
 from paddlecloud.contract import quantity
 
-from jobs.engines.local import cgroups, sandbox
+from jobs.engines.base import EngineError
+from jobs.engines.local import cgroups, network, sandbox
 from jobs.runtimes import RuntimePaths
 from portal.datacenters.models import Datacenter
 from storage.places import Places
@@ -28,20 +30,48 @@ def job_path(runtime: RuntimePaths) -> str:
     return os.pathsep.join(dict.fromkeys(dirs))
 
 
+# uids are 32-bit, and tools that store them signed stop at 2**31 - 1.
+_LAST_UID = 2**31 - 2
+
+
+def job_ids(user_id: int) -> tuple[int, int]:
+    """The uid and gid every local job of portal user ``user_id`` runs as: PADDLECLOUD_JOB_UID_BASE
+    plus the user's id, so /proc, signals, process counts and files separate users. Refused when it
+    would pass the uid range or name an account of the host."""
+    uid = settings.PADDLECLOUD_JOB_UID_BASE + user_id
+    if uid > _LAST_UID:
+        raise EngineError(f"user id {user_id} is past the job uid range (PADDLECLOUD_JOB_UID_BASE + id <= {_LAST_UID})")
+    try:
+        account = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return uid, uid
+    raise EngineError(f"job uid {uid} is the host account {account!r}: move PADDLECLOUD_JOB_UID_BASE")
+
+
 def build(
-    datacenter: Datacenter, where: Places, cwd: str, probe: sandbox.Probe, runtime: RuntimePaths, devices: list[str]
+    datacenter: Datacenter,
+    where: Places,
+    cwd: str,
+    probe: sandbox.Probe,
+    runtime: RuntimePaths,
+    devices: list[str],
+    ids: tuple[int, int],
+    enter: tuple[str, ...],
 ) -> sandbox.Sandbox:
     """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.runtimes) read-only,
-    the user's own layer cache writable only while a layer must still be installed, its GPUs."""
+    the user's own layer cache writable only while a layer must still be installed, its GPUs, run as
+    the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv)."""
     assert probe.bwrap is not None
     system, links = sandbox.system_binds()
     root = os.geteuid() == 0
-    uid, gid = settings.PADDLECLOUD_JOB_UID, settings.PADDLECLOUD_JOB_GID
+    uid, gid = ids
     cache = Path(runtime.writable_cache) if runtime.writable_cache else None
     if cache is not None and root:
         # The user's own layer directory (jobs.runtimes keys it per user): the job's pip writes there.
         os.chown(cache, uid, gid)
-    etc = sandbox.identity_files(Path(settings.VAR_DIR) / "sandbox" / "etc", uid, gid)
+    egress = datacenter.job_egress
+    etc_dir = Path(settings.VAR_DIR) / "sandbox" / "etc" / f"{uid}-{'egress' if egress else 'closed'}"
+    etc = sandbox.identity_files(etc_dir, uid, gid, network.resolv_conf(egress))
     return sandbox.Sandbox(
         bwrap=probe.bwrap,
         uid=uid,
@@ -56,6 +86,7 @@ def build(
         read_only=(sandbox.Bind(where.public, where.public_inside),),
         devices=tuple(Path(d) for d in devices),
         etc=etc,
+        enter=enter,
     )
 
 
@@ -65,11 +96,13 @@ def warn_once(key: str, message: str) -> None:
         log.warning("%s", message)
 
 
-def limits(spec: dict[str, object], role: str) -> cgroups.Limits:
+def limits(spec: dict[str, object], role: str, pids: int | None) -> cgroups.Limits:
+    """One worker's cgroup limits: the spec's cpu and memory for its role, the datacenter's pids limit."""
     cpu, memory = ("pscpu", "psmemory") if role == "pserver" else ("cpu", "memory")
     return cgroups.Limits(
         memory_bytes=quantity.byte_count(spec[memory], field=memory) if spec.get(memory) else None,
         cpus=quantity.cores(spec[cpu], field=cpu) if spec.get(cpu) else None,
+        pids=pids,
     )
 
 
