@@ -7,6 +7,8 @@ need=()
 command -v pg_ctlcluster >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v bwrap >/dev/null || need+=(bubblewrap)  # the local engine's job sandbox
+command -v slirp4netns >/dev/null || need+=(slirp4netns)  # local jobs' egress (jobs/engines/local/network.py)
+command -v nft >/dev/null || need+=(nftables)  # the rules that keep that egress off the host's networks
 command -v chromium >/dev/null || need+=(chromium)  # the browser tests (tests/browser)
 command -v buildah >/dev/null || need+=(buildah)  # paddlectl build's real build tests (tests/cli/test_build.py)
 if [ ${#need[@]} -gt 0 ]; then

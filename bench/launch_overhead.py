@@ -9,8 +9,9 @@ Ours is timed from engine.start() until the job is finished and every process is
 reconciler polled every 0.2 s (the portal's beat runs it every 2 s, PADDLECLOUD_RECONCILE_SECONDS);
 theirs from exec until the launcher exits. Ours runs twice per round, in the bubblewrap sandbox (what
 jobs get) and without it (a datacenter's "run without sandbox"). Prints the medians, the ratios
-ours/theirs (goal <= 0.5 with the sandbox on, issue 11), and the sandbox's own cost per process:
-`bwrap <a job's sandbox> true` against `true`.
+ours/theirs (goal <= 0.5 with the sandbox on, issue 11), the sandbox's own cost per process:
+`bwrap <a job's sandbox> true` against `true`, and what a job's own network adds to its start (once
+per job, network.start until its namespace is ready): closed, and with slirp4netns egress.
 
     .venv/bin/python bench/launch_overhead.py [--runs 5] [--steps 1000]
 """
@@ -70,7 +71,7 @@ def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
     dc = Datacenter.objects.get(name="local")
     where = places.places(dc, "bench")
     runtime = RuntimePaths(sys.executable, [sys.prefix, sys.base_prefix], None)
-    box = local_world.build(dc, where, where.home_inside, probe, runtime, [])
+    box = local_world.build(dc, where, where.home_inside, probe, runtime, [], (65534, 65534), (), False)
     argv = [a if a != sandbox.INFO_FD else "1" for a in sandbox.command(box, ["true"])]
     timings: dict[str, list[float]] = {"sandbox": [], "plain": []}
     for _ in range(repeat):
@@ -79,6 +80,22 @@ def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
             subprocess.run(command, capture_output=True, check=True)
             timings[kind].append(time.monotonic() - t0)
     return statistics.median(timings["sandbox"]), statistics.median(timings["plain"])
+
+
+def network_cost(egress: bool, repeat: int = 10) -> float:
+    """Median seconds from starting a job's network (network.py) until processes can join it."""
+    import signal
+
+    from jobs.engines.local import network, processes
+
+    timings = []
+    with tempfile.TemporaryDirectory(prefix="bench-net-") as tmp:
+        for run in range(repeat):
+            t0 = time.monotonic()
+            held = network.start(Path(tmp) / str(run), 1_000_000_000, 1_000_000_000, egress)
+            timings.append(time.monotonic() - t0)
+            processes.signal_groups([held.spawned.pid], signal.SIGKILL)
+    return statistics.median(timings)
 
 
 def run_ours(package: Path, steps: int, run: str) -> float:
@@ -168,6 +185,7 @@ def main() -> None:
             )
         use_sandbox(True)
         in_box, plain = sandbox_cost()
+        closed, egress = network_cost(False), network_cost(True)
     theirs_median = statistics.median(theirs)
     for label, times in (("ours in sandbox", boxed), ("ours without sandbox", bare)):
         median = statistics.median(times)
@@ -177,6 +195,7 @@ def main() -> None:
         f"sandbox cost per process: {(in_box - plain) * 1000:.1f} ms "
         f"(bwrap ... true {in_box * 1000:.1f} ms, true {plain * 1000:.1f} ms)"
     )
+    print(f"job network per job start: closed {closed * 1000:.0f} ms, with egress {egress * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

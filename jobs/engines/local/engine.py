@@ -109,7 +109,7 @@ class LocalEngine(Engine):
             ids = local_world.job_ids(job.owner_id)
             state = Path(settings.VAR_DIR) / "local-engine" / job.uid
             try:
-                held = network.start(state, *ids, egress=self.datacenter.job_egress)
+                held = network.start(state, *ids, egress=local_world.egress(self.datacenter))
             except (network.NetworkUnavailable, OSError) as exc:
                 raise EngineError(str(exc)) from None
             record = {
@@ -119,6 +119,7 @@ class LocalEngine(Engine):
                 "supervisor_start": held.spawned.supervisor_start,
                 "netns_pid": held.netns_pid,
                 "netns_start": held.netns_start,
+                "egress": held.egress,
             }
             job.engine_data = {**job.engine_data, "network": record}
             Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
@@ -203,7 +204,9 @@ class LocalEngine(Engine):
             inside = where.inside(package)
             env = self._env(job, role, worker.index, inside, where.inside(self._output(job)), runtime=runtime)
             devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []
-            world = local_world.build(self.datacenter, where, inside, probe, runtime, devices, ids, self._network(job))
+            enter = self._network(job)
+            egress = bool(job.engine_data["network"]["egress"])
+            world = local_world.build(self.datacenter, where, inside, probe, runtime, devices, ids, enter, egress)
             argv = sandbox.command(world, argv)
         env.update(runtime.env)
         group = local_world.cgroup(

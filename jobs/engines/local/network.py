@@ -54,6 +54,7 @@ class Held:
     spawned: processes.Spawned
     netns_pid: int
     netns_start: float
+    egress: bool
 
 
 def host_networks() -> list[str]:
@@ -102,6 +103,15 @@ def tools(egress: bool) -> dict[str, str]:
     return {name: path for name, path in found.items() if path}
 
 
+def egress_tools_missing() -> str:
+    """What this host lacks to give jobs egress ("" when nothing): then jobs run closed (world.egress)."""
+    try:
+        tools(egress=True)
+    except NetworkUnavailable as exc:
+        return str(exc)
+    return ""
+
+
 def enter_argv(nsenter: str, netns_pid: int) -> list[str]:
     """The prefix that runs a command in the job's user and network namespaces, keeping our ids
     (root stays root inside: the holder maps 0 to 0; an unprivileged worker is root inside too)."""
@@ -143,7 +153,7 @@ def start(state_dir: Path, uid: int, gid: int, egress: bool) -> Held:
             netns_pid = int(json.loads(ready.read_text())["pid"])
             started = processes.start_time(netns_pid)
             if started is not None:
-                return Held(spawned, netns_pid, started)
+                return Held(spawned, netns_pid, started, egress)
         if not processes.is_alive(spawned.pid, spawned.pid_start):
             break
         time.sleep(0.02)

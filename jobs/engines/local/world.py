@@ -48,6 +48,17 @@ def job_ids(user_id: int) -> tuple[int, int]:
     raise EngineError(f"job uid {uid} is the host account {account!r}: move PADDLECLOUD_JOB_UID_BASE")
 
 
+def egress(datacenter: Datacenter) -> bool:
+    """Whether the datacenter's jobs get egress on this host: asked for, and slirp4netns and nft are here.
+    Missing tools close the network rather than stop jobs (isolation never depends on them); said once."""
+    if not datacenter.job_egress:
+        return False
+    missing = network.egress_tools_missing()
+    if missing:
+        warn_once("egress", f"local engine: jobs run WITHOUT egress: {missing}")
+    return not missing
+
+
 def build(
     datacenter: Datacenter,
     where: Places,
@@ -57,10 +68,12 @@ def build(
     devices: list[str],
     ids: tuple[int, int],
     enter: tuple[str, ...],
+    egress: bool,
 ) -> sandbox.Sandbox:
     """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.runtimes) read-only,
     the user's own layer cache writable only while a layer must still be installed, its GPUs, run as
-    the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv)."""
+    the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv; ``egress``
+    as that network was made)."""
     assert probe.bwrap is not None
     system, links = sandbox.system_binds()
     root = os.geteuid() == 0
@@ -69,7 +82,6 @@ def build(
     if cache is not None and root:
         # The user's own layer directory (jobs.runtimes keys it per user): the job's pip writes there.
         os.chown(cache, uid, gid)
-    egress = datacenter.job_egress
     etc_dir = Path(settings.VAR_DIR) / "sandbox" / "etc" / f"{uid}-{'egress' if egress else 'closed'}"
     etc = sandbox.identity_files(etc_dir, uid, gid, network.resolv_conf(egress))
     return sandbox.Sandbox(
@@ -126,4 +138,6 @@ def host_report() -> str:
     box = f"sandbox: {probe.bwrap} works ({probe.seconds * 1000:.0f} ms per start)" if probe.ok else probe.error
     hierarchy, why = cgroups.usable()
     limits = f"limits: cgroup v{hierarchy.version} under {hierarchy.memory.parent}" if hierarchy else f"limits: {why}"
-    return f"{box}; {limits}"
+    missing = network.egress_tools_missing()
+    net = f"egress: none ({missing})" if missing else "egress: slirp4netns behind nftables, where allowed"
+    return f"{box}; {limits}; network: one per job; {net}"
