@@ -33,7 +33,9 @@ def test_submit_job_twice_starts_each_process_once(
         job.refresh_from_db()
         assert job.state == "pending"
         assert Worker.objects.filter(job=job).count() == 3
-        assert len(set(alive(job))) == 6  # 3 launchers and their 3 supervisors, nothing twice
+        # 3 launchers, the job network's holder, and their 4 supervisors: nothing twice.
+        assert len(set(alive(job))) == 8
+        assert list(job.engine_data).count("network") == 1
         tasks.reconcile.run()
         tasks.reconcile.run()
         assert Job.objects.get(pk=job.pk).state == "running"

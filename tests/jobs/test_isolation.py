@@ -6,7 +6,12 @@ a uid of its owner's own, and a process limit; the assertions read what the atta
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import socket
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +22,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from jobs.engines.local import sandbox
+from jobs.engines.local import network, sandbox
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import put_package
@@ -187,3 +192,58 @@ def test_a_fork_storm_is_capped_fails_the_job_and_leaves_nothing(
         return True
 
     wait_for(no_stragglers, "the fork storm's processes to be gone", 30)
+
+
+NONROOT_PROBE = r"""
+import os, socket, subprocess, sys
+print("uid", os.getuid(), flush=True)
+with socket.socket() as own:  # the job's own loopback works: its peers meet there
+    own.bind(("127.0.0.1", 0))
+    own.listen()
+    socket.create_connection(own.getsockname(), timeout=2).close()
+    print("own loopback ok", flush=True)
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+    print("CONNECTED host", flush=True)
+except OSError as exc:
+    print("host refused", type(exc).__name__, flush=True)
+print("userns", subprocess.run(["unshare", "-Ur", "true"], capture_output=True).returncode, flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to an unprivileged uid to play a non-root worker")
+def test_an_unprivileged_worker_gives_its_jobs_the_same_network(tmp_path: Path, host_listener: int) -> None:
+    """The laptop case: the holder, nsenter and bwrap as an ordinary user (uid 65534 here)."""
+    home = Path(tempfile.mkdtemp(prefix="nonroot-"))
+    home.chmod(0o777)
+    holder = home / "netholder.py"
+    shutil.copy(network.HOLDER, holder)
+    holder.chmod(0o755)
+    (home / "probe.py").write_text(NONROOT_PROBE)
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    config = {
+        "root": False, "uid": 1_000_000_001, "gid": 1_000_000_001, "egress": False, "rules": "",
+        "nft": "", "slirp4netns": "", "ready": str(home / "ready.json"),
+    }
+    python = "/usr/bin/python3"  # the system's: an ordinary user may not read the worker's own Python
+    started = subprocess.Popen([*drop, python, str(holder), json.dumps(config)], stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: (home / "ready.json").is_file(), "the unprivileged network holder", 20)
+        netns_pid = int(json.loads((home / "ready.json").read_text())["pid"])
+        system, links = sandbox.system_binds()
+        probe = sandbox.probe()
+        assert probe.bwrap is not None
+        etc = sandbox.identity_files(home / "etc", 1_000_000_001, 1_000_000_001, network.resolv_conf(False))
+        box = sandbox.Sandbox(
+            probe.bwrap, 1_000_000_001, 1_000_000_001, False, str(home), system, links,
+            runtime=(home,), etc=etc, enter=tuple(network.enter_argv(network.tools(False)["nsenter"], netns_pid)),
+        )
+        command = sandbox.command(box, [python, "probe.py", str(host_listener)])
+        argv = [a if a != sandbox.INFO_FD else "2" for a in command]
+        result = subprocess.run([*drop, *argv], capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        started.kill()
+        shutil.rmtree(home, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    assert "uid 1000000001\n" in result.stdout and "own loopback ok" in result.stdout, result.stdout
+    assert "host refused" in result.stdout and "userns 1" in result.stdout, result.stdout

@@ -92,7 +92,9 @@ def _map_ids(child: int, config: dict[str, Any]) -> None:
 def _slirp(config: dict[str, Any], child: int) -> subprocess.Popen[bytes]:
     """slirp4netns on the holder's namespaces, configured (tap0, 10.0.2.0/24, DNS on 10.0.2.3)."""
     ready_r, ready_w = os.pipe()
-    argv = [config["slirp4netns"], "--configure", "--disable-host-loopback", "--enable-sandbox"]
+    argv = [config["slirp4netns"], "--configure", "--disable-host-loopback"]
+    if config["root"]:
+        argv.append("--enable-sandbox")  # its own mounts, every capability dropped; it fails unprivileged
     argv += ["--ready-fd", str(ready_w), "--userns-path", f"/proc/{child}/ns/user"]
     argv += ["--netns-type", "path", f"/proc/{child}/ns/net", "tap0"]
     slirp = subprocess.Popen(argv, pass_fds=(ready_w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
