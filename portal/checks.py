@@ -62,8 +62,10 @@ def generated_secrets_are_private(app_configs: Any = None, **kwargs: Any) -> lis
 
 @register()
 def login_rate(app_configs: Any = None, **kwargs: Any) -> list[Error]:
-    try:
-        parse_rate(settings.PADDLECLOUD_LOGIN_RATE)
-    except ValueError as exc:
-        return [Error(f"PADDLECLOUD_LOGIN_RATE: {exc}", hint="e.g. 10/min", id="paddlecloud.E004")]
-    return []
+    errors = []
+    for name in ("PADDLECLOUD_LOGIN_RATE", "PADDLECLOUD_LOGIN_USER_RATE", "PADDLECLOUD_LOGIN_ADDRESS_RATE"):
+        try:
+            parse_rate(getattr(settings, name))
+        except ValueError as exc:
+            errors.append(Error(f"{name}: {exc}", hint="e.g. 10/min", id="paddlecloud.E004"))
+    return errors

@@ -215,8 +215,11 @@ PADDLECLOUD_INSTANCE = env_str("PADDLECLOUD_INSTANCE", "")
 PADDLECLOUD_SIGNUP_ENABLED = env_bool("PADDLECLOUD_SIGNUP_ENABLED", True)
 PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL = env_bool("PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL", False)
 PADDLECLOUD_TOKEN_TTL_DAYS = env_int("PADDLECLOUD_TOKEN_TTL_DAYS", 30, minimum=1)
-# Failed logins allowed per client address and per username (portal/accounts/throttle.py).
+# Failed logins allowed (portal/accounts/throttle.py): per (client address, username), per username
+# from anywhere, and per client address over all usernames (high: many users may share one address).
 PADDLECLOUD_LOGIN_RATE = env_str("PADDLECLOUD_LOGIN_RATE", "10/min")
+PADDLECLOUD_LOGIN_USER_RATE = env_str("PADDLECLOUD_LOGIN_USER_RATE", "30/min")
+PADDLECLOUD_LOGIN_ADDRESS_RATE = env_str("PADDLECLOUD_LOGIN_ADDRESS_RATE", "100/min")
 # Proxies in front of the portal that append to X-Forwarded-For; 0 believes only the socket's address.
 PADDLECLOUD_TRUSTED_PROXIES = env_int("PADDLECLOUD_TRUSTED_PROXIES", 0, minimum=0)
 PADDLECLOUD_PUBLIC_URL = env_str("PADDLECLOUD_PUBLIC_URL", "http://127.0.0.1:8000")
