@@ -26,13 +26,31 @@ class WebhookTransient(Exception):
     """Worth retrying later: no connection, a timeout, a 5xx or 429."""
 
 
+# IPv6 forms that carry an IPv4 address in their low 32 bits: IPv4-compatible (::a.b.c.d, deprecated)
+# and the well-known NAT64 prefix (RFC 6052). A host or gateway that speaks them reaches that IPv4 address.
+_LOW_32_BITS_CARRY_IPV4 = (ipaddress.IPv6Network("::/96"), ipaddress.IPv6Network("64:ff9b::/96"))
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address stands for: mapped, compatible, NAT64, 6to4, Teredo; [] if none."""
+    if ip.ipv4_mapped:
+        return [ip.ipv4_mapped]
+    if ip.sixtofour:
+        return [ip.sixtofour]
+    if ip.teredo:
+        return list(ip.teredo)  # the relay server and the client's own address
+    if any(ip in network for network in _LOW_32_BITS_CARRY_IPV4):
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    return []
+
+
 def _allowed(address: str, allow_private: bool) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    if ip.is_unspecified or ip.is_multicast:
+    # Decide on where the packets really go: an IPv6 form of 127.0.0.1 is 127.0.0.1.
+    targets = (embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else []) or [ip]
+    if any(target.is_unspecified or target.is_multicast for target in targets):
         return False
-    return allow_private or ip.is_global
+    return allow_private or all(target.is_global for target in targets)
 
 
 def resolve_checked(host: str, port: int, allow_private: bool) -> str:
