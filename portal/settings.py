@@ -239,6 +239,7 @@ EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "paddlecloud@localhost")
 # Webhooks go to public addresses only unless this is true (a portal on a private network).
 PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = env_bool("PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE", False)
+# One deadline for each POST, from connect to the end of the answer (portal/notifications/webhook.py).
 PADDLECLOUD_WEBHOOK_TIMEOUT = env_int("PADDLECLOUD_WEBHOOK_TIMEOUT", 10, minimum=1)
 
 # --- REST framework ---------------------------------------------------------------------------
@@ -285,6 +286,13 @@ if not _broker_url:
         "control_folder": str(_control),
     }
 CELERY_TASK_IGNORE_RESULT = True
+# Notifications go to a queue of their own (`<default queue>-notify`, its own worker process): a slow
+# webhook receiver never holds a slot that starts jobs.
+CELERY_TASK_ROUTES = ["portal.notifications.tasks.route"]
+# Messages are JSON only: a message someone else put on the broker is never unpickled.
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True  # a worker killed mid-task leaves the message for the next one
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
