@@ -151,16 +151,14 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-_cache_url = env_secret("PADDLECLOUD_CACHE_URL")
+PADDLECLOUD_CACHE_URL = env_secret("PADDLECLOUD_CACHE_URL")
+# Values are JSON, never pickles (portal/cache.py): whoever can write an entry cannot make the portal run code.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
-        if _cache_url
+        {"BACKEND": "portal.cache.RedisCache", "LOCATION": PADDLECLOUD_CACHE_URL}
+        if PADDLECLOUD_CACHE_URL
         # File-based so login throttling is shared by every web worker on one host.
-        else {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-            "LOCATION": str(VAR_DIR / "cache"),
-        }
+        else {"BACKEND": "portal.cache.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}
     )
 }
 
