@@ -58,13 +58,15 @@ def test_a_wrong_old_password_changes_nothing(alice: User) -> None:
     assert api_with(token).get("/api/v1/quota").status_code == 200
 
 
-def test_the_admins_password_form_revokes(carol: User, alice: User) -> None:
-    token = issue_token(alice)
+def test_the_admins_password_form_revokes_tokens_and_sessions(carol: User, alice: User) -> None:
+    token, alices_browser = issue_token(alice), logged_in_browser("alice")
     admin = logged_in_browser("carol")
     form = {"password1": NEW_PASSWORD, "password2": NEW_PASSWORD, "usable_password": "true"}
     response = admin.post(f"/admin/auth/user/{alice.pk}/password/", form)
     assert response.status_code == 302
     assert_revoked(token)
+    assert alices_browser.get("/profile/").status_code == 302
+    assert admin.get("/admin/").status_code == 200  # the operator's own session is another user's
 
 
 def test_an_admin_edit_that_keeps_the_password_keeps_the_tokens(carol: User, alice: User) -> None:
