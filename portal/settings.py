@@ -151,16 +151,14 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-_cache_url = env_secret("PADDLECLOUD_CACHE_URL")
+PADDLECLOUD_CACHE_URL = env_secret("PADDLECLOUD_CACHE_URL")
+# Values are JSON, never pickles (portal/cache.py): whoever can write an entry cannot make the portal run code.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
-        if _cache_url
+        {"BACKEND": "portal.cache.RedisCache", "LOCATION": PADDLECLOUD_CACHE_URL}
+        if PADDLECLOUD_CACHE_URL
         # File-based so login throttling is shared by every web worker on one host.
-        else {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-            "LOCATION": str(VAR_DIR / "cache"),
-        }
+        else {"BACKEND": "portal.cache.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}
     )
 }
 
@@ -215,8 +213,11 @@ PADDLECLOUD_INSTANCE = env_str("PADDLECLOUD_INSTANCE", "")
 PADDLECLOUD_SIGNUP_ENABLED = env_bool("PADDLECLOUD_SIGNUP_ENABLED", True)
 PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL = env_bool("PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL", False)
 PADDLECLOUD_TOKEN_TTL_DAYS = env_int("PADDLECLOUD_TOKEN_TTL_DAYS", 30, minimum=1)
-# Failed logins allowed per client address and per username (portal/accounts/throttle.py).
+# Failed logins allowed (portal/accounts/throttle.py): per (client address, username), per username
+# from anywhere, and per client address over all usernames (high: many users may share one address).
 PADDLECLOUD_LOGIN_RATE = env_str("PADDLECLOUD_LOGIN_RATE", "10/min")
+PADDLECLOUD_LOGIN_USER_RATE = env_str("PADDLECLOUD_LOGIN_USER_RATE", "30/min")
+PADDLECLOUD_LOGIN_ADDRESS_RATE = env_str("PADDLECLOUD_LOGIN_ADDRESS_RATE", "100/min")
 # Proxies in front of the portal that append to X-Forwarded-For; 0 believes only the socket's address.
 PADDLECLOUD_TRUSTED_PROXIES = env_int("PADDLECLOUD_TRUSTED_PROXIES", 0, minimum=0)
 PADDLECLOUD_PUBLIC_URL = env_str("PADDLECLOUD_PUBLIC_URL", "http://127.0.0.1:8000")
@@ -236,6 +237,7 @@ EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "paddlecloud@localhost")
 # Webhooks go to public addresses only unless this is true (a portal on a private network).
 PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = env_bool("PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE", False)
+# One deadline for each POST, from connect to the end of the answer (portal/notifications/webhook.py).
 PADDLECLOUD_WEBHOOK_TIMEOUT = env_int("PADDLECLOUD_WEBHOOK_TIMEOUT", 10, minimum=1)
 
 # --- REST framework ---------------------------------------------------------------------------
@@ -282,6 +284,13 @@ if not _broker_url:
         "control_folder": str(_control),
     }
 CELERY_TASK_IGNORE_RESULT = True
+# Notifications go to a queue of their own (`<default queue>-notify`, its own worker process): a slow
+# webhook receiver never holds a slot that starts jobs.
+CELERY_TASK_ROUTES = ["portal.notifications.tasks.route"]
+# Messages are JSON only: a message someone else put on the broker is never unpickled.
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True  # a worker killed mid-task leaves the message for the next one
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -40,6 +40,7 @@ urlpatterns = [
     path("signup/", accounts_views.signup, name="signup"),
     path("profile/", accounts_views.profile, name="profile"),
     path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
+    path("profile/password/", accounts_views.password_change, name="password-change"),
     path("jobs/", include("jobs.page_urls")),
     path("files/", storage_views.browser, name="file-browser"),
     path("files/mkdir", storage_views.make_folder, name="file-mkdir"),

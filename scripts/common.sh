@@ -61,9 +61,14 @@ start_portal() {
     --access-logfile -
 }
 
+# Two workers: `worker` (with beat) starts and follows jobs on the default queue `celery`; `notify`
+# sends job-end notifications from `celery-notify` (portal/notifications/tasks.py) with slots of its
+# own, so a webhook receiver that answers slowly never holds a job's slot.
 start_worker() {
   start_bg worker .venv/bin/celery -A portal worker -B -s "$VAR_DIR/celery/beat-schedule" \
-    --concurrency 2 -l info -n "paddlecloud@%h"
+    -Q celery --concurrency 2 -l info -n "paddlecloud@%h"
+  start_bg notify .venv/bin/celery -A portal worker -Q celery-notify --pool threads --concurrency 4 \
+    -l info -n "notify@%h"
 }
 
 wait_for_portal() {  # until OUR portal answers on 127.0.0.1:$PORT; anything else there stops the run

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: bootstrap, start the portal and a Celery worker (with beat) in the background on the
-# embedded defaults, then run the example training job end to end through the portal.
+# `make run`: bootstrap, start the portal and the Celery workers (jobs, with beat; notifications) in
+# the background on the embedded defaults, then run the example training job end to end through the portal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -18,4 +18,4 @@ fi
 creds=$(.venv/bin/python -c "import json,sys; d=json.load(open('$VAR_DIR/demo-credentials.json')); print(d['username'], d['password'])")
 echo
 echo "PaddleCloud is running at $PORTAL_URL/ (log in as: $creds)"
-echo "Logs: $VAR_DIR/log/portal.log, $VAR_DIR/log/worker.log. Stop with: make stop"
+echo "Logs: $VAR_DIR/log/portal.log, $VAR_DIR/log/worker.log, $VAR_DIR/log/notify.log. Stop with: make stop"

@@ -13,6 +13,8 @@ from urllib.parse import quote
 from django.conf import settings
 from django.db import connection
 
+from portal.notifications.tasks import notify_queue
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -60,9 +62,12 @@ def start_worker(
     beat: bool = False,
     extra_env: dict[str, str] | None = None,
     concurrency: int = 1,
+    notifications: bool = True,
 ) -> WorkerProcess:
+    """A worker on `queue` (this run's default queue), and this run's notifications' queue too unless told not."""
     # Set by tests/settings.py; mypy types `settings` from portal/settings.py, which leaves it to Celery.
     queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE  # type: ignore[misc]
+    queues = f"{queue},{notify_queue()}" if notifications and queue != notify_queue() else queue
     env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     log_path = log_dir / f"worker-{queue}.log"
     args = [
@@ -73,7 +78,7 @@ def start_worker(
         "portal",
         "worker",
         "-Q",
-        queue,
+        queues,
         "-c",
         str(concurrency),
         "--pool",

@@ -7,3 +7,8 @@ class AccountsConfig(AppConfig):
     name = "portal.accounts"
     label = "accounts"
     verbose_name = "Accounts and API tokens"
+
+    def ready(self) -> None:
+        from portal.accounts import signals  # noqa: PLC0415 - models must be loaded first
+
+        signals.connect()

@@ -1,10 +1,15 @@
 """Login throttling: one rule for the API, the login page and the admin login.
 
-Failed logins are counted per client address and per username in the default cache (Redis when
-PADDLECLOUD_CACHE_URL is set, so every web host shares them). When either count reaches the
-PADDLECLOUD_LOGIN_RATE limit within its window, further logins are refused before any password is
-checked. A successful login clears its username's count; the address count is left alone, so an
-attacker who owns one account cannot wipe the count of the guesses they make at others.
+Failed logins are counted in the default cache (Redis when PADDLECLOUD_CACHE_URL is set, so every
+web host shares them) three ways, each with its own rate:
+- per (client address, username), PADDLECLOUD_LOGIN_RATE: one guesser at one account;
+- per username from any address, PADDLECLOUD_LOGIN_USER_RATE (higher): guesses spread over addresses;
+- per client address over all usernames, PADDLECLOUD_LOGIN_ADDRESS_RATE (much higher): spraying. It is
+  high so that made-up usernames from a shared address (127.0.0.1 in the embedded portal, a NAT)
+  cannot lock out everyone else there.
+When a count reaches its rate within its window, further logins it covers are refused before any
+password is checked. A successful login clears its username's two counts; the address count is left
+alone, so an attacker who owns one account cannot wipe the count of the guesses they make at others.
 """
 
 from __future__ import annotations
@@ -47,10 +52,16 @@ def client_address(request: HttpRequest) -> str:
     return str(request.META.get("REMOTE_ADDR", ""))[:64]
 
 
-def _keys(request: HttpRequest, username: str) -> list[str]:
+def _counters(request: HttpRequest, username: str) -> list[tuple[str, str]]:
+    """(cache key, rate) of each count a failed login of `username` from this request adds to."""
     # Hashed: a username may hold any character, and cache keys must not.
-    user_hash = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return [f"login-failures:addr:{client_address(request)}", f"login-failures:user:{user_hash}"]
+    user = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    address = client_address(request)
+    return [
+        (f"login-failures:addr:{address}", settings.PADDLECLOUD_LOGIN_ADDRESS_RATE),
+        (f"login-failures:user:{user}", settings.PADDLECLOUD_LOGIN_USER_RATE),
+        (f"login-failures:addr-user:{address}:{user}", settings.PADDLECLOUD_LOGIN_RATE),
+    ]
 
 
 def _recent(key: str, now: float, window: int) -> list[float]:
@@ -59,10 +70,10 @@ def _recent(key: str, now: float, window: int) -> list[float]:
 
 def wait_seconds(request: HttpRequest, username: str) -> int | None:
     """Seconds until this address and username may try again, or None if they may now."""
-    limit, window = parse_rate(settings.PADDLECLOUD_LOGIN_RATE)
     now = time.time()
     waits = []
-    for key in _keys(request, username):
+    for key, rate in _counters(request, username):
+        limit, window = parse_rate(rate)
         failures = _recent(key, now, window)
         if len(failures) >= limit:
             waits.append(failures[-limit] + window - now)
@@ -70,15 +81,15 @@ def wait_seconds(request: HttpRequest, username: str) -> int | None:
 
 
 def record_failure(request: HttpRequest, username: str) -> None:
-    limit, window = parse_rate(settings.PADDLECLOUD_LOGIN_RATE)
     now = time.time()
-    for key in _keys(request, username):
+    for key, rate in _counters(request, username):
+        limit, window = parse_rate(rate)
         # Only the newest `limit` failures matter, so the list never grows past that.
         cache.set(key, [*_recent(key, now, window), now][-limit:], window)
 
 
 def record_success(request: HttpRequest, username: str) -> None:
-    cache.delete(_keys(request, username)[1])
+    cache.delete_many([key for key, _ in _counters(request, username)[1:]])
 
 
 REASON = "Login throttled: too many failed logins for this account or from this address."

@@ -17,6 +17,8 @@ from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from jobs.models import Job
@@ -119,6 +121,7 @@ def _user(request: HttpRequest) -> User:
     return request.user
 
 
+@never_cache  # it shows the API token: no browser or proxy keeps a copy (Cache-Control: no-store)
 @login_required
 def profile(request: HttpRequest) -> HttpResponse:
     token = current_token(_user(request))
@@ -141,3 +144,18 @@ def regenerate(request: HttpRequest) -> HttpResponse:
     regenerate_token(_user(request))
     messages.success(request, "A new API token was issued; the old ones no longer work.")
     return redirect("profile")
+
+
+class PasswordChange(auth_views.PasswordChangeView):
+    """Django's page (this browser stays logged in); the save revokes the tokens (portal/accounts/signals.py)."""
+
+    template_name = "accounts/password_change.html"
+    success_url = reverse_lazy("profile")
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        messages.success(self.request, "Password changed. Your old API tokens and other sessions no longer work.")
+        return response
+
+
+password_change = never_cache(PasswordChange.as_view())

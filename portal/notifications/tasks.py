@@ -1,10 +1,15 @@
-"""Celery tasks: create a finished job's deliveries, then send each one, retrying with backoff."""
+"""Celery tasks: create a finished job's deliveries, then send each one, retrying with backoff.
+
+They run on a queue of their own (notify_queue), consumed by a worker process of its own, so a slow
+receiver holds only notification slots, never the ones that start and follow jobs.
+"""
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
-from celery import shared_task
+from celery import current_app, shared_task
 from django.db import transaction
 
 from portal.notifications import services
@@ -34,3 +39,13 @@ def send_delivery(delivery_id: int) -> None:
 def enqueue_job_ended(job_id: int) -> None:
     """Called where a job reaches a terminal state: once its transaction commits."""
     transaction.on_commit(lambda: job_ended.delay(job_id))
+
+
+def notify_queue() -> str:
+    """The notifications' queue: named from the default queue (`celery-notify`; per test run in the tests)."""
+    return f"{current_app.conf.task_default_queue}-notify"
+
+
+def route(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **extra: Any) -> dict[str, str] | None:
+    """Celery router (settings.CELERY_TASK_ROUTES): every notifications.* task to notify_queue()."""
+    return {"queue": notify_queue()} if name.startswith("notifications.") else None

@@ -3,19 +3,28 @@
 The name is resolved once, every address it gives must be public (unless the operator allows
 private ones: PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE), and the connection goes to that checked address
 (with the URL's Host and TLS name), so a name that re-resolves to 127.0.0.1 between the check and
-the connection (DNS rebinding) reaches nothing new. No redirects, a bounded timeout, a bounded answer.
+the connection (DNS rebinding) reaches nothing new. No redirects, a bounded answer, and one deadline
+for the whole POST, from connect to the end of the answer: a receiver that trickles its answer a
+byte at a time (each read in time) is cut there, so it holds a worker slot for at most that long.
 """
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import certifi
-import urllib3
+
+ANSWER_LIMIT = 64 * 1024  # bytes of the answer's body read (it is not used)
 
 
 class WebhookRefused(Exception):
@@ -26,13 +35,32 @@ class WebhookTransient(Exception):
     """Worth retrying later: no connection, a timeout, a 5xx or 429."""
 
 
+# IPv6 forms that carry an IPv4 address in their low 32 bits: IPv4-compatible (::a.b.c.d, deprecated)
+# and the well-known NAT64 prefix (RFC 6052). A host or gateway that speaks them reaches that IPv4 address.
+_LOW_32_BITS_CARRY_IPV4 = (ipaddress.IPv6Network("::/96"), ipaddress.IPv6Network("64:ff9b::/96"))
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address stands for: mapped, compatible, NAT64, 6to4, Teredo; [] if none."""
+    if ip.ipv4_mapped:
+        return [ip.ipv4_mapped]
+    if ip.sixtofour:
+        return [ip.sixtofour]
+    if ip.teredo:
+        return list(ip.teredo)  # the relay server and the client's own address
+    if any(ip in network for network in _LOW_32_BITS_CARRY_IPV4):
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    return []
+
+
 def _allowed(address: str, allow_private: bool) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    if ip.is_unspecified or ip.is_multicast:
+    # Decide on where the packets really go: an IPv6 form of 127.0.0.1 is 127.0.0.1.
+    embedded = embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else []
+    targets: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [*embedded] or [ip]
+    if any(target.is_unspecified or target.is_multicast for target in targets):
         return False
-    return allow_private or ip.is_global
+    return allow_private or all(target.is_global for target in targets)
 
 
 def resolve_checked(host: str, port: int, allow_private: bool) -> str:
@@ -49,38 +77,65 @@ def resolve_checked(host: str, port: int, allow_private: bool) -> str:
     return addresses[0]
 
 
+@contextmanager
+def _cut_at(sock: socket.socket, deadline: float) -> Iterator[None]:
+    """Shut the connection down at the deadline: every read or write on it (TLS included) then ends at once."""
+    # A duplicate descriptor of the same connection: TLS takes the original over (detaches it), and a
+    # shutdown through any descriptor ends the connection for all of them.
+    cutter = sock.dup()
+
+    def cut() -> None:
+        with suppress(OSError):  # already closed: the POST ended in time
+            cutter.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
+        cutter.close()
+
+
+def _exchange(sock: socket.socket, parts: SplitResult, body: bytes) -> int:
+    """Send the POST on a connected socket; the answer's status (its body read up to ANSWER_LIMIT)."""
+    connection = http.client.HTTPConnection(parts.hostname or "")
+    connection.sock = sock  # already connected to the checked address: http.client never resolves
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {"Host": parts.netloc, "Content-Type": "application/json", "User-Agent": "PaddleCloud-webhook/1"}
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read(ANSWER_LIMIT)
+        return response.status
+    finally:
+        connection.close()
+
+
+def _post(address: str, parts: SplitResult, body: bytes, deadline: float) -> int:
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    raw = socket.create_connection((address, port), timeout=max(0.001, deadline - time.monotonic()))
+    with raw, _cut_at(raw, deadline):
+        sock = raw
+        if parts.scheme == "https":
+            context = ssl.create_default_context(cafile=certifi.where())
+            sock = context.wrap_socket(raw, server_hostname=parts.hostname)
+        return _exchange(sock, parts, body)
+
+
 def post_json(url: str, body: dict[str, Any], *, timeout: float, allow_private: bool) -> int:
-    """POST `body` to `url`; the status code of a 2xx answer, else WebhookRefused or WebhookTransient."""
+    """POST `body` to `url` within `timeout` seconds in all; a 2xx status, else WebhookRefused or WebhookTransient."""
+    deadline = time.monotonic() + timeout
     parts = urlsplit(url)
     host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = resolve_checked(host, port, allow_private)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = {
-        "Host": parts.netloc,
-        "Content-Type": "application/json",
-        "User-Agent": "PaddleCloud-webhook/1",
-    }
-    pool_timeout = urllib3.Timeout(connect=timeout, read=timeout)
-    pool: urllib3.HTTPConnectionPool
-    if parts.scheme == "https":
-        pool = urllib3.HTTPSConnectionPool(
-            address, port, timeout=pool_timeout, retries=False, server_hostname=host, assert_hostname=host,
-            cert_reqs="CERT_REQUIRED", ca_certs=certifi.where(),
-        )
-    else:
-        pool = urllib3.HTTPConnectionPool(address, port, timeout=pool_timeout, retries=False)
+    address = resolve_checked(host, parts.port or (443 if parts.scheme == "https" else 80), allow_private)
     try:
-        with pool:
-            response = pool.urlopen(
-                "POST", path, body=json.dumps(body).encode(), headers=headers, redirect=False,
-                assert_same_host=False, preload_content=False,
-            )
-            response.read(64 * 1024)  # bounded: the answer's body is not used
-            response.release_conn()
-    except urllib3.exceptions.HTTPError as exc:
+        status = _post(address, parts, json.dumps(body).encode(), deadline)
+    except (OSError, http.client.HTTPException) as exc:
+        if time.monotonic() >= deadline:
+            raise WebhookTransient(f"POST {host}: no complete answer within {timeout:g} s") from None
         raise WebhookTransient(f"POST {host}: {type(exc).__name__}") from None
-    status = response.status
     if 200 <= status < 300:
         return status
     if status >= 500 or status == 429:

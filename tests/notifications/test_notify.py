@@ -183,6 +183,30 @@ def test_private_and_special_addresses_are_refused(address: str) -> None:
         webhook.resolve_checked(address, 80, allow_private=False)
 
 
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::127.0.0.1", "::ffff:127.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::1",  # loopback, four ways
+        "::ffff:10.0.0.1", "::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1",  # private, metadata
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, whose client is 127.0.0.1
+    ],
+)  # fmt: skip
+def test_ipv6_forms_of_a_private_ipv4_address_are_refused(address: str) -> None:
+    assert not webhook._allowed(address, allow_private=False)
+    with pytest.raises(webhook.WebhookRefused):
+        webhook.resolve_checked(address, 80, allow_private=False)
+
+
+@pytest.mark.parametrize("address", ["::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2606:4700::1111"])
+def test_ipv6_forms_of_a_public_address_pass(address: str) -> None:
+    assert webhook._allowed(address, allow_private=False)
+
+
+@pytest.mark.parametrize("address", ["::ffff:224.0.0.1", "64:ff9b::", "2002:e000:1::1", "::"])
+def test_an_embedded_multicast_or_unspecified_address_is_refused_even_where_private_is_allowed(address: str) -> None:
+    assert not webhook._allowed(address, allow_private=True)
+
+
 def test_a_name_that_resolves_to_loopback_is_refused() -> None:
     with pytest.raises(webhook.WebhookRefused, match="localhost resolves to"):
         webhook.resolve_checked("localhost", 80, allow_private=False)

@@ -148,3 +148,12 @@ def test_no_template_has_inline_script_or_style() -> None:
             continue
         assert "<script>" not in text and "<style" not in text and "style=" not in text, template
         assert " on" + "click=" not in text and "javascript:" not in text, template
+
+
+def test_the_pages_that_show_the_token_or_take_a_password_are_never_cached(alice: User) -> None:
+    client = Client()
+    assert client.login(username="alice", password=PASSWORD)
+    for page in ("/profile/", "/profile/password/"):
+        response = client.get(page)
+        assert response.status_code == 200, page
+        assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"], page

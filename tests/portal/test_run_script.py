@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 from django.test import Client, override_settings
 
+from tests.wait import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_script(snippet: str, port: int, var_dir: Path) -> subprocess.CompletedProcess[str]:
+def run_script(snippet: str, port: int, var_dir: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     """Run part of scripts/common.sh as run.sh does, on this port and var directory."""
-    env = {**os.environ, "PADDLECLOUD_PORT": str(port), "PADDLECLOUD_VAR_DIR": str(var_dir)}
+    env = {**os.environ, "PADDLECLOUD_PORT": str(port), "PADDLECLOUD_VAR_DIR": str(var_dir), **extra}
     env.pop("PADDLECLOUD_PUBLIC_URL", None)
     return subprocess.run(["bash", "-c", f"set -euo pipefail; source scripts/common.sh; {snippet}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
@@ -151,3 +155,28 @@ def test_a_generated_secret_readable_by_others_stops_the_portal(tmp_path: Path) 
     result = check({"DEBUG": "false", "PADDLECLOUD_EMBEDDED": "true"}, tmp_path)
     assert result.returncode != 0
     assert "paddlecloud.E003" in result.stderr and "chmod 600" in result.stderr
+
+
+def consumed_queues(log: Path) -> list[str] | None:
+    """The queues a Celery worker's start banner lists, once it says it is ready; None before."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if " ready." not in text:
+        return None
+    return re.findall(r"^\s*\.> (\S+)\s", text, flags=re.MULTILINE)
+
+
+@pytest.mark.celery
+def test_make_run_starts_a_notifications_worker_of_its_own_and_make_stop_stops_it(tmp_path: Path) -> None:
+    database = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}  # not the developer's
+    try:
+        started = run_script("start_worker", 8000, tmp_path, **database)
+        assert started.returncode == 0, started.stderr
+        logs = {name: tmp_path / "log" / f"{name}.log" for name in ("worker", "notify")}
+        queues = {name: wait_for(partial(consumed_queues, log), f"the {name} worker to start", 60)
+                  for name, log in logs.items()}  # fmt: skip
+        assert queues == {"worker": ["celery"], "notify": ["celery-notify"]}
+    finally:
+        stopped = run_script("scripts/stop.sh", 8000, tmp_path, **database)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "notify stopped" in stopped.stdout and "worker stopped" in stopped.stdout
+    assert not list((tmp_path / "run").glob("*.pid"))
