@@ -142,6 +142,15 @@ class PfsStorage(FileSystemStorage):
         with self._parent_fd(name) as (parent, base):
             return os.open(base, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
 
+    def open_file(self, area: str, parts: Sequence[str], flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+        """A regular file area/parts opened with no link followed at any step (RESOLVE_NO_SYMLINKS by fd walk).
+
+        For files a job writes and the portal opens by a known path (its logs): unlike `resolve`, even a
+        link that stays inside the area is refused (ELOOP), and a FIFO, socket or device is NotRegularFile.
+        """
+        with self._dir_fd(area) as top:
+            return beneath.open_file_beneath(top, parts, flags, mode)
+
     # --- Django's Storage API -----------------------------------------------------------------
 
     def _open(self, name: str, mode: str = "rb") -> File[Any]:

@@ -68,41 +68,51 @@ def open_dir_beneath(top: int, parts: Sequence[str]) -> int:
     return fd
 
 
-def open_regular(parent: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
-    """Open `name` in `parent` as a regular file, never following it nor opening a FIFO, socket or device.
+def _probe(parent: int, name: str, creating: bool) -> os.stat_result | None:
+    """What `name` is, seen through an O_PATH descriptor (which opens nothing); None if missing and creating.
 
-    It is first opened with O_PATH (which opens nothing: no FIFO waits, no device driver runs) to see
-    what it is; then opened for real and checked to be that same file, in case it was swapped between.
-    With O_CREAT a missing file is created.
+    Refuses what is not a regular file: a directory (EISDIR), a link (ELOOP), anything else (NotRegularFile).
     """
     try:
         probe = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     except FileNotFoundError:
-        if not flags & os.O_CREAT:
-            raise
-        probe = None
-    expected = None
-    if probe is not None:
-        try:
-            expected = os.fstat(probe)
-        finally:
-            os.close(probe)
-        if not stat.S_ISREG(expected.st_mode):
-            if stat.S_ISDIR(expected.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "is a directory", name)
-            raise NotRegularFile(name, describe(expected.st_mode))
+        if creating:
+            return None
+        raise
+    try:
+        st = os.fstat(probe)
+    finally:
+        os.close(probe)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", name)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "is a symlink; not followed", name)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(name, describe(st.st_mode))
+    return st
+
+
+def open_regular(parent: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+    """Open `name` in `parent` as a regular file, never following it nor opening a FIFO, socket or device.
+
+    It is first looked at through O_PATH (no FIFO waits, no device driver runs) to see what it is; then
+    opened for real, non-blocking, and checked to be that same file, in case it was swapped between.
+    With O_CREAT a missing file is created.
+    """
+    expected = _probe(parent, name, creating=bool(flags & os.O_CREAT))
+    swapped = "something else now (it was replaced while being opened)"
     safe = flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(name, safe, mode, dir_fd=parent)
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.ELOOP, errno.EISDIR):
-            raise NotRegularFile(name, "something else now (it was replaced while being opened)") from None
+            raise NotRegularFile(name, swapped) from None
         raise
     opened = os.fstat(fd)
     same = expected is None or (opened.st_dev, opened.st_ino) == (expected.st_dev, expected.st_ino)
     if not (stat.S_ISREG(opened.st_mode) and same):
         os.close(fd)
-        raise NotRegularFile(name, "something else now (it was replaced while being opened)")
+        raise NotRegularFile(name, swapped)
     if not flags & os.O_NONBLOCK:
         os.set_blocking(fd, True)
     return fd
