@@ -17,11 +17,13 @@ import stat
 from typing import IO
 
 from paddlecloud import logtimes
+from paddlecloud.contract import quantity
 from paddlecloud.contract.quantity import quote
 
 from jobs.engines.base import LogChunk, TransientEngineError
 from jobs.errors import LogRefused
 from jobs.models import Job, Worker
+from portal.datacenters.models import Datacenter
 from portal.errors import Forbidden, Invalid
 from storage import backends, paths
 from storage.backends import storage_for
@@ -44,6 +46,11 @@ def parse_cursor(cursor: str | None) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= _MAX_CURSOR_DIGITS):
         raise Invalid(f"{quote(cursor)} is not a cursor returned by this API", "cursor")
     return int(text)
+
+
+def log_limit(datacenter: Datacenter) -> int:
+    """The datacenter's job log limit in bytes: both engines pass it as PADDLECLOUD_LOG_LIMIT (logcap)."""
+    return int(quantity.parse(datacenter.job_log_limit, quantity.STORAGE, "job_log_limit"))
 
 
 def log_parts(job: Job, worker: str, file_name: str = "log.txt") -> list[str]:

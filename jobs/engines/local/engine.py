@@ -24,7 +24,7 @@ from jobs import gpus, packages, runtimes
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
 from jobs.engines.local import processes, sandbox
 from jobs.engines.local import world as local_world
-from jobs.logfiles import open_log_fd, parse_cursor, read_log_file
+from jobs.logfiles import log_limit, open_log_fd, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 from storage import places
 
@@ -150,6 +150,7 @@ class LocalEngine(Engine):
                 entry=spec["entry"],
                 output_dir=output,
                 passes=spec.get("passes", 1),
+                log_limit=log_limit(self.datacenter),
             ).to_env()
         )
         if role == Role.TRAINER:
