@@ -16,7 +16,7 @@ import secrets
 import stat
 from typing import IO
 
-from paddlecloud import logtimes
+from paddlecloud import logcap, logtimes
 from paddlecloud.contract import quantity
 from paddlecloud.contract.quantity import quote
 
@@ -122,7 +122,8 @@ def open_times(job: Job, worker: str) -> IO[bytes] | None:
 
 
 def write_archive(job: Job, worker: str, data: bytes) -> bool:
-    """Keep `data` as the worker's log unless the file there is as long already; atomic, beneath the root.
+    """Keep `data` as the worker's log unless the file there is as long already (or holds the log limit's
+    head: the launcher capped it); atomic, beneath the root, and capped at the limit as the launcher caps.
 
     The folders are made and the file written without following a link (a job may have swapped one
     in to steer the portal's write elsewhere); such a log is left alone and reported. True if written.
@@ -132,17 +133,18 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
         storage, name = target.storage, target.name
         folder = name.rsplit("/", 1)[0]
         storage.makedirs(folder)
+        limit = log_limit(job.datacenter)
         try:
             current = storage.lstat(name)
-            if stat.S_ISREG(current.st_mode) and current.st_size >= len(data):
+            if stat.S_ISREG(current.st_mode) and current.st_size >= min(len(data), limit // 2):
                 return False  # the launcher's own copy is whole (the kubelet may have rotated the pod log)
         except FileNotFoundError:
             pass
         temp = f"{folder}/.log-{secrets.token_hex(8)}.tmp"
-        fd = storage.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = storage.open_fd(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
+            with os.fdopen(fd, "r+b", buffering=0) as out:
+                logcap.CappedLog(out, None, limit).write(data)
             storage.replace(temp, name)  # a link at `name` is replaced, never written through
         except BaseException:
             with contextlib.suppress(OSError):

@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from jobs.engines.local.engine import LocalEngine
-from jobs.logfiles import open_log, open_log_fd
+from jobs.logfiles import open_log, open_log_fd, write_archive
 from jobs.models import Job, JobState, Worker
 from portal.datacenters.models import Datacenter
 from storage.beneath import NotRegularFile
@@ -135,3 +135,14 @@ def test_a_plain_log_opens_and_a_missing_one_is_none(job: Job, local_dc: Datacen
     assert handle is not None
     with handle:
         assert handle.read() == b"step 1\n"
+
+
+def test_an_archived_pod_log_is_capped_like_the_launchers_copy(job: Job, local_dc: Datacenter) -> None:
+    Datacenter.objects.filter(pk=local_dc.pk).update(job_log_limit="1Mi")
+    job.refresh_from_db()
+    pod_log = b"".join(b"pod line %08d\n" % number for number in range(200_000))  # 4.4 MB
+    assert write_archive(job, "trainer-0", pod_log)
+    kept = (log_dir(local_dc, job) / "log.txt").read_bytes()
+    assert len(kept) <= 1024 * 1024 + 120 and kept.startswith(b"pod line 00000000\n")
+    assert kept.endswith(b"pod line 00199999\n") and b"bytes of output here (log limit 1.0 MiB)" in kept
+    assert not write_archive(job, "trainer-0", pod_log)  # a copy as long as the limit keeps is whole
