@@ -50,7 +50,8 @@ def parse_cursor(cursor: str | None) -> int:
 
 def log_limit(datacenter: Datacenter) -> int:
     """The datacenter's job log limit in bytes: both engines pass it as PADDLECLOUD_LOG_LIMIT (logcap)."""
-    return int(quantity.parse(datacenter.job_log_limit, quantity.STORAGE, "job_log_limit"))
+    # Never below what the launcher keeps anyway: a 0 would be a bad PADDLECLOUD_LOG_LIMIT for every job.
+    return max(int(quantity.parse(datacenter.job_log_limit, quantity.STORAGE, "job_log_limit")), logcap.MIN_LIMIT)
 
 
 def log_parts(job: Job, worker: str, file_name: str = "log.txt") -> list[str]:

@@ -56,7 +56,9 @@ class CappedLog:
     def write(self, data: bytes) -> None:
         if self._times is not None:
             self._times.note(len(data))
-        self._log.write(data)
+        view = memoryview(data)
+        while view:  # an unbuffered write may take less than it was given
+            view = view[self._log.write(view) :]
         self.size += len(data)
         if self.limit is not None and self.size > self.limit:
             self._drop_oldest_tail()

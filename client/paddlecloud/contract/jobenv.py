@@ -43,9 +43,9 @@ VARIABLES = """\
 ``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names and for every
                                    pserver to accept TCP before a trainer starts
 ``PADDLECLOUD_POD_IP``             optional: this process's IP (k8s: downward API status.podIP)
-``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (at least 65536); past
-                                   it the head and the end are kept with a line saying how much
-                                   was dropped between them (the datacenter's job log limit)
+``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (less counts as 65536);
+                                   past it the head and the end are kept with a line saying how
+                                   much was dropped between them (the datacenter's job log limit)
 =================================  =========================================================
 """
 
