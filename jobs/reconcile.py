@@ -204,7 +204,7 @@ def stuck_submissions() -> list[int]:
 
 QUOTA_CHECK_SECONDS = 5  # a user with a started job has their home measured at most this often
 QUOTA_CYCLE_SECONDS = 2.0  # measuring stops for one cycle after this long; the others wait for the next
-QUOTA_WALK_SECONDS = 10.0  # one home's walk stops after this long (its counts are then lower bounds)
+QUOTA_WALK_SECONDS = 5.0  # one home's walk stops after this long (its counts are then lower bounds)
 
 
 def enforce_storage_quota() -> list[int]:
