@@ -206,7 +206,8 @@ class PfsStorage(FileSystemStorage):
     def walk(self, name: str) -> Iterator[Entry]:
         """Every entry below a directory, depth first in name order, entry names relative to it.
 
-        Symlinked directories are listed, never entered. Memory holds one directory per level.
+        Symlinked directories are listed, never entered. Memory holds one directory per level; at most
+        beneath.OPEN_WINDOW descriptors are open however deep the tree (no recursion either).
         """
         with self._dir_fd(name) as top:
             descent = beneath.Descent(top)
