@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from tests.storage.conftest import HOME
+from tests.storage.conftest import HOME, start, upload_file
 
 OPERATIONS = ("stat", "ls", "download", "rm")
 
@@ -187,3 +187,15 @@ def test_a_folder_swapped_with_a_link_is_not_entered(alice_api: APIClient, home:
         thread.join(5)
     assert all(code < 500 for code in codes), codes
     assert (outside / "keep.txt").read_bytes() == b"keep"
+
+
+def test_an_upload_onto_a_socket_or_below_a_fifo_gets_a_named_answer(
+    alice_api: APIClient, home: Path, unix_socket: Path
+) -> None:
+    os.mkfifo(home / "pipe")
+    below = start(alice_api, f"{HOME}/pipe/file.txt", b"data")
+    assert below.status_code == 409 and below.json()["code"] == "not_a_directory", below.json()
+    replaced = upload_file(alice_api, f"{HOME}/server.sock", b"data")
+    assert replaced.status_code in (200, 409), replaced.json()
+    if replaced.status_code == 200:
+        assert (home / "server.sock").read_bytes() == b"data"
