@@ -1,9 +1,9 @@
 """Read a job's log after a cursor (a byte offset), whole lines only, so a follower never misses or repeats one.
 
-Logs lie in the job owner's home, where the job itself writes. Each is opened as the files API opens
-files (storage.paths, then beneath the storage root with O_NOFOLLOW): a job that puts a symlink (or a
-FIFO, or a directory) at its log.txt gets a 403 naming the rule, noted in the worker's message, and
-never a window on another file.
+Logs lie in the job owner's home, where the job itself writes. Each is opened from the home's
+descriptor one folder at a time with O_NOFOLLOW (`open_log_fd`, the one way the API and the local
+engine open them): a job that puts a symlink (or a FIFO, or a directory) at its log.txt or at a folder
+on its path gets a 403 naming the rule, noted in the worker's message, and never a window on another file.
 """
 
 from __future__ import annotations
@@ -16,14 +16,18 @@ import secrets
 import stat
 from typing import IO
 
-from paddlecloud import logtimes
+from paddlecloud import logcap, logtimes
+from paddlecloud.contract import quantity
 from paddlecloud.contract.quantity import quote
 
 from jobs.engines.base import LogChunk, TransientEngineError
 from jobs.errors import LogRefused
 from jobs.models import Job, Worker
+from portal.datacenters.models import Datacenter
 from portal.errors import Forbidden, Invalid
-from storage import paths
+from storage import backends, paths
+from storage.backends import storage_for
+from storage.beneath import NotRegularFile
 from storage.errors import StorageUnavailable, raise_os_error
 
 MAX_CHUNK = 256 * 1024
@@ -42,6 +46,12 @@ def parse_cursor(cursor: str | None) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= _MAX_CURSOR_DIGITS):
         raise Invalid(f"{quote(cursor)} is not a cursor returned by this API", "cursor")
     return int(text)
+
+
+def log_limit(datacenter: Datacenter) -> int:
+    """The datacenter's job log limit in bytes: both engines pass it as PADDLECLOUD_LOG_LIMIT (logcap)."""
+    # Never below what the launcher keeps anyway: a 0 would be a bad PADDLECLOUD_LOG_LIMIT for every job.
+    return max(int(quantity.parse(datacenter.job_log_limit, quantity.STORAGE, "job_log_limit")), logcap.MIN_LIMIT)
 
 
 def log_parts(job: Job, worker: str, file_name: str = "log.txt") -> list[str]:
@@ -63,23 +73,36 @@ class _Unsafe(Exception):
     """The file's path or the file itself may not be read (a link, not a regular file)."""
 
 
+def open_log_fd(job: Job, worker: str, flags: int, file_name: str = "log.txt") -> int:
+    """A worker's log file opened beneath its owner's home with no link followed at any step (see storage.beneath).
+
+    The home's descriptor is the start and each folder is opened from the one before with O_NOFOLLOW:
+    a link a job planted at the file or at any folder on the way (even one pointing inside the home),
+    or swapped in while this runs, is ELOOP; a FIFO, socket or device is NotRegularFile and is never
+    opened; a missing storage mount is FileNotFoundError. Nothing is checked first and opened after.
+    """
+    try:
+        home = paths.home_of(job.owner.get_username())
+        return storage_for(job.datacenter).open_file(home, log_parts(job, worker, file_name), flags)
+    except backends.StorageUnavailable as exc:
+        raise FileNotFoundError(errno.ENOENT, "the datacenter's storage is not mounted", str(exc)) from None
+
+
 def _open_beneath(job: Job, worker: str, file_name: str) -> IO[bytes] | None:
+    logical = "/".join([paths.home_logical(job.owner, job.datacenter), *log_parts(job, worker, file_name)])
     try:
-        target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker, file_name), follow_last=False)
-    except Forbidden as exc:  # a folder on the way is a link out of the home
-        raise _Unsafe(exc.message) from None
-    try:
-        opened = target.storage.open(target.name, "rb")
+        fd = open_log_fd(job, worker, os.O_RDONLY, file_name)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError:
-        raise _Unsafe(f"{target.logical} is not a regular file") from None
+        raise _Unsafe(f"{logical} is a directory, not a regular file") from None
+    except NotRegularFile as exc:
+        raise _Unsafe(f"{logical} is {exc.what}, not a regular file") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link (EMLINK on the BSDs)
-            raise _Unsafe(f"{target.logical} is a symbolic link, which is not followed") from None
-        raise_os_error(exc, target.logical)
-    handle: IO[bytes] = opened.file  # type: ignore[assignment]
-    return handle
+            raise _Unsafe(f"{logical}: {exc.filename} is a symbolic link, which is not followed") from None
+        raise_os_error(exc, logical)
+    return os.fdopen(fd, "rb")
 
 
 def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | None:
@@ -100,7 +123,8 @@ def open_times(job: Job, worker: str) -> IO[bytes] | None:
 
 
 def write_archive(job: Job, worker: str, data: bytes) -> bool:
-    """Keep `data` as the worker's log unless the file there is as long already; atomic, beneath the root.
+    """Keep `data` as the worker's log unless the file there is as long already (or holds the log limit's
+    head: the launcher capped it); atomic, beneath the root, and capped at the limit as the launcher caps.
 
     The folders are made and the file written without following a link (a job may have swapped one
     in to steer the portal's write elsewhere); such a log is left alone and reported. True if written.
@@ -110,17 +134,18 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
         storage, name = target.storage, target.name
         folder = name.rsplit("/", 1)[0]
         storage.makedirs(folder)
+        limit = log_limit(job.datacenter)
         try:
             current = storage.lstat(name)
-            if stat.S_ISREG(current.st_mode) and current.st_size >= len(data):
+            if stat.S_ISREG(current.st_mode) and current.st_size >= min(len(data), limit // 2):
                 return False  # the launcher's own copy is whole (the kubelet may have rotated the pod log)
         except FileNotFoundError:
             pass
         temp = f"{folder}/.log-{secrets.token_hex(8)}.tmp"
-        fd = storage.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = storage.open_fd(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
+            with os.fdopen(fd, "r+b", buffering=0) as out:
+                logcap.CappedLog(out, None, limit).write(data)
             storage.replace(temp, name)  # a link at `name` is replaced, never written through
         except BaseException:
             with contextlib.suppress(OSError):

@@ -17,7 +17,7 @@ from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.locks import exclusive
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
-from jobs.reconcile import reconcile_datacenter, release, stuck_submissions
+from jobs.reconcile import enforce_storage_quota, reconcile_datacenter, release, stuck_submissions
 from jobs.states import transition
 from portal.datacenters.models import Datacenter
 
@@ -99,6 +99,9 @@ def reconcile() -> None:
             except Exception:
                 # One broken datacenter must not stop the others from being followed.
                 log.exception("reconcile of datacenter %s failed", datacenter.name)
+        # Jobs write straight onto the PFS: the quota is held by measuring their owners' homes.
+        for job_id in enforce_storage_quota():
+            kill_job.delay(job_id)
 
 
 @shared_task(name="jobs.cleanup", ignore_result=True)

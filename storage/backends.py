@@ -25,11 +25,14 @@ from typing import IO, Any
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage
 
+from storage import beneath
+from storage.beneath import open_dir
+
 # Upload temp files live next to their target under this prefix; the API refuses names with it, never
 # lists them, and quota counts them through the upload's reservation instead of as files.
 TEMP_PREFIX = ".paddlecloud-upload-"
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_REALPATH_TRIES = 5
 
 
 class StorageUnavailable(Exception):
@@ -100,10 +103,10 @@ class PfsStorage(FileSystemStorage):
         """
         area_real = os.path.join(self.root_real(), *split(area))
         head = list(parts) if follow_last else list(parts[:-1])
-        real = os.path.realpath(os.path.join(area_real, *head)) if head else area_real
+        real = _realpath(os.path.join(area_real, *head)) if head else area_real
         if not _inside(real, area_real):
             for index in range(len(head)):
-                if not _inside(os.path.realpath(os.path.join(area_real, *head[: index + 1])), area_real):
+                if not _inside(_realpath(os.path.join(area_real, *head[: index + 1])), area_real):
                     raise SymlinkEscape(index)
             raise SymlinkEscape(len(head) - 1)
         if not follow_last and parts:
@@ -119,7 +122,7 @@ class PfsStorage(FileSystemStorage):
         fd = os.open(self.root_real(), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for part in split(name):
-                child = _open_dir(part, fd)
+                child = open_dir(part, fd)
                 os.close(fd)
                 fd = child
             yield fd
@@ -139,17 +142,23 @@ class PfsStorage(FileSystemStorage):
         with self._parent_fd(name) as (parent, base):
             return os.open(base, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
 
+    def open_file(self, area: str, parts: Sequence[str], flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+        """A regular file area/parts opened with no link followed at any step (RESOLVE_NO_SYMLINKS by fd walk).
+
+        For files a job writes and the portal opens by a known path (its logs): unlike `resolve`, even a
+        link that stays inside the area is refused (ELOOP), and a FIFO, socket or device is NotRegularFile.
+        """
+        with self._dir_fd(area) as top:
+            return beneath.open_file_beneath(top, parts, flags, mode)
+
     # --- Django's Storage API -----------------------------------------------------------------
 
     def _open(self, name: str, mode: str = "rb") -> File[Any]:
         if any(flag in mode for flag in "wax+"):
             raise ValueError("the PFS is written through uploads; open() is read-only")
-        # O_NONBLOCK: a FIFO a job left behind must not hold the reading thread forever.
-        fd = self.open_fd(name, os.O_RDONLY | os.O_NONBLOCK)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise IsADirectoryError(errno.EISDIR, "not a regular file", name)
-        os.set_blocking(fd, True)
+        # A FIFO, socket or device a job left behind is refused without being opened (NotRegularFile).
+        with self._parent_fd(name) as (parent, base):
+            fd = beneath.open_regular(parent, base)
         handle: IO[bytes] = os.fdopen(fd, "rb")
         return File(handle, name)
 
@@ -197,34 +206,29 @@ class PfsStorage(FileSystemStorage):
     def walk(self, name: str) -> Iterator[Entry]:
         """Every entry below a directory, depth first in name order, entry names relative to it.
 
-        Symlinked directories are listed, never entered. Memory holds one directory per level.
+        Symlinked directories are listed, never entered. Memory holds one directory per level; at most
+        beneath.OPEN_WINDOW descriptors are open however deep the tree (no recursion either).
         """
         with self._dir_fd(name) as top:
-            stack: list[tuple[int, str, Iterator[Entry]]] = [(os.dup(top), "", iter(_scan(top)))]
+            descent = beneath.Descent(top)
+            stack: list[tuple[str, Iterator[Entry]]] = [("", iter(_scan(top)))]
             try:
                 while stack:
-                    fd, prefix, entries = stack[-1]
+                    prefix, entries = stack[-1]
                     entry = next(entries, None)
                     if entry is None:
-                        os.close(fd)
                         stack.pop()
+                        if descent.depth:
+                            descent.leave()
                         continue
                     path = prefix + entry.name
                     yield Entry(path, entry.kind, entry.size, entry.mtime)
                     if entry.kind == "dir":
-                        try:
-                            child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-                        except (FileNotFoundError, NotADirectoryError, OSError):
-                            continue  # removed or replaced while we walked
-                        try:
-                            children = iter(_scan(child))
-                        except OSError:
-                            os.close(child)
-                            continue
-                        stack.append((child, path + "/", children))
+                        children = _entered_scan(descent, entry.name)
+                        if children is not None:
+                            stack.append((path + "/", iter(children)))
             finally:
-                for fd, _, _ in stack:
-                    os.close(fd)
+                descent.close()
 
     def usage(self, name: str) -> tuple[int, int]:
         """(bytes in regular files, entries) below a directory, as quota counts them."""
@@ -258,7 +262,7 @@ class PfsStorage(FileSystemStorage):
                     created += 1
                 except FileExistsError:
                     pass
-                child = _open_dir(part, fd)
+                child = open_dir(part, fd)
                 os.close(fd)
                 fd = child
         finally:
@@ -302,7 +306,7 @@ class PfsStorage(FileSystemStorage):
         freed = [0, 0]
         try:
             with self._parent_fd(name) as (parent, base):
-                _rmtree_at(parent, base, freed)
+                beneath.remove_tree(parent, base, lambda entry, st: _count_freed(entry, st, freed))
         except OSError as exc:
             exc.freed = (freed[0], freed[1])  # type: ignore[attr-defined]
             raise
@@ -319,14 +323,19 @@ class PfsStorage(FileSystemStorage):
             os.rename(src_parts[-1], base, src_dir_fd=parent, dst_dir_fd=parent)
 
 
-def _open_dir(name: str, parent: int) -> int:
-    """Open a directory entry without following it; a symlink is ELOOP (Linux says ENOTDIR)."""
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent)
-    except NotADirectoryError:
-        if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
-            raise OSError(errno.ELOOP, "is a symlink; not followed", name) from None
-        raise
+def _realpath(path: str) -> str:
+    """os.path.realpath, tried again when a component changes kind under it (a job swapping link and file).
+
+    realpath lstat()s a link and then readlink()s it: a file swapped in between is EINVAL. Past a few
+    tries the path is reported as changing (EAGAIN), a 409 the client may retry.
+    """
+    for _ in range(_REALPATH_TRIES):
+        try:
+            return os.path.realpath(path)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    raise OSError(errno.EAGAIN, "it keeps changing while it is looked up", path)
 
 
 def _inside(path: str, area: str) -> bool:
@@ -347,27 +356,23 @@ def _scan(fd: int) -> list[Entry]:
     return entries
 
 
-def _rmtree_at(parent: int, name: str, freed: list[int]) -> None:
-    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(name, dir_fd=parent)
-        if not name.startswith(TEMP_PREFIX):
-            freed[0] += st.st_size if stat.S_ISREG(st.st_mode) else 0
-            freed[1] += 1
-        return
-    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+def _entered_scan(descent: beneath.Descent, name: str) -> list[Entry] | None:
+    """Enter directory `name` and scan it; None (and not entered) when it is gone or no longer a directory."""
     try:
-        with os.scandir(fd) as found:
-            names = [item.name for item in found]
-        for child in names:
-            try:
-                _rmtree_at(fd, child, freed)
-            except FileNotFoundError:
-                continue
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent)
-    freed[1] += 1
+        descent.enter(name)
+    except OSError:
+        return None  # removed or replaced by a link or file while we walked
+    try:
+        return _scan(descent.current())
+    except OSError:
+        descent.leave()
+        return None
+
+
+def _count_freed(name: str, st: os.stat_result, freed: list[int]) -> None:
+    if not name.startswith(TEMP_PREFIX):
+        freed[0] += st.st_size if stat.S_ISREG(st.st_mode) else 0
+        freed[1] += 1
 
 
 def storage_for(datacenter: Any) -> PfsStorage:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from typing import NoReturn
 
 from portal.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, TooLarge, Unavailable
+from storage.beneath import NotRegularFile
 
 
 class QuotaExceeded(TooLarge):
@@ -29,28 +31,37 @@ class LengthRequired(DomainError):
     default_message = "Content-Length is required (chunks are not sent with chunked transfer encoding)"
 
 
+_NOT_REGULAR = "not_a_regular_file"
+
+# errno -> the refusal it means for the logical path in the message.
+_REFUSALS: dict[int, Callable[[str], DomainError]] = {
+    errno.ENOENT: lambda p: NotFound(f"{p}: no such file or directory"),
+    errno.ENOTDIR: lambda p: Conflict(f"{p}: a component of the path is not a directory", code="not_a_directory"),
+    errno.EISDIR: lambda p: Conflict(f"{p} is a directory", code="is_a_directory"),
+    errno.EEXIST: lambda p: Conflict(f"{p} already exists", code="exists"),
+    errno.ENOTEMPTY: lambda p: Conflict(f"{p}: directory not empty", code="not_empty"),
+    errno.ELOOP: lambda p: Forbidden(f"{p}: a symlink in the path is refused, not followed"),
+    errno.ENOSPC: lambda p: InsufficientStorage(),
+    errno.EDQUOT: lambda p: InsufficientStorage(),
+    errno.EACCES: lambda p: Forbidden(f"{p}: the filesystem denied access"),
+    errno.EPERM: lambda p: Forbidden(f"{p}: the filesystem denied access"),
+    errno.EROFS: lambda p: Forbidden(f"{p}: the filesystem denied access"),
+    errno.ENAMETOOLONG: lambda p: Invalid(f"{p}: name too long for the filesystem", field="path"),
+    # What opening a socket, or a device without its driver, says.
+    errno.ENXIO: lambda p: Conflict(f"{p} is not a regular file; it is not opened", code=_NOT_REGULAR),
+    errno.ENODEV: lambda p: Conflict(f"{p} is not a regular file; it is not opened", code=_NOT_REGULAR),
+    errno.EAGAIN: lambda p: Conflict(
+        f"{p} changed while it was looked up (is a job replacing it?); try again", code="changing"
+    ),
+}
+
+
 def _refusal(exc: OSError, logical: str) -> DomainError | None:
     """The refusal a filesystem error met while working on `logical` means; None for an unexpected one."""
-    code = exc.errno
-    if code == errno.ENOENT:
-        return NotFound(f"{logical}: no such file or directory")
-    if code == errno.ENOTDIR:
-        return Conflict(f"{logical}: a component of the path is not a directory", code="not_a_directory")
-    if code == errno.EISDIR:
-        return Conflict(f"{logical} is a directory", code="is_a_directory")
-    if code == errno.EEXIST:
-        return Conflict(f"{logical} already exists", code="exists")
-    if code == errno.ENOTEMPTY:
-        return Conflict(f"{logical}: directory not empty", code="not_empty")
-    if code == errno.ELOOP:
-        return Forbidden(f"{logical}: a symlink in the path is refused, not followed")
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        return InsufficientStorage()
-    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return Forbidden(f"{logical}: the filesystem denied access")
-    if code == errno.ENAMETOOLONG:
-        return Invalid(f"{logical}: name too long for the filesystem", field="path")
-    return None
+    if isinstance(exc, NotRegularFile):
+        return Conflict(f"{logical} is {exc.what}, not a regular file; it is not opened", code=_NOT_REGULAR)
+    make = _REFUSALS.get(exc.errno or 0)
+    return make(logical) if make is not None else None
 
 
 def raise_os_error(exc: OSError, logical: str) -> NoReturn:

@@ -7,6 +7,7 @@ one step and concurrent writers cannot both pass a check that only one of them f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from paddlecloud.contract.units import human_bytes
 
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter
+from storage import paths
 from storage.backends import storage_for
 from storage.errors import QuotaExceeded
 from storage.models import LIVE_STATES, StorageUsage, Upload
@@ -183,3 +185,43 @@ def recompute(datacenter: Datacenter, users: list[Any] | None = None, fix: bool 
 def recompute_user(user: Any, datacenter: Datacenter) -> Drift:
     """Make one user's recorded usage match their home (e.g. after a job wrote its output there)."""
     return recompute(datacenter, [user], fix=True)[0]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a home holds on disk, found by a bounded walk (`measure_home`)."""
+
+    bytes: int  # in regular files (links, sockets, FIFOs count 0, as quota counts them)
+    files: int  # entries of every kind
+    complete: bool  # False: the walk stopped at its bounds, so both are lower bounds
+
+
+def measure_home(user: Any, datacenter: Datacenter, max_entries: int, seconds: float) -> Measured:
+    """The user's home as it is on disk now: a walk that never follows a link, stopped after
+    `max_entries` entries or `seconds`. Raises backends.StorageUnavailable when the storage is not mounted."""
+    storage = storage_for(datacenter)
+    deadline = time.monotonic() + seconds
+    total = count = 0
+    try:
+        for entry in storage.walk(paths.home_of(user.get_username())):
+            total += entry.size
+            count += 1
+            if count >= max_entries or time.monotonic() > deadline:
+                return Measured(total, count, complete=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return Measured(0, 0, complete=True)  # no home yet
+    return Measured(total, count, complete=True)
+
+
+def record_measurement(user: Any, datacenter: Datacenter, measured: Measured) -> StorageUsage:
+    """Note when the home was measured; a complete measurement also becomes the recorded usage
+    (later uploads are checked against what jobs wrote). Returns the row (its reservations)."""
+    with ledger(user, datacenter) as book:
+        row = book.row
+        assert row is not None
+        values: dict[str, Any] = {"recomputed_at": timezone.now()}
+        if measured.complete:
+            values.update(used_bytes=measured.bytes, used_files=measured.files)
+        StorageUsage.objects.filter(pk=row.pk).update(**values)
+        row.refresh_from_db()
+    return row

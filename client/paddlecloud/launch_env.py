@@ -37,6 +37,7 @@ class Facts:
     venv_cache: Path | None
     pserver_wait_timeout: float
     pod_ip: str | None
+    log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.logcap); None: unbounded
 
     @property
     def ps_mode(self) -> bool:
@@ -115,6 +116,7 @@ def read_facts(env: Mapping[str, str], hostname: str) -> Facts:
         venv_cache=Path(job.venv_cache) if job.venv_cache else None,
         pserver_wait_timeout=300.0 if job.pserver_wait_timeout is None else job.pserver_wait_timeout,
         pod_ip=job.pod_ip,
+        log_limit=job.log_limit,
     )
 
 

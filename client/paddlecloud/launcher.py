@@ -10,7 +10,9 @@ What it does, in order:
 1. Appends ``=== attempt started <time> ... ===`` to ``log.txt``; everything after (its own
    messages, pip's output, the entry's merged stdout+stderr) goes to that file and to stdout, and
    when it arrived to ``log.times`` beside it (``paddlecloud.logtimes``: the portal shows each
-   line's time from it; the log itself stays plain text).
+   line's time from it; the log itself stays plain text). With ``PADDLECLOUD_LOG_LIMIT`` the file
+   stays under that many bytes: the head and the end are kept, with a line saying how many bytes
+   were dropped between them (``paddlecloud.logcap``).
    The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
 2. PS mode, pserver 0: serves the gloo HTTP rendezvous store (see ``gloo_store``).
 3. ``<package>/requirements.txt`` present: gets a layer venv on the runtime the launcher runs in
@@ -52,7 +54,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from paddlecloud import launch_env, logtimes, venvcache
+from paddlecloud import launch_env, logcap, logtimes, venvcache
 from paddlecloud.contract import jobenv
 from paddlecloud.gloo_store import GlooStore
 from paddlecloud.launch_env import Facts, FactsError
@@ -79,27 +81,23 @@ class Interrupted(Exception):
 
 
 class Tee:
-    """Writes to the job's log file (stamping arrival times, see logtimes) and to stdout; one lock so
-    lines never interleave."""
+    """Writes to the job's log file (stamping arrival times, see logtimes; kept under `limit` bytes, see
+    logcap) and to stdout; one lock so lines never interleave."""
 
-    def __init__(self, log: BinaryIO | None, times: logtimes.Recorder | None = None) -> None:
-        self._log = log
-        self._times = times
+    def __init__(self, log: BinaryIO | None, times: logtimes.Recorder | None = None, limit: int | None = None) -> None:
+        self._log = logcap.CappedLog(log, times, limit) if log is not None else None
         self._lock = threading.Lock()
 
     def write(self, data: bytes) -> None:
         with self._lock:
             if self._log is not None:
                 try:
-                    if self._times is not None:
-                        self._times.note(len(data))
                     self._log.write(data)
                 except OSError as e:
                     # Disk full or storage gone: stop logging, never stop draining the pipe
                     # (a blocked pipe would hang the entry).
+                    self._log.stop_times()
                     self._log = None
-                    if self._times is not None:
-                        self._times.stop()
                     data += f"[paddlecloud-launch] log file write failed, stdout only from now: {e}\n".encode()
             try:
                 sys.stdout.buffer.write(data)
@@ -212,7 +210,9 @@ def _own_process_group() -> None:
 def _open_log(facts: Facts) -> BinaryIO:
     try:
         facts.log_dir.mkdir(parents=True, exist_ok=True)
-        return (facts.log_dir / LOG_NAME).open("ab", buffering=0)
+        # Read-write, not O_APPEND: a capped log moves its kept tail down (logcap), which needs pwrite.
+        fd = os.open(facts.log_dir / LOG_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return os.fdopen(fd, "r+b", buffering=0)
     except OSError as e:
         raise LaunchError(EXIT_OS_ERROR, f"cannot open the log in {facts.log_dir}: {e}") from None
 
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.get
     tee = Tee(None)
     try:
         log = _open_log(facts)
-        tee = Tee(log, logtimes.open_recorder(log, facts.log_dir))
+        tee = Tee(log, logtimes.open_recorder(log, facts.log_dir), facts.log_limit)
         when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         tee.write(f"=== attempt started {when} ({facts.role} {facts.index}, host {hostname()}) ===\n".encode())
         code = launch(facts, tee, relay)

@@ -54,6 +54,32 @@ class Recorder:
                 self._index = None  # disk full: the log goes on without times, never the other way round
         self.offset += size
 
+    def splice(self, cut: int, source: int, target: int, end: int) -> None:
+        """The log dropped its bytes from `cut` to `source` and moved the rest down to `target` (see logcap).
+
+        Records before `cut` stay; the marker line written at `cut` is stamped now; the byte that was at
+        `source` keeps its time at `target`, and every later record moves down with its bytes.
+        """
+        index = self._index
+        self.offset = end
+        if index is None:
+            return
+        try:
+            count = index.seek(0, os.SEEK_END) // RECORD.size
+            kept = _first_record(index, count, cut - 1) + 1
+            covering = _first_record(index, count, source)
+            moved: list[tuple[int, float]] = [(cut, round(self._clock(), 3))]
+            if covering >= 0:
+                moved.append((target, _record(index, covering)[1]))
+            index.seek((covering + 1) * RECORD.size)
+            offsets, times = _columns(index.read())
+            moved += [(offset - source + target, when) for offset, when in zip(offsets, times, strict=True)]
+            index.truncate(kept * RECORD.size)
+            index.seek(0, os.SEEK_END)
+            index.write(b"".join(RECORD.pack(offset, when) for offset, when in moved))
+        except OSError:
+            self.stop()
+
     def stop(self) -> None:
         """Stop stamping (the log could not be written, or is done with): close the side file."""
         if self._index is not None:
@@ -67,7 +93,8 @@ def open_recorder(log: BinaryIO, folder: Path) -> Recorder:
     offset = os.fstat(log.fileno()).st_size
     try:
         # Stays open as long as the log does (the launcher's whole life), hence no `with`.
-        index: BinaryIO | None = (folder / TIMES_NAME).open("ab", buffering=0)
+        # Read too: a capped log splices its records when it drops bytes (Recorder.splice).
+        index: BinaryIO | None = (folder / TIMES_NAME).open("a+b", buffering=0)
     except OSError:
         index = None
     return Recorder(index, offset)

@@ -28,6 +28,7 @@ FULL = JobEnv(
     venv_cache="/var/cache/venvs",
     pserver_wait_timeout=12.5,
     pod_ip="10.0.0.7",
+    log_limit=256 * 1024 * 1024,
 )
 MINIMAL = JobEnv(role="pserver", trainers=1, pservers=1, entry="sh run.sh", output_dir="/out")
 

@@ -43,6 +43,9 @@ VARIABLES = """\
 ``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names and for every
                                    pserver to accept TCP before a trainer starts
 ``PADDLECLOUD_POD_IP``             optional: this process's IP (k8s: downward API status.podIP)
+``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (less counts as 65536);
+                                   past it the head and the end are kept with a line saying how
+                                   much was dropped between them (the datacenter's job log limit)
 =================================  =========================================================
 """
 
@@ -75,6 +78,7 @@ class JobEnv:
     venv_cache: str | None = None
     pserver_wait_timeout: float | None = None
     pod_ip: str | None = None
+    log_limit: int | None = None
 
     def to_env(self) -> dict[str, str]:
         """The variables as a process's environment, in field order."""
@@ -119,6 +123,7 @@ class JobEnv:
             venv_cache=_str(env, "venv_cache") or None,
             pserver_wait_timeout=_float(env, "pserver_wait_timeout"),
             pod_ip=_str(env, "pod_ip") or None,
+            log_limit=_int(env, "log_limit", 1),
         )
 
 

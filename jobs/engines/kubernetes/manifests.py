@@ -31,7 +31,7 @@ from django.conf import settings
 from paddlecloud.contract.jobenv import JobEnv, env_name
 from paddlecloud.contract.units import exact_quantity_bytes
 
-from jobs import packages
+from jobs import logfiles, packages
 from jobs.engines.kubernetes import names
 from jobs.models import Job
 from portal.datacenters.models import Datacenter, StorageKind
@@ -107,6 +107,7 @@ class Plan:
     grace_seconds: int = 10
     run_as: tuple[int, int] = (1000, 1000)  # (uid, gid) of every container: settings.PADDLECLOUD_POD_UID/GID
     pull_policy: str = "IfNotPresent"  # see pull_policy()
+    log_limit: int | None = None  # bytes of each worker's log.txt the launcher keeps (datacenter.job_log_limit)
 
     @property
     def user_label(self) -> str:
@@ -165,6 +166,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         pserver_annotations=dict(data.get("pserver_annotations") or {}),
         grace_seconds=int(getattr(settings, "PADDLECLOUD_KILL_GRACE_SECONDS", 10)),
         run_as=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
+        log_limit=logfiles.log_limit(datacenter),
     )
 
 
@@ -343,6 +345,7 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
         entry=plan.entry,
         output_dir=plan.output_dir,
         passes=plan.passes,
+        log_limit=plan.log_limit,
     ).to_env()
     result: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
     result += [{"name": k, "value": v} for k, v in facts.items()]

@@ -24,7 +24,7 @@ from jobs import gpus, packages, runtimes
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
 from jobs.engines.local import network, processes, sandbox
 from jobs.engines.local import world as local_world
-from jobs.logfiles import parse_cursor, read_log_file
+from jobs.logfiles import log_limit, open_log_fd, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 from storage import places
 
@@ -177,6 +177,7 @@ class LocalEngine(Engine):
                 entry=spec["entry"],
                 output_dir=output,
                 passes=spec.get("passes", 1),
+                log_limit=log_limit(self.datacenter),
             ).to_env()
         )
         if role == Role.TRAINER:
@@ -281,13 +282,10 @@ class LocalEngine(Engine):
         return Observation(JobState.PENDING, Reason.UNSCHEDULABLE, message)
 
     def _open_log(self, job: Job, worker: Worker, flags: int) -> int:
-        """A worker's log.txt opened by the worker: it lies in the user's home, where the job could put a
-        link to a file of the portal, so it must resolve inside that home and not be a link itself."""
-        path = self._worker_dir(job, worker.role, worker.index) / "log.txt"
-        home = packages.home_dir(self.datacenter, job.owner.get_username()).resolve()
-        if not path.resolve().is_relative_to(home):
-            raise OSError(f"{path} leads out of the user's home")
-        return os.open(path, flags | os.O_NOFOLLOW)
+        """A worker's log.txt opened by the worker: it lies in the user's home, where a job could plant or
+        swap in a link to a file of the portal, so it is opened from the home's descriptor with no link
+        followed at any step, and only if it is a regular file (jobs.logfiles.open_log_fd)."""
+        return open_log_fd(job, worker.name, flags)
 
     def _launcher_reason(self, job: Job, worker: Worker) -> str:
         """The launcher's own `error: ...` line (e.g. a failed requirements install), read from the log's end."""

@@ -1,0 +1,103 @@
+"""The storage quota holds while jobs run: homes of users with started jobs are measured, over quota fails them."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from jobs.models import Job, JobState, Reason
+from jobs.reconcile import enforce_storage_quota
+from portal.datacenters.models import Datacenter, Quota
+from storage import usage
+from storage.models import StorageUsage
+
+MiB = 1024 * 1024
+
+
+def running_job(owner: User, datacenter: Datacenter, name: str = "fill", state: JobState = JobState.RUNNING) -> Job:
+    return Job.objects.create(owner=owner, datacenter=datacenter, name=name, uid=f"{name}-ab12c", spec={}, state=state)
+
+
+def sparse(path: Path, size: int) -> None:
+    """A file of `size` bytes (its length is what quota counts) without writing them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        handle.truncate(size)
+
+
+@pytest.fixture
+def home(local_dc: Datacenter, alice: User) -> Path:
+    Quota.objects.create(user=alice, datacenter=local_dc, storage="20Mi")
+    path = Path(local_dc.storage_root, "home", "alice")
+    path.mkdir()
+    return path
+
+
+def test_a_user_over_quota_has_their_started_jobs_failed_naming_the_sizes(
+    alice: User, bob: User, local_dc: Datacenter, home: Path
+) -> None:
+    running, pending = running_job(alice, local_dc), running_job(alice, local_dc, "wait", JobState.PENDING)
+    queued = running_job(alice, local_dc, "later", JobState.QUEUED)
+    bobs = running_job(bob, local_dc, "bobs")
+    sparse(home / "jobs" / "fill" / "out.bin", 30 * MiB)
+    assert sorted(enforce_storage_quota()) == sorted([running.pk, pending.pk])
+    for job in (running, pending):
+        job.refresh_from_db()
+        assert (job.state, job.reason) == (JobState.FAILED, Reason.STORAGE_QUOTA_EXCEEDED)
+        assert "30.0 MiB" in job.message and "quota of 20.0 MiB" in job.message, job.message
+    queued.refresh_from_db()
+    bobs.refresh_from_db()
+    assert queued.state == JobState.QUEUED and bobs.state == JobState.RUNNING
+    row = StorageUsage.objects.get(user=alice, datacenter=local_dc)
+    assert row.used_bytes == 30 * MiB  # later uploads are checked against what the job wrote
+
+
+def test_a_user_under_quota_keeps_running_and_is_measured_at_most_every_few_seconds(
+    alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    job = running_job(alice, local_dc)
+    sparse(home / "small.bin", 5 * MiB)
+    assert enforce_storage_quota() == []
+    first = StorageUsage.objects.get(user=alice, datacenter=local_dc).recomputed_at
+    sparse(home / "big.bin", 30 * MiB)
+    assert enforce_storage_quota() == []  # measured a moment ago: not again yet
+    assert StorageUsage.objects.get(user=alice, datacenter=local_dc).recomputed_at == first
+    StorageUsage.objects.filter(user=alice).update(recomputed_at=timezone.now() - timedelta(seconds=60))
+    assert enforce_storage_quota() == [job.pk]
+
+
+def test_links_are_not_followed_when_measuring(alice: User, local_dc: Datacenter, home: Path, tmp_path: Path) -> None:
+    job = running_job(alice, local_dc)
+    sparse(tmp_path / "outside" / "huge.bin", 500 * MiB)
+    (home / "huge").symlink_to(tmp_path / "outside" / "huge.bin")
+    (home / "dir").symlink_to(tmp_path / "outside")
+    os.mkfifo(home / "pipe")
+    assert enforce_storage_quota() == []
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    assert StorageUsage.objects.get(user=alice, datacenter=local_dc).used_files == 3
+
+
+def test_more_entries_than_the_file_quota_is_over_quota_without_walking_further(
+    alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    Quota.objects.filter(user=alice).update(storage_files=50)
+    job = running_job(alice, local_dc)
+    for index in range(200):
+        (home / f"f{index}").write_bytes(b"")
+    measured = usage.measure_home(alice, local_dc, 51, 10.0)
+    assert (measured.files, measured.complete) == (51, False)
+    assert enforce_storage_quota() == [job.pk]
+    job.refresh_from_db()
+    assert "file count quota exceeded" in job.message and "at least 51 entries" in job.message
+
+
+def test_a_storage_the_portal_does_not_mount_is_skipped(alice: User, local_dc: Datacenter, home: Path) -> None:
+    running_job(alice, local_dc)
+    Datacenter.objects.filter(pk=local_dc.pk).update(storage_root=str(home / "not-mounted"))
+    assert enforce_storage_quota() == []
