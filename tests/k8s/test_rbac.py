@@ -128,7 +128,7 @@ def test_a_whole_image_build_needs_nothing_beyond_the_rbac_manifest(
     RegistrySecret.objects.create(owner=alice, name="hub", server="10.1.2.3:5000", username="a", password="p")
     folder = Path(k8s_dc.storage_root) / "home" / "alice" / "pkg"
     folder.mkdir(parents=True)
-    request = {"package": f"/pfs/{k8s_dc.name}/home/alice/pkg", "image": "reg.example/alice/pkg:1", "registry": "hub"}
+    request = {"package": f"/pfs/{k8s_dc.name}/home/alice/pkg", "image": "10.1.2.3:5000/alice/pkg:1", "registry": "hub"}
     build = image_services.create(image_services.check(alice, request))
     start_build.apply(args=(build.pk,))
     start_build.apply(args=(build.pk,))  # a repeat reads the Job it finds (get)

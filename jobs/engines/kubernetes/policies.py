@@ -56,8 +56,9 @@ DEFAULT_CLUSTER_CIDRS = (
     "224.0.0.0/4",
     "240.0.0.0/4",
     "::1/128",
-    "::ffff:0:0/96",  # IPv4-mapped: the IPv4 ranges above by another name
-    "64:ff9b::/96",  # NAT64: likewise
+    # (No ::ffff:0:0/96: the API server refuses IPv4-mapped ipBlocks, and a connection to such an
+    # address leaves as IPv4, which the ranges above cover.)
+    "64:ff9b::/96",  # NAT64: the IPv4 ranges above by another name
     "100::/64",
     "2001:db8::/32",
     "fc00::/7",
