@@ -163,6 +163,19 @@ def test_a_submit_gives_the_namespace_its_policies_and_the_job_its_own_which_goe
     assert found[p.EGRESS]["spec"] == {"podSelector": {}, "policyTypes": ["Egress"]}  # no rule: nothing allowed
     assert f"{second.uid}-peers" in found
 
+    # A job from before the policies (no `-peers` of its own) gets one at the next start, before the deny.
+    kube.for_datacenter(k8s_dc).delete("NetworkPolicy", ns, f"{second.uid}-peers")
+    third = submit(k8s_dc, alice, {"jobname": "third"})
+    restored = policies_in(k8s_dc, ns)[f"{second.uid}-peers"]
+    assert restored["spec"]["podSelector"] == {"matchLabels": {names.JOB_LABEL: second.uid}}
+    assert [o["name"] for o in restored["metadata"]["ownerReferences"]] == [second.uid]
+
     kill(job)
     wait_for(lambda: nothing_left(k8s_api, job.uid), "the killed job's objects (its policy too) to be gone")
-    assert set(policies_in(k8s_dc, ns)) == {p.DEFAULT_DENY, p.DNS, p.EGRESS, f"{second.uid}-peers"}
+    assert set(policies_in(k8s_dc, ns)) == {
+        p.DEFAULT_DENY,
+        p.DNS,
+        p.EGRESS,
+        f"{second.uid}-peers",
+        f"{third.uid}-peers",
+    }

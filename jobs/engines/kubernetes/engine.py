@@ -171,9 +171,25 @@ class KubernetesEngine(Engine):
             raise self._refused(f"namespace {ns}", exc) from None
         limits = quota.limits(user, self.datacenter)
         self._ensure_current("ResourceQuota", m.resource_quota(ns, self.datacenter.name, username, limits))
+        self._ensure_peer_policies(ns)
         labels = m.user_labels(self.datacenter.name, username)
         for policy in policies.namespace_policies(ns, labels, self.datacenter.job_egress, policies.cluster_cidrs()):
             self._ensure_current("NetworkPolicy", policy)
+
+    def _ensure_peer_policies(self, ns: str) -> None:
+        """`<uid>-peers` for every job in the namespace, before its default deny: a job started before
+        the policies existed (an upgrade) keeps its pods talking. One list call; a create where missing."""
+        selector = f"{names.MANAGED_BY}={names.MANAGER},{names.JOB_LABEL}"
+        try:
+            services = self.k8s.list("Service", ns, label_selector=selector)
+            present = {p["metadata"]["name"] for p in self.k8s.list("NetworkPolicy", ns, label_selector=selector)}
+        except kube.KubeError as exc:
+            raise self._refused(f"the policies of namespace {ns}", exc) from None
+        for service in services:
+            meta = service["metadata"]
+            if f"{meta['name']}-peers" not in present:
+                owner = m.owner_reference({**service, "apiVersion": "v1", "kind": "Service"})
+                self._ensure("NetworkPolicy", policies.job_policy(ns, meta["name"], meta["labels"], owner))
 
     def ensure_registry_secret(self, user: Any, name: str, ns: str) -> None:
         """The user's registry secret `name` as the docker-config Secret `pcr-<name>` in their namespace."""
