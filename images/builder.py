@@ -22,7 +22,7 @@ from jobs.engines.kubernetes import build as b
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.engine import KubernetesEngine
-from jobs.engines.kubernetes.manifests import Storage
+from jobs.engines.kubernetes.manifests import Storage, owner_reference
 from jobs.logfiles import parse_cursor, read_chunk
 from portal.datacenters.models import Datacenter
 from portal.errors import DomainError
@@ -79,6 +79,9 @@ def start(build: ImageBuild) -> None:
             job = engine.k8s.create("Job", ns, b.build_job(plan))
         except kube.Conflict:
             job = engine.k8s.get("Job", ns, name)  # a retried start: the Job is there already
+        # Before the ConfigMap, without which the builder's container cannot start.
+        owner = {**owner_reference(job), "apiVersion": "batch/v1", "kind": "Job"}
+        engine.ensure_builder_egress(build.owner, build.registry, ns, build.uid, owner)
         with contextlib.suppress(kube.Conflict):  # a retried start: it is there already
             engine.k8s.create("ConfigMap", ns, b.build_config(plan, job))
     except kube.KubeError as exc:

@@ -107,11 +107,13 @@ def objects_of(api: k8s.ApiClient, uid: str) -> dict[str, list[str]]:
     """Names of everything in the cluster labelled with the job uid, by kind (empty lists: nothing left)."""
     selector = f"paddlecloud.org/job={uid}"
     core, apps, batch = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.BatchV1Api(api)
+    networking = k8s.NetworkingV1Api(api)
     return {
         "Service": _names(core.list_service_for_all_namespaces(label_selector=selector).items),
         "StatefulSet": _names(apps.list_stateful_set_for_all_namespaces(label_selector=selector).items),
         "Job": _names(batch.list_job_for_all_namespaces(label_selector=selector).items),
         "Pod": _names(core.list_pod_for_all_namespaces(label_selector=selector).items),
+        "NetworkPolicy": _names(networking.list_network_policy_for_all_namespaces(label_selector=selector).items),
     }
 
 

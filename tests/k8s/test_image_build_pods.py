@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from images import builder
 from images.models import TERMINAL_BUILD_STATES, ImageBuild
 from images.tasks import start_build
+from jobs.engines.kubernetes.policies import REGISTRY_CIDRS_ENV
 from jobs.models import Job
 from jobs.tasks import submit_job
 from portal.datacenters.models import Datacenter
@@ -40,7 +41,12 @@ print("loss 0.1")
 
 
 @pytest.fixture
-def build_dc(db: None, k8s_node_cluster: TestCluster, k8s_registry: TestRegistry, tmp_path: Path) -> Datacenter:
+def build_dc(
+    db: None, k8s_node_cluster: TestCluster, k8s_registry: TestRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Datacenter:
+    # The test registry listens on the node's bridge, a private address: builders reach it only where the
+    # datacenter trusts it (jobs/engines/kubernetes/policies.py), as a datacenter with its own registry would.
+    monkeypatch.setenv(REGISTRY_CIDRS_ENV, f"{k8s_registry.host.rsplit(':', 1)[0]}/32")
     manifest = read_manifest()
     assert manifest is not None
     if "builder" not in manifest:

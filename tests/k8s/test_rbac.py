@@ -19,6 +19,7 @@ from images.models import ImageBuild
 from images.tasks import start_build
 from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
+from jobs.engines.kubernetes import policies
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
@@ -90,7 +91,11 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
     spec = {"jobname": "fit", "parallelism": 2, "pservers": 1, "registry": "hub"}
     job = submit(k8s_dc, alice, spec, trainer_annotations={FATE: "succeed", DELAY: "3s"})
     again = submit(k8s_dc, alice, {**spec, "jobname": "again"})  # the namespace, quota and secret exist now
+    k8s_dc.job_egress = False  # the namespace's egress policy is replaced at the next start
+    k8s_dc.save()
     hang = submit(k8s_dc, alice, {"jobname": "hang"}, trainer_annotations={FATE: "hang"})
+    egress = kube.for_datacenter(k8s_dc).get("NetworkPolicy", job.engine_data["namespace"], policies.EGRESS)
+    assert "egress" not in egress["spec"]
     drive(k8s_dc, lambda: job_in(job, "running"), "running")
     engine = engine_for(k8s_dc)
     assert engine.read_log(job, "trainer-0", "").cursor == "0"  # pods/log answered (kwok has no lines)
@@ -114,20 +119,23 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
 
 
 def test_a_whole_image_build_needs_nothing_beyond_the_rbac_manifest(
-    k8s_dc: Datacenter, alice: User, service_account_kubeconfig: str
+    k8s_dc: Datacenter, alice: User, service_account_kubeconfig: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     k8s_dc.kubeconfig, k8s_dc.kube_context = service_account_kubeconfig, "portal"
     k8s_dc.builder_image, k8s_dc.builder_ca = "reg.example/kaniko:1", ""
     k8s_dc.save()
-    RegistrySecret.objects.create(owner=alice, name="hub", server="reg.example", username="a", password="p")
+    monkeypatch.setenv(policies.REGISTRY_CIDRS_ENV, "10.1.2.3/32")  # the builder gets a policy to its registry
+    RegistrySecret.objects.create(owner=alice, name="hub", server="10.1.2.3:5000", username="a", password="p")
     folder = Path(k8s_dc.storage_root) / "home" / "alice" / "pkg"
     folder.mkdir(parents=True)
-    request = {"package": f"/pfs/{k8s_dc.name}/home/alice/pkg", "image": "reg.example/alice/pkg:1", "registry": "hub"}
+    request = {"package": f"/pfs/{k8s_dc.name}/home/alice/pkg", "image": "10.1.2.3:5000/alice/pkg:1", "registry": "hub"}
     build = image_services.create(image_services.check(alice, request))
     start_build.apply(args=(build.pk,))
     start_build.apply(args=(build.pk,))  # a repeat reads the Job it finds (get)
     build.refresh_from_db()
     assert build.state == "building" and build.k8s_job, build.message
+    registry = kube.for_datacenter(k8s_dc).get("NetworkPolicy", build.namespace, f"{build.uid}-registry")
+    assert registry["spec"]["egress"][0]["ports"] == [{"protocol": "TCP", "port": 5000}]
 
     def ended() -> ImageBuild | None:
         builder.poll(k8s_dc)  # lists Jobs and pods, reads the pod's log, deletes the Job

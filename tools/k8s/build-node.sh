@@ -3,6 +3,7 @@
 # kubelet (same k8s.io/kubernetes wrapper as the control plane), containerd 2.x + its runc shim + ctr, runc,
 # CoreDNS (only the plugins cluster DNS needs) and a static pause binary; install Debian's CNI
 # plugins if missing (root); then build the runtime and pause images (tools/k8s/images.py, root).
+# The node's NetworkPolicy enforcer (kube-router's policy controller) comes from build-netpol.sh, called here.
 #
 #   tools/k8s/build-node.sh                  build (no-op in ~1s when the cache is complete)
 #   tools/k8s/build-node.sh --print-bin-dir  print the node's bin directory and exit
@@ -47,6 +48,8 @@ debian_packages() {
   [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
   command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
   command -v ip >/dev/null || need+=(iproute2)  # the node's bridge
+  command -v iptables >/dev/null || need+=(iptables)  # kube-router's policy rules (build-netpol.sh)
+  command -v ipset >/dev/null || need+=(ipset)  # ... and its address sets
   if [[ ${#need[@]} -gt 0 ]]; then
     if [[ "$(id -u)" != 0 ]]; then echo "missing Debian packages (need root to install): ${need[*]}" >&2; return 0; fi
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -61,6 +64,8 @@ complete() {
 }
 
 debian_packages
+# The NetworkPolicy enforcer has a cache directory (and key) of its own: adding it rebuilt nothing else.
+bash "$here/build-netpol.sh"
 if complete; then
   echo "k8s test node $key is already built in $bin"
   images

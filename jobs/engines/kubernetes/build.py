@@ -15,6 +15,9 @@ For build `<uid>` (`build-<suffix>`) of user U, in U's namespace (the one U's jo
 - ConfigMap `<uid>`: the Dockerfile (contract.dockerfile) and, when the datacenter has one,
   `ca.crt` (its `builder_ca`), mounted at /paddlecloud/ca and added to Go's trust through SSL_CERT_DIR.
   Its ownerReference is the Job, so deleting the Job deletes it too.
+- NetworkPolicy `<uid>-registry` (policies.py), also owned by the Job: the builder pod may reach its
+  registry's address and port; the namespace's policies deny the rest (egress to the outside only
+  where the datacenter allows jobs egress).
 
 Labels: the user's labels plus `paddlecloud.org/build=<uid>` (never `paddlecloud.org/job`: the job
 reconciler's selector excludes builds).

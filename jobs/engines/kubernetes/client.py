@@ -51,6 +51,7 @@ KINDS: dict[str, Resource] = {
     "Event": Resource("/api/v1", "events"),
     "StatefulSet": Resource("/apis/apps/v1", "statefulsets"),
     "Job": Resource("/apis/batch/v1", "jobs"),
+    "NetworkPolicy": Resource("/apis/networking.k8s.io/v1", "networkpolicies"),
 }
 
 _calls_lock = threading.Lock()

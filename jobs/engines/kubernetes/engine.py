@@ -38,7 +38,7 @@ from jobs import packages
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import manifests as m
-from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes import names, policies
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
@@ -150,6 +150,8 @@ class KubernetesEngine(Engine):
             self.ensure_registry_secret(job.owner, job.spec["registry"], ns)
 
         owner = self._ensure("Service", m.service(plan), read_existing=True)  # its uid is the owner reference
+        # Before the pods: the namespace denies everything, this lets the job's pods reach each other.
+        self._ensure("NetworkPolicy", policies.job_policy(ns, plan.uid, m.labels(plan), m.owner_reference(owner)))
         if plan.pservers:
             self._ensure("StatefulSet", m.pserver_set(plan, owner))
         self._ensure("Job", m.trainer_job(plan, owner))
@@ -158,7 +160,8 @@ class KubernetesEngine(Engine):
                 Worker.objects.get_or_create(job=job, role=role, index=index)
 
     def ensure_user_namespace(self, user: Any, ns: str) -> None:
-        """The user's namespace and its ResourceQuota (their compute quota), made or brought up to date."""
+        """The user's namespace, its ResourceQuota (their compute quota) and its NetworkPolicies (default
+        deny, DNS, the egress the datacenter allows: policies.py), made or brought up to date."""
         username = user.get_username()
         try:
             self.k8s.create("Namespace", None, m.namespace(ns, self.datacenter.name, username))
@@ -168,6 +171,25 @@ class KubernetesEngine(Engine):
             raise self._refused(f"namespace {ns}", exc) from None
         limits = quota.limits(user, self.datacenter)
         self._ensure_current("ResourceQuota", m.resource_quota(ns, self.datacenter.name, username, limits))
+        self._ensure_peer_policies(ns)
+        labels = m.user_labels(self.datacenter.name, username)
+        for policy in policies.namespace_policies(ns, labels, self.datacenter.job_egress, policies.cluster_cidrs()):
+            self._ensure_current("NetworkPolicy", policy)
+
+    def _ensure_peer_policies(self, ns: str) -> None:
+        """`<uid>-peers` for every job in the namespace, before its default deny: a job started before
+        the policies existed (an upgrade) keeps its pods talking. One list call; a create where missing."""
+        selector = f"{names.MANAGED_BY}={names.MANAGER},{names.JOB_LABEL}"
+        try:
+            services = self.k8s.list("Service", ns, label_selector=selector)
+            present = {p["metadata"]["name"] for p in self.k8s.list("NetworkPolicy", ns, label_selector=selector)}
+        except kube.KubeError as exc:
+            raise self._refused(f"the policies of namespace {ns}", exc) from None
+        for service in services:
+            meta = service["metadata"]
+            if f"{meta['name']}-peers" not in present:
+                owner = m.owner_reference({**service, "apiVersion": "v1", "kind": "Service"})
+                self._ensure("NetworkPolicy", policies.job_policy(ns, meta["name"], meta["labels"], owner))
 
     def ensure_registry_secret(self, user: Any, name: str, ns: str) -> None:
         """The user's registry secret `name` as the docker-config Secret `pcr-<name>` in their namespace."""
@@ -178,6 +200,20 @@ class KubernetesEngine(Engine):
             ns, name, self.datacenter.name, user.get_username(), secret.server, secret.username, secret.password
         )
         self._ensure_current("Secret", body, readable=False)
+
+    def ensure_builder_egress(self, user: Any, registry: str, ns: str, uid: str, owner: dict[str, Any]) -> None:
+        """`<uid>-registry`: the builder pod of build `uid` may reach its registry (policies.build_policy),
+        owned by `owner` (its Job). Left out where no address is allowed (a name that does not resolve,
+        a private address the datacenter does not trust): the push then fails and its log says so."""
+        secret = RegistrySecret.objects.filter(owner=user, name=registry).first()
+        if secret is None:
+            return
+        addresses, port = policies.registry_peers(secret.server, policies.cluster_cidrs(), policies.registry_cidrs())
+        if not addresses:
+            log.warning("build %s: no address of registry %s may be reached from the cluster", uid, secret.server)
+            return
+        labels = {**m.user_labels(self.datacenter.name, user.get_username()), names.BUILD_LABEL: uid}
+        self._ensure("NetworkPolicy", policies.build_policy(ns, uid, labels, owner, addresses, port))
 
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """Blank `pcr-<name>` in the user's namespace, where one was written (replace only: the portal

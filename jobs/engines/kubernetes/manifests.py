@@ -3,7 +3,8 @@
 For a job `<uid>` (its name + a 5-character suffix) of user U in datacenter D:
 
 - Namespace `<prefix><dns-safe U>` (shared by U's jobs; created on first use) with the ResourceQuota
-  `paddlecloud-quota` from U's compute quota and U's registry secret `pcr-<registry name>`.
+  `paddlecloud-quota` from U's compute quota, U's registry secret `pcr-<registry name>` and the
+  NetworkPolicies of policies.py (default deny, DNS, the egress D allows; `<uid>-peers` per job).
 - Service `<uid>`: headless, publishNotReadyAddresses, selects the job's pods. It is the job's
   **owner object**: the StatefulSet and the Job carry an ownerReference to it, so deleting the Service
   (background propagation) lets the garbage collector delete everything else of the job.

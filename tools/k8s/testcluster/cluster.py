@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tools.k8s.pki import make_pki
 from tools.k8s.testcluster.kwok_logs import KwokLogs
-from tools.k8s.testcluster.node import NodeRunner, RealNode
+from tools.k8s.testcluster.node import NETPOL_BINARY, NodeRunner, RealNode
 from tools.k8s.testcluster.processes import die_with_parent, free_ports, kill_group
 
 HERE = Path(__file__).resolve().parent.parent
@@ -343,6 +343,9 @@ class TestCluster(KwokLogs):
         with self.api_client() as api:
             core = k8s.CoreV1Api(api)
             self._wait("kubelet", deadline, lambda: runner.node_ready(core), what=f"node {node.name} Ready")
+        # After the Node object exists (kube-router reads its InternalIP), before any test makes a pod.
+        self._spawn("kube-router", *args["kube-router"], exe=node.netpol_bin_dir / NETPOL_BINARY)
+        self._wait("kube-router", deadline, runner.netpol_ready, what="policy chains in the filter table")
 
     def _spawn(self, name: str, *args: str, exe: Path | None = None, env: dict[str, str] | None = None) -> None:
         self._args[name] = args

@@ -1,4 +1,5 @@
-"""A real node beside the control plane: containerd + runc, a CNI bridge, CoreDNS and a kubelet (needs root)."""
+"""A real node beside the control plane: containerd + runc, a CNI bridge, CoreDNS, a kubelet and kube-router's
+NetworkPolicy enforcer (needs root)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,6 +40,13 @@ HOST_LOCK_WAIT_SECONDS = 1800
 # after the node starts; one fixed place, so neither needs to know the other.
 REGISTRY_HOSTS_DIR = Path("/run/paddlecloud-node/certs.d")
 NETNS_DIR = Path("/run/netns")  # where `ip netns` (and the CNI plugins) name network namespaces
+NETPOL_BINARY = "kube-router-netpol"  # tools/k8s/build-netpol.sh: kube-router's network policy controller
+NETPOL_TOOLS = ("iptables", "iptables-save", "iptables-restore", "ipset")  # what it runs
+# What kube-router makes in the filter table and in ipset; the node removes them when it stops (kube-router
+# leaves them behind on SIGTERM, and its --cleanup-config does nothing for the policy controller in v2.1).
+NETPOL_JUMP_COMMENT = "kube-router netpol"
+NETPOL_CHAIN_PREFIXES = ("KUBE-ROUTER-", "KUBE-POD-FW-", "KUBE-NWPLCY-")
+NETPOL_IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-", "inet6:KUBE-")
 
 
 def _netns_names() -> set[str]:
@@ -55,11 +64,25 @@ def node_bin_dir() -> Path:
     return Path(out.stdout.strip())
 
 
+def netpol_bin_dir() -> Path:
+    """Where build-netpol.sh puts kube-router-netpol: $PADDLECLOUD_K8S_NETPOL_BIN_DIR or the cache."""
+    explicit = os.environ.get("PADDLECLOUD_K8S_NETPOL_BIN_DIR")
+    if explicit:
+        return Path(explicit)
+    out = subprocess.run(
+        ["bash", str(HERE / "build-netpol.sh"), "--print-bin-dir"], check=True, capture_output=True, text=True
+    )
+    return Path(out.stdout.strip())
+
+
 def node_missing(bin_dir: Path | None = None) -> list[str]:
     """What a real node still needs here (root, binaries, Debian packages, images); empty when it can start."""
     bin_dir = bin_dir or node_bin_dir()
     missing = [] if os.geteuid() == 0 else ["root"]
     missing += [b for b in NODE_BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    if not os.access(netpol_bin_dir() / NETPOL_BINARY, os.X_OK):
+        missing.append(f"{NETPOL_BINARY} (tools/k8s/build-netpol.sh)")
+    missing += [tool for tool in NETPOL_TOOLS if shutil.which(tool) is None]
     missing += [f"{CNI_BIN_DIR}/{p}" for p in CNI_PLUGINS if not os.access(CNI_BIN_DIR / p, os.X_OK)]
     if read_manifest() is None:
         missing.append("the runtime image of this checkout (tools/k8s/images.py build)")
@@ -76,6 +99,8 @@ class RealNode:
     gateway: str = "10.244.0.1"  # the bridge's address on the host: CoreDNS listens here (clusterDNS)
     labels: dict[str, str] = field(default_factory=lambda: {NODE_LABEL: "real"})
     bin_dir: Path = field(default_factory=node_bin_dir)
+    netpol_bin_dir: Path = field(default_factory=netpol_bin_dir)
+    service_cidr: str = "10.96.0.0/16"  # the control plane's (cluster.SERVICE_CIDR); kube-router must know it
 
 
 class NodeError(RuntimeError):
@@ -138,14 +163,39 @@ class NodeRunner:
         for d in (self.dir, self.run_dir, self.dir / "cni", self.dir / "kubelet"):
             d.mkdir(parents=True, exist_ok=True)
         self._netns_before = _netns_names()
-        names = ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready")
+        names = ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready", "netpol-health")
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self._bridge_up()
         return {
             "containerd": (f"--config={self._containerd_config()}",),
             "coredns": ("-conf", str(self._corefile())),
             "kubelet": self._kubelet_args(),
+            "kube-router": self._netpol_args(),
         }
+
+    def _netpol_args(self) -> tuple[str, ...]:
+        # Only the policy controller runs (the generated main of build-netpol.sh); it finds the node's pods
+        # by the node's InternalIP (the bridge address) and filters their traffic in the host's filter table.
+        return (
+            f"--kubeconfig={self.kubeconfig}",
+            f"--hostname-override={self.node.name}",
+            f"--service-cluster-ip-range={self.node.service_cidr}",
+            f"--health-port={self.ports['netpol-health']}",
+            "--enable-ipv4=true",
+            "--enable-ipv6=false",  # the pods have IPv4 addresses only
+            "--metrics-port=0",
+            "--iptables-sync-period=1m",  # a full resync besides the one every pod/policy/namespace change starts
+            "--v=1",
+        )
+
+    def netpol_ready(self) -> bool:
+        """kube-router answers its health check and has hooked its chains into INPUT, FORWARD and OUTPUT."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://127.0.0.1:{self.ports['netpol-health']}/healthz", timeout=2) as resp:
+            if resp.status != 200:
+                return False
+        rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=False).stdout
+        return all(f"-j KUBE-ROUTER-{chain}" in rules for chain in ("INPUT", "FORWARD", "OUTPUT"))
 
     def _bridge_up(self) -> None:
         # Made here (not lazily by the CNI bridge plugin) so CoreDNS can bind the gateway address first.
@@ -393,6 +443,7 @@ state = "{self.run_dir / "state"}"
             if ns.startswith("cni-"):
                 subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", self.node.bridge], capture_output=True, check=False)
+        remove_netpol_rules()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         for hierarchy in self._kubepods_cgroups():
             for dirpath, _, _ in sorted(os.walk(hierarchy), key=lambda w: -len(w[0])):
@@ -446,7 +497,38 @@ state = "{self.run_dir / "state"}"
             found.append(f"interface {self.node.bridge}")
         found += [f"netns {n}" for n in _netns_names() - self._netns_before]
         found += [f"cgroup {c}" for c in self._kubepods_cgroups()]
+        found += [f"iptables chain {c}" for c in _netpol_chains()]
+        found += [f"ipset {name}" for name in _netpol_ipsets()]
         return found
+
+
+def _netpol_chains() -> list[str]:
+    rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=False).stdout.splitlines()
+    chains = [line.split()[1] for line in rules if line.startswith("-N ")]
+    return [chain for chain in chains if chain.startswith(NETPOL_CHAIN_PREFIXES)]
+
+
+def _netpol_ipsets() -> list[str]:
+    if shutil.which("ipset") is None:
+        return []
+    names = subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True, check=False).stdout.split()
+    return [name for name in names if name.startswith(NETPOL_IPSET_PREFIXES)]
+
+
+def remove_netpol_rules() -> None:
+    """Remove what kube-router put in the host's filter table and ipset (after it stopped): the jumps from
+    the built-in chains first, then its chains (flushed, then deleted: they refer to each other), then its sets."""
+    for builtin in ("INPUT", "FORWARD", "OUTPUT"):
+        rules = subprocess.run(["iptables", "-S", builtin], capture_output=True, text=True, check=False).stdout
+        for rule in rules.splitlines():
+            if rule.startswith("-A ") and NETPOL_JUMP_COMMENT in rule:
+                subprocess.run(["iptables", "-D", *shlex.split(rule)[1:]], capture_output=True, check=False)
+    chains = _netpol_chains()
+    for verb in ("-F", "-X"):
+        for chain in chains:
+            subprocess.run(["iptables", verb, chain], capture_output=True, check=False)
+    for name in _netpol_ipsets():
+        subprocess.run(["ipset", "destroy", name], capture_output=True, check=False)
 
 
 __all__ = [
@@ -456,6 +538,8 @@ __all__ = [
     "NodeRunner",
     "RealNode",
     "die_with_parent",
+    "netpol_bin_dir",
     "node_bin_dir",
     "node_missing",
+    "remove_netpol_rules",
 ]
