@@ -1,7 +1,8 @@
 """The reconciler: observe every started job through its engine and move it through the state machine.
 
-It also holds the storage quota while jobs run (`enforce_storage_quota`): jobs write straight onto the
-PFS, so their owners' homes are measured and their jobs failed when the home outgrows the quota.
+It also holds the storage quota while jobs run (`enforce_storage_quota`, its own beat task
+`jobs.storage_quota`): jobs write straight onto the PFS, so their owners' homes are measured and their
+jobs failed when the home outgrows the quota.
 """
 
 from __future__ import annotations

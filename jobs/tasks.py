@@ -99,7 +99,15 @@ def reconcile() -> None:
             except Exception:
                 # One broken datacenter must not stop the others from being followed.
                 log.exception("reconcile of datacenter %s failed", datacenter.name)
-        # Jobs write straight onto the PFS: the quota is held by measuring their owners' homes.
+
+
+@shared_task(name="jobs.storage_quota", ignore_result=True)
+def storage_quota() -> None:
+    """Jobs write straight onto the PFS: the quota is held by measuring their owners' homes. Its own
+    task (and lock), so a long walk of a big home never holds up the reconciler."""
+    with exclusive("storage-quota") as held:
+        if not held:
+            return
         for job_id in enforce_storage_quota():
             kill_job.delay(job_id)
 
