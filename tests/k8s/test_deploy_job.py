@@ -105,14 +105,19 @@ def bootstrap_script(password: str, dc: dict[str, Any]) -> str:
 
 
 def run_pod(core: k8s.CoreV1Api, ns: str, template: dict[str, Any], name: str, command: list[str]) -> str:
-    spec = json.loads(json.dumps(template))
+    """Run ``command`` once in a pod made from a Deployment's pod ``template``, with its labels: the
+    overlay's NetworkPolicies let only the portal's pods reach PostgreSQL and Redis."""
+    spec = json.loads(json.dumps(template["spec"]))
     spec.pop("initContainers")
     spec["restartPolicy"] = "Never"
     main = spec["containers"][0]
     main.update(name=name, command=command)
     for key in ("ports", "livenessProbe", "readinessProbe", "startupProbe"):
         main.pop(key, None)
-    core.create_namespaced_pod(ns, manifest({"metadata": {"name": name}, "spec": spec}))
+    # The portal's name, which the policies admit, but not the web component, which its Service selects.
+    labels = {**template["metadata"]["labels"], "app.kubernetes.io/component": name}
+    metadata = {"name": name, "labels": labels}
+    core.create_namespaced_pod(ns, manifest({"metadata": metadata, "spec": spec}))
 
     def finished() -> str | None:
         status: Any = core.read_namespaced_pod(name, ns).status
@@ -214,7 +219,7 @@ def test_with_services_installs_the_portal_its_database_and_broker_and_runs_the_
                 "cpu_image": runtime["runtime"]["ref"], "gpu_image": runtime["runtime"]["ref"],
                 "default_cpu": "8", "default_memory": "16Gi", "default_jobs": 10, "finished_ttl": 5,
             }  # fmt: skip
-            template = deployments["web"]["spec"]["template"]["spec"]
+            template = deployments["web"]["spec"]["template"]
             shell = ["python", "manage.py", "shell", "-c", bootstrap_script(password, dc)]
             assert "database postgresql paddlecloud-postgres" in run_pod(core, ns, template, "bootstrap", shell)
             web: Any = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/component=web").items[0]
