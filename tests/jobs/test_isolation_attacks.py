@@ -1,0 +1,139 @@
+"""A hostile job on the local engine, beyond test_isolation: IPv6, slirp's own addresses, abstract unix
+sockets, /proc, and what a kill leaves of the job's network.
+
+Real jobs in the real sandbox through a real worker; the assertions read what the attacking job printed
+and what is left on the host.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from jobs.engines.local import processes, sandbox
+from jobs.models import Job
+from portal.datacenters.models import Datacenter
+from tests.jobs.test_local_engine import finished
+from tests.wait import wait_for
+from tests.workers import WorkerProcess
+
+pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+
+# Connect to every target ("host:port", or "@name" for an abstract unix socket), list what /proc shows,
+# then stay until killed.
+ATTACK = r"""
+import os, socket, sys, time
+for target in sys.argv[1:]:
+    try:
+        if target.startswith("@"):
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(2)
+                sock.connect("\0" + target[1:])
+        else:
+            host, port = target.rsplit(":", 1)
+            socket.create_connection((host.strip("[]"), int(port)), timeout=2).close()
+        print("CONNECTED", target, flush=True)
+    except OSError as exc:
+        print("refused", target, type(exc).__name__, flush=True)
+abstract = [line.split()[-1] for line in open("/proc/net/unix").read().splitlines()[1:] if line.split()[-1][:1] == "@"]
+print("abstract", sorted(abstract), flush=True)
+print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), flush=True)
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _needs_sandbox() -> None:
+    probe = sandbox.probe()
+    if not probe.ok:
+        pytest.skip(f"no sandbox on this host: {probe.error}")
+
+
+@pytest.fixture
+def host_listener_v6() -> Iterator[int]:
+    """A service of the host on every IPv4 and IPv6 address."""
+    with socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True) as server:
+        yield int(server.getsockname()[1])
+
+
+@pytest.fixture
+def host_abstract() -> Iterator[str]:
+    """An abstract unix socket of the host, as systemd's or D-Bus's are."""
+    name = f"paddlecloud-attack-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("\0" + name)
+        server.listen()
+        yield name
+
+
+def _host_v6() -> list[str]:
+    return [
+        a.address.split("%")[0]
+        for addresses in psutil.net_if_addrs().values()
+        for a in addresses
+        if a.family == socket.AF_INET6 and not a.address.startswith("fe80")
+    ]
+
+
+def _log(job: Job) -> str:
+    home = Path(job.datacenter.storage_root) / "home" / job.owner.username
+    path = home / "jobs" / job.name / "output" / job.uid / "trainer_0" / "log.txt"
+    return path.read_text() if path.is_file() else ""
+
+
+def _network_processes(job: Job) -> list[int]:
+    """Host pids of the job's network: the holder, its namespace process, and slirp4netns on it."""
+    record = job.engine_data["network"]
+    pids = [p for p in (record["pid"], record["netns_pid"]) if processes.start_time(p) is not None]
+    for process in psutil.process_iter(["cmdline"]):
+        if f"/proc/{record['netns_pid']}/ns/net" in (process.info["cmdline"] or []):
+            pids.append(process.pid)
+    return pids
+
+
+def test_a_job_reaches_no_host_service_over_ipv6_slirp_or_abstract_sockets_and_a_kill_ends_its_network(
+    alice_api: APIClient,
+    alice: User,
+    local_dc: Datacenter,
+    worker: WorkerProcess,
+    host_listener_v6: int,
+    host_abstract: str,
+) -> None:
+    port = host_listener_v6
+    targets = [f"[::1]:{port}", *(f"[{a}]:{port}" for a in _host_v6())]
+    # slirp's gateway (the host) and resolver on other ports than DNS, and the resolver's TCP 53 to the host.
+    targets += [f"10.0.2.2:{port}", "10.0.2.2:22", "10.0.2.2:5432", "10.0.2.3:22", f"10.0.2.3:{port}"]
+    targets += [f"@{host_abstract}"]
+    package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "probe6"
+    package.mkdir(parents=True)
+    (package / "job.py").write_text(ATTACK)
+    spec = {"jobname": "probe6", "entry": "python job.py " + " ".join(targets), "parallelism": 1, "pservers": 0}
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+
+    def holding() -> Job | None:
+        job = Job.objects.filter(name="probe6").first()
+        return job if job is not None and "holding" in _log(job) else None
+
+    job = wait_for(holding, "the attacking job to have tried everything", 90, watch=worker)
+    assert isinstance(job, Job)
+    log = _log(job)
+    for target in targets:
+        assert f"refused {target} " in log, log
+    abstract = log.split("abstract ", 1)[1].splitlines()[0]
+    assert host_abstract not in abstract, log  # the host's abstract names are not even listed
+    pids = eval(log.split("pids ", 1)[1].splitlines()[0])  # noqa: S307 - the job printed a list of ints
+    assert len(pids) <= 3, log  # its own pid namespace: the launcher, the entry, little else
+
+    network = _network_processes(job)
+    assert len(network) >= 3, network  # holder, namespace process, slirp4netns (egress is on by default)
+    assert alice_api.delete("/api/v1/jobs/probe6").status_code == 200
+    finished("probe6", worker)
+    wait_for(lambda: not [p for p in network if psutil.pid_exists(p)], "the job's network to be gone", 30)
