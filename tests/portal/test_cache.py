@@ -16,6 +16,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from portal.cache import FileBasedCache, RedisCache
+from tests.portal.test_login_throttle import parallel_guesses
 
 # The CI services' Redis; a database of its own and a prefix per run, so nothing else is touched.
 REDIS_URL = os.environ.get("PADDLECLOUD_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
@@ -117,3 +118,13 @@ def test_the_login_throttle_counts_in_the_json_redis_cache(
                for _ in range(4)]  # fmt: skip
     assert answers == [401, 401, 401, 429]
     assert len(redis_cache.get("login-failures:addr:192.0.2.5")) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_guesses_in_the_redis_cache_get_no_more_password_checks_than_the_rate(
+    redis_cache: RedisCache, carol: User, settings: SettingsWrapper
+) -> None:
+    settings.CACHES = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": REDIS_URL,
+                                   "KEY_PREFIX": f"cache-test-{os.getpid()}"}}  # fmt: skip
+    settings.PADDLECLOUD_LOGIN_RATE = "3/min"
+    assert parallel_guesses(20) == [401] * 3 + [429] * 17
