@@ -18,8 +18,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from jobs.engines.local import processes, sandbox
-from jobs.models import Job
-from portal.datacenters.models import Datacenter
+from jobs.models import Job, JobState, Reason
+from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
@@ -47,6 +47,17 @@ print("abstract", sorted(abstract), flush=True)
 print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), flush=True)
 print("holding", flush=True)
 time.sleep(600)
+"""
+
+# Disk space a length never shows: 200 MiB allocated past the end of an empty file, in one call.
+PREALLOCATE = r"""
+import os, subprocess, time
+path = os.path.join(os.environ["PADDLECLOUD_OUTPUT_DIR"], "hidden.bin")
+open(path, "wb").close()
+subprocess.run(["fallocate", "--keep-size", "-l", str(200 * 1024 * 1024), path], check=True)
+print("preallocated", os.stat(path).st_size, os.stat(path).st_blocks * 512, flush=True)
+time.sleep(120)
+print("never stopped", flush=True)
 """
 
 
@@ -137,3 +148,19 @@ def test_a_job_reaches_no_host_service_over_ipv6_slirp_or_abstract_sockets_and_a
     assert alice_api.delete("/api/v1/jobs/probe6").status_code == 200
     finished("probe6", worker)
     wait_for(lambda: not [p for p in network if psutil.pid_exists(p)], "the job's network to be gone", 30)
+
+
+def test_a_job_that_preallocates_past_a_files_end_is_stopped_for_the_storage_quota(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    Quota.objects.create(user=alice, datacenter=local_dc, storage="20Mi")
+    package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "hide"
+    package.mkdir(parents=True)
+    (package / "job.py").write_text(PREALLOCATE)
+    spec = {"jobname": "hide", "entry": "python job.py", "parallelism": 1, "pservers": 0}
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    job = finished("hide", worker, timeout=60)
+    log = _log(job)
+    assert "preallocated 0 " in log and "never stopped" not in log, log
+    assert (job.state, job.reason) == (JobState.FAILED, Reason.STORAGE_QUOTA_EXCEEDED), job.message
+    assert "200.0 MiB allocated past their ends" in job.message, job.message
