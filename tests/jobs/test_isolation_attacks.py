@@ -8,6 +8,7 @@ and what is left on the host.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,14 @@ print("abstract", sorted(abstract), flush=True)
 print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), flush=True)
 print("holding", flush=True)
 time.sleep(600)
+"""
+
+# Fails after a while, so the engine tries to start it again (max_retries).
+FAIL_LATER = r"""
+import time
+print("started", flush=True)
+time.sleep(6)
+raise SystemExit(1)
 """
 
 # Disk space a length never shows: 200 MiB allocated past the end of an empty file, in one call.
@@ -164,3 +173,27 @@ def test_a_job_that_preallocates_past_a_files_end_is_stopped_for_the_storage_quo
     assert "preallocated 0 " in log and "never stopped" not in log, log
     assert (job.state, job.reason) == (JobState.FAILED, Reason.STORAGE_QUOTA_EXCEEDED), job.message
     assert "200.0 MiB allocated past their ends" in job.message, job.message
+
+
+def test_a_job_whose_network_died_cannot_restart_a_trainer_and_says_how_the_network_ended(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "orphan"
+    package.mkdir(parents=True)
+    (package / "job.py").write_text(FAIL_LATER)
+    spec = {"jobname": "orphan", "entry": "python job.py", "parallelism": 1, "pservers": 0, "max_retries": 1}
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+
+    def started() -> Job | None:
+        job = Job.objects.filter(name="orphan").first()
+        return job if job is not None and "started" in _log(job) else None
+
+    job = wait_for(started, "the trainer to start", 60, watch=worker)
+    assert isinstance(job, Job)
+    processes.signal_groups([job.engine_data["network"]["pid"]], signal.SIGKILL)  # the holder and slirp4netns
+    job = finished("orphan", worker, timeout=60)
+    assert (job.state, job.reason) == (JobState.FAILED, Reason.BACKOFF_LIMIT), job.message
+    assert job.message == (
+        "trainer 0 exited with code 1 after 0 restart(s); cannot restart it: the job's network ended "
+        "(its holder exited with code 137 (killed by SIGKILL)); its processes cannot join it"
+    )
