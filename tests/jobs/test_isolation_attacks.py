@@ -18,14 +18,14 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from jobs.engines.local import processes, sandbox
+from jobs.engines.local import processes
 from jobs.models import Job, JobState, Reason
 from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
 
-pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("needs_sandbox")]
 
 # Connect to every target ("host:port", or "@name" for an abstract unix socket), list what /proc shows,
 # then stay until killed.
@@ -70,13 +70,6 @@ print("never stopped", flush=True)
 """
 
 
-@pytest.fixture(autouse=True)
-def _needs_sandbox() -> None:
-    probe = sandbox.probe()
-    if not probe.ok:
-        pytest.skip(f"no sandbox on this host: {probe.error}")
-
-
 @pytest.fixture
 def host_listener_v6() -> Iterator[int]:
     """A service of the host on every IPv4 and IPv6 address."""
@@ -109,6 +102,18 @@ def _log(job: Job) -> str:
     return path.read_text() if path.is_file() else ""
 
 
+def _once_logged(name: str, text: str, worker: WorkerProcess) -> Job:
+    """Job `name` once its trainer has printed `text`."""
+
+    def logged() -> Job | None:
+        job = Job.objects.filter(name=name).first()
+        return job if job is not None and text in _log(job) else None
+
+    job = wait_for(logged, f"job {name} to print {text!r}", 90, watch=worker)
+    assert isinstance(job, Job)
+    return job
+
+
 def _network_processes(job: Job) -> list[int]:
     """Host pids of the job's network: the holder, its namespace process, and slirp4netns on it."""
     record = job.engine_data["network"]
@@ -138,12 +143,7 @@ def test_a_job_reaches_no_host_service_over_ipv6_slirp_or_abstract_sockets_and_a
     spec = {"jobname": "probe6", "entry": "python job.py " + " ".join(targets), "parallelism": 1, "pservers": 0}
     assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
 
-    def holding() -> Job | None:
-        job = Job.objects.filter(name="probe6").first()
-        return job if job is not None and "holding" in _log(job) else None
-
-    job = wait_for(holding, "the attacking job to have tried everything", 90, watch=worker)
-    assert isinstance(job, Job)
+    job = _once_logged("probe6", "holding", worker)
     log = _log(job)
     for target in targets:
         assert f"refused {target} " in log, log
@@ -184,12 +184,7 @@ def test_a_job_whose_network_died_cannot_restart_a_trainer_and_says_how_the_netw
     spec = {"jobname": "orphan", "entry": "python job.py", "parallelism": 1, "pservers": 0, "max_retries": 1}
     assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
 
-    def started() -> Job | None:
-        job = Job.objects.filter(name="orphan").first()
-        return job if job is not None and "started" in _log(job) else None
-
-    job = wait_for(started, "the trainer to start", 60, watch=worker)
-    assert isinstance(job, Job)
+    job = _once_logged("orphan", "started", worker)
     processes.signal_groups([job.engine_data["network"]["pid"]], signal.SIGKILL)  # the holder and slirp4netns
     job = finished("orphan", worker, timeout=60)
     assert (job.state, job.reason) == (JobState.FAILED, Reason.BACKOFF_LIMIT), job.message
