@@ -24,21 +24,10 @@ from pathlib import Path
 
 import psutil
 
+from jobs.engines import netranges
 from jobs.engines.local import processes
 
 SLIRP_DNS = "10.0.2.3"
-# Never reachable from a job, whatever the datacenter allows: the host's own networks and everything
-# that is not the public internet (private, shared, loopback, link-local, multicast, reserved).
-BLOCKED_V4 = (
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "224.0.0.0/3",
-)
 READY_SECONDS = 30
 HOLDER = Path(__file__).with_name("netholder.py")
 # The holder's files in the job's state folder (the engine's, out of the job's reach).
@@ -77,7 +66,7 @@ def ruleset(egress: bool, host_nets: list[str]) -> str:
     and the public internet, never the host's networks nor a private, loopback or multicast range."""
     if not egress:
         return ""  # nothing but loopback exists in the namespace: no rule is needed to keep it closed
-    blocked = ", ".join(dict.fromkeys((*BLOCKED_V4, *host_nets)))
+    blocked = ", ".join(dict.fromkeys((*netranges.NOT_GLOBAL_V4, *host_nets)))
     return (
         "table inet paddlecloud {\n"
         "  chain output {\n"
