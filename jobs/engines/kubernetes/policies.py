@@ -39,7 +39,7 @@ API_VERSION = "networking.k8s.io/v1"
 
 # Everything that is not the public internet (jobs.engines.netranges). A cluster whose pods, Services or
 # nodes have public addresses adds them with PADDLECLOUD_K8S_CLUSTER_CIDRS.
-DEFAULT_CLUSTER_CIDRS = (*netranges.NOT_GLOBAL_V4, *netranges.NOT_GLOBAL_V6)
+DEFAULT_CLUSTER_CIDRS = (*netranges.PRIVATE_V4, *netranges.UNROUTED_V4, *netranges.NOT_GLOBAL_V6)
 CLUSTER_CIDRS_ENV = "PADDLECLOUD_K8S_CLUSTER_CIDRS"
 REGISTRY_CIDRS_ENV = "PADDLECLOUD_K8S_REGISTRY_CIDRS"
 DNS_PORT = 53

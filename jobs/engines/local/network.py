@@ -66,7 +66,7 @@ def ruleset(egress: bool, host_nets: list[str]) -> str:
     and the public internet, never the host's networks nor a private, loopback or multicast range."""
     if not egress:
         return ""  # nothing but loopback exists in the namespace: no rule is needed to keep it closed
-    blocked = ", ".join(dict.fromkeys((*netranges.NOT_GLOBAL_V4, *host_nets)))
+    blocked = ", ".join(dict.fromkeys((*netranges.PRIVATE_V4, *host_nets)))
     return (
         "table inet paddlecloud {\n"
         "  chain output {\n"
