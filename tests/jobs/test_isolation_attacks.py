@@ -18,7 +18,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from jobs.engines.local import processes
+from jobs.engines.local import network, processes
 from jobs.models import Job, JobState, Reason
 from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.test_local_engine import finished
@@ -194,3 +194,23 @@ def test_a_job_whose_network_died_cannot_restart_a_trainer_and_says_how_the_netw
         "trainer 0 exited with code 1 after 0 restart(s); cannot restart it: the job's network ended "
         "(its holder exited with code 137 (killed by SIGKILL)); its processes cannot join it"
     )
+
+
+def test_a_network_holder_killed_alone_takes_its_namespace_and_slirp4netns_with_it(tmp_path: Path) -> None:
+    """Only the holder's main process dies (the OOM killer's pick, say): nothing of the network may linger
+    for the engine to take as alive."""
+    held = network.start(tmp_path, 1_000_000_001, 1_000_000_001, egress=bool(network.egress_tools_missing() == ""))
+    slirp = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if f"/proc/{held.netns_pid}/ns/net" in (p.info["cmdline"] or [])
+    ]
+    try:
+        os.kill(held.spawned.pid, signal.SIGKILL)
+        wait_for(
+            lambda: not [p for p in (held.netns_pid, *slirp) if processes.start_time(p) is not None],
+            "the namespace holder and slirp4netns to end with the holder",
+            10,
+        )
+    finally:
+        processes.signal_groups([held.spawned.pid], signal.SIGKILL)
