@@ -206,6 +206,7 @@ def stuck_submissions() -> list[int]:
 QUOTA_CHECK_SECONDS = 5  # a user with a started job has their home measured at most this often
 QUOTA_CYCLE_SECONDS = 2.0  # measuring stops for one cycle after this long; the others wait for the next
 QUOTA_WALK_SECONDS = 5.0  # one home's walk stops after this long (its counts are then lower bounds)
+PREALLOCATED_SHOWN = 1024 * 1024  # below this, space past files' ends is filesystem noise, not worth a word
 
 
 def enforce_storage_quota() -> list[int]:
@@ -260,12 +261,14 @@ def _check_home(owner_id: int, datacenter_id: int) -> list[int]:
 def _over_quota(measured: usage.Measured, reserved: int, limits: quota.Amounts, datacenter: Datacenter) -> str:
     """What is over the quota, naming the sizes; "" when nothing is."""
     where = f"in datacenter {datacenter.name}"
-    held = measured.bytes + reserved
+    held = measured.bytes + measured.preallocated + reserved
     at_least = "" if measured.complete else "at least "
     if held > limits.storage:
-        uploads = f" and {human_bytes(reserved)} reserved by uploads in progress" if reserved else ""
+        past_end = measured.preallocated
+        extra = f" and {human_bytes(past_end)} allocated past their ends" if past_end >= PREALLOCATED_SHOWN else ""
+        extra += f" and {human_bytes(reserved)} reserved by uploads in progress" if reserved else ""
         return (
-            f"storage quota exceeded {where}: your files take {at_least}{human_bytes(measured.bytes)}{uploads}, "
+            f"storage quota exceeded {where}: your files take {at_least}{human_bytes(measured.bytes)}{extra}, "
             f"over the quota of {human_bytes(limits.storage)}; the job was stopped"
         )
     if measured.files > limits.storage_files:

@@ -3,14 +3,17 @@
 Django's Redis and file caches pickle their values, so whoever can write a cache entry (a process
 that reaches the Redis server, or the cache folder) makes the portal run code when it reads it back.
 These store JSON instead; an entry that is not JSON (planted, or left by an older portal) is a miss.
-Everything the portal caches (the login throttle's lists of times) is JSON.
+Everything the portal caches (the login throttle's lists of times) is JSON. Each also gives a lock
+(`exclusive`) for a read-modify-write of entries, held across every process that shares the cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -74,9 +77,27 @@ class RedisCache(redis.RedisCache):
         super().__init__(server, {**params, "OPTIONS": options})
         self._class = JSONRedisCacheClient
 
+    def exclusive(self, name: str) -> AbstractContextManager[object]:
+        """A lock on every host that uses this Redis (redis-py's; it expires after 10 s if its holder dies)."""
+        client = self._cache.get_client(None, write=True)
+        return client.lock(self.make_and_validate_key(f"lock:{name}"), timeout=10, blocking_timeout=10)  # type: ignore[no-any-return]
+
 
 class FileBasedCache(filebased.FileBasedCache):
     """Django's file cache with each file as a JSON expiry line and a JSON value."""
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """A lock of every process on this host that uses this folder: flock on a file beside the entries
+        (not a cache file, so culling and clear() leave it)."""
+        folder = Path(self._dir)  # type: ignore[attr-defined]  # private, not in the stubs
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with (folder / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.lock").open("ab") as f:
+            locks.lock(f, locks.LOCK_EX)
+            try:
+                yield
+            finally:
+                locks.unlock(f)
 
     def _path(self, key: str, version: int | None) -> Path:
         return Path(self._key_to_file(key, version))  # type: ignore[attr-defined]  # private, not in the stubs

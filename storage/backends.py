@@ -53,6 +53,7 @@ class Entry:
     kind: str  # file, dir, symlink or other
     size: int  # bytes for files, 0 otherwise
     mtime: float
+    preallocated: int = 0  # bytes a file holds on disk past its end (fallocate --keep-size), beyond one block
 
     @property
     def modified(self) -> datetime:
@@ -71,7 +72,12 @@ def kind_of(mode: int) -> str:
 
 def entry_of(name: str, st: os.stat_result) -> Entry:
     kind = kind_of(st.st_mode)
-    return Entry(name=name, kind=kind, size=st.st_size if kind == "file" else 0, mtime=st.st_mtime)
+    if kind != "file":
+        return Entry(name=name, kind=kind, size=0, mtime=st.st_mtime)
+    # Space allocated past the length is invisible in st_size (a job can fallocate the disk full at
+    # size 0); the last block's rounding is not counted, so a dense file has none.
+    past_end = st.st_blocks * 512 - -(-st.st_size // st.st_blksize) * st.st_blksize
+    return Entry(name=name, kind=kind, size=st.st_size, mtime=st.st_mtime, preallocated=max(past_end, 0))
 
 
 def split(name: str) -> list[str]:
@@ -222,7 +228,7 @@ class PfsStorage(FileSystemStorage):
                             descent.leave()
                         continue
                     path = prefix + entry.name
-                    yield Entry(path, entry.kind, entry.size, entry.mtime)
+                    yield Entry(path, entry.kind, entry.size, entry.mtime, entry.preallocated)
                     if entry.kind == "dir":
                         children = _entered_scan(descent, entry.name)
                         if children is not None:

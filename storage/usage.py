@@ -194,6 +194,7 @@ class Measured:
     bytes: int  # in regular files (links, sockets, FIFOs count 0, as quota counts them)
     files: int  # entries of every kind
     complete: bool  # False: the walk stopped at its bounds, so both are lower bounds
+    preallocated: int = 0  # held on disk past files' ends (backends.Entry); not in the recorded usage
 
 
 def measure_home(user: Any, datacenter: Datacenter, max_entries: int, seconds: float) -> Measured:
@@ -201,16 +202,17 @@ def measure_home(user: Any, datacenter: Datacenter, max_entries: int, seconds: f
     `max_entries` entries or `seconds`. Raises backends.StorageUnavailable when the storage is not mounted."""
     storage = storage_for(datacenter)
     deadline = time.monotonic() + seconds
-    total = count = 0
+    total = count = preallocated = 0
     try:
         for entry in storage.walk(paths.home_of(user.get_username())):
             total += entry.size
+            preallocated += entry.preallocated
             count += 1
             if count >= max_entries or time.monotonic() > deadline:
-                return Measured(total, count, complete=False)
+                return Measured(total, count, complete=False, preallocated=preallocated)
     except (FileNotFoundError, NotADirectoryError):
         return Measured(0, 0, complete=True)  # no home yet
-    return Measured(total, count, complete=True)
+    return Measured(total, count, complete=True, preallocated=preallocated)
 
 
 def record_measurement(user: Any, datacenter: Datacenter, measured: Measured) -> StorageUsage:

@@ -38,19 +38,18 @@ def _login(request: Request) -> ApiToken:
     serializer.is_valid(raise_exception=True)
     username = serializer.validated_data["username"]
     password = serializer.validated_data["password"]
-    wait = throttle.wait_seconds(request._request, username)
+    wait = throttle.begin(request._request, username)
     if wait is not None:
         raise exceptions.Throttled(wait, detail=throttle.REASON)  # DRF adds the wait
     user = authenticate(request._request, username=username, password=password)
     if user is None:
-        throttle.record_failure(request._request, username)
         # Tell an inactive account (awaiting approval) apart from a wrong password, but only
         # once the password is right, so the answer reveals nothing to a guesser.
         candidate = get_user_model().objects.filter(username=username, is_active=False).first()
         if candidate is not None and candidate.check_password(password):
             raise InactiveAccount("account is not active yet; an operator must approve it")
         raise BadCredentials("username or password is incorrect")
-    throttle.record_success(request._request, username)
+    throttle.succeeded(request._request, username)
     return current_token(user)
 
 

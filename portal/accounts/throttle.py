@@ -8,15 +8,20 @@ web host shares them) three ways, each with its own rate:
   high so that made-up usernames from a shared address (127.0.0.1 in the embedded portal, a NAT)
   cannot lock out everyone else there.
 When a count reaches its rate within its window, further logins it covers are refused before any
-password is checked. A successful login clears its username's two counts; the address count is left
-alone, so an attacker who owns one account cannot wipe the count of the guesses they make at others.
+password is checked. Every attempt is counted as a failure before its password is checked, checked and
+counted under one lock (the cache's, shared by every web worker): parallel guesses cannot all pass the
+check before any of them is counted. A successful login takes its attempt back and clears its
+username's two counts; the address count keeps the rest, so an attacker who owns one account cannot
+wipe the count of the guesses they make at others.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
+from contextlib import AbstractContextManager
 
 from django.conf import settings
 from django.core.cache import cache
@@ -68,28 +73,44 @@ def _recent(key: str, now: float, window: int) -> list[float]:
     return [stamp for stamp in cache.get(key, []) if stamp > now - window]
 
 
-def wait_seconds(request: HttpRequest, username: str) -> int | None:
-    """Seconds until this address and username may try again, or None if they may now."""
+# Backends without a lock of their own (not portal.cache's): one per process.
+_PROCESS_LOCK = threading.Lock()
+_ATTEMPT = "_paddlecloud_login_attempt"
+
+
+def _exclusive() -> AbstractContextManager[object]:
+    """The one lock around the counts' read-modify-write: the cache's own (portal.cache), else the process's."""
+    exclusive = getattr(cache, "exclusive", None)
+    return exclusive("login-throttle") if exclusive is not None else _PROCESS_LOCK
+
+
+def begin(request: HttpRequest, username: str) -> int | None:
+    """Count this attempt as a failed login before its password is checked; None to go on, or (a count
+    being full, nothing counted) the seconds until this address and username may try again."""
     now = time.time()
-    waits = []
-    for key, rate in _counters(request, username):
-        limit, window = parse_rate(rate)
-        failures = _recent(key, now, window)
-        if len(failures) >= limit:
-            waits.append(failures[-limit] + window - now)
-    return max(1, math.ceil(max(waits))) if waits else None
+    counters = [(key, *parse_rate(rate)) for key, rate in _counters(request, username)]
+    with _exclusive():
+        recent = {key: _recent(key, now, window) for key, _, window in counters}
+        waits = [recent[key][-limit] + window - now for key, limit, window in counters if len(recent[key]) >= limit]
+        if waits:
+            return max(1, math.ceil(max(waits)))
+        for key, limit, window in counters:
+            # Only the newest `limit` failures matter, so the list never grows past that.
+            cache.set(key, [*recent[key], now][-limit:], window)
+    setattr(request, _ATTEMPT, now)
+    return None
 
 
-def record_failure(request: HttpRequest, username: str) -> None:
-    now = time.time()
-    for key, rate in _counters(request, username):
-        limit, window = parse_rate(rate)
-        # Only the newest `limit` failures matter, so the list never grows past that.
-        cache.set(key, [*_recent(key, now, window), now][-limit:], window)
-
-
-def record_success(request: HttpRequest, username: str) -> None:
-    cache.delete_many([key for key, _ in _counters(request, username)[1:]])
+def succeeded(request: HttpRequest, username: str) -> None:
+    """The password was right: take this attempt back from the address's count, clear the username's."""
+    (address_key, address_rate), *user_keys = _counters(request, username)
+    attempt = getattr(request, _ATTEMPT, None)
+    with _exclusive():
+        cache.delete_many([key for key, _ in user_keys])
+        stamps = cache.get(address_key, [])
+        if attempt in stamps:
+            stamps.remove(attempt)
+            cache.set(address_key, stamps, parse_rate(address_rate)[1])
 
 
 REASON = "Login throttled: too many failed logins for this account or from this address."

@@ -43,7 +43,7 @@ class ThrottledLogin(AuthenticationForm):
         request = self.request  # LoginView always passes it
         if request is None or username is None or not self.cleaned_data.get("password"):
             return super().clean()
-        wait = throttle.wait_seconds(request, username)
+        wait = throttle.begin(request, username)
         if wait is not None:
             self.throttled_for = wait
             raise forms.ValidationError(throttle.message(wait), code="throttled")
@@ -52,10 +52,8 @@ class ThrottledLogin(AuthenticationForm):
         finally:
             # user_cache is set once the password is right, even if the login is then refused
             # (inactive, or not staff on the admin): only a wrong password counts as a guess.
-            if self.user_cache is None:
-                throttle.record_failure(request, username)
-            else:
-                throttle.record_success(request, username)
+            if self.user_cache is not None:
+                throttle.succeeded(request, username)
 
 
 class ThrottledAdminLogin(ThrottledLogin, AdminAuthenticationForm):

@@ -35,9 +35,13 @@ class WebhookTransient(Exception):
     """Worth retrying later: no connection, a timeout, a 5xx or 429."""
 
 
-# IPv6 forms that carry an IPv4 address in their low 32 bits: IPv4-compatible (::a.b.c.d, deprecated)
-# and the well-known NAT64 prefix (RFC 6052). A host or gateway that speaks them reaches that IPv4 address.
-_LOW_32_BITS_CARRY_IPV4 = (ipaddress.IPv6Network("::/96"), ipaddress.IPv6Network("64:ff9b::/96"))
+# IPv6 forms that carry an IPv4 address in their low 32 bits: IPv4-compatible (::a.b.c.d, deprecated),
+# IPv4-translated (::ffff:0:a.b.c.d, SIIT) and the well-known NAT64 prefix (RFC 6052). A host or
+# gateway that speaks them reaches that IPv4 address.
+_LOW_32_BITS_CARRY_IPV4 = tuple(ipaddress.IPv6Network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
+# Not global, though Python before 3.12 says they are: local-use NAT64 (RFC 8215: its IPv4 address may
+# sit at several places) and site-local.
+_PRIVATE_V6 = tuple(ipaddress.IPv6Network(n) for n in ("64:ff9b:1::/48", "fec0::/10"))
 
 
 def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
@@ -48,7 +52,7 @@ def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
         return [ip.sixtofour]
     if ip.teredo:
         return list(ip.teredo)  # the relay server and the client's own address
-    if any(ip in network for network in _LOW_32_BITS_CARRY_IPV4):
+    if _in(ip, _LOW_32_BITS_CARRY_IPV4):
         return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
     return []
 
@@ -60,7 +64,11 @@ def _allowed(address: str, allow_private: bool) -> bool:
     targets: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [*embedded] or [ip]
     if any(target.is_unspecified or target.is_multicast for target in targets):
         return False
-    return allow_private or all(target.is_global for target in targets)
+    return allow_private or all(target.is_global and not _in(target, _PRIVATE_V6) for target in targets)
+
+
+def _in(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, networks: tuple[ipaddress.IPv6Network, ...]) -> bool:
+    return any(ip in network for network in networks)
 
 
 def resolve_checked(host: str, port: int, allow_private: bool) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from jobs.engines.local import processes
+from jobs.engines.local import processes, sandbox
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.workers import WorkerProcess, start_worker
@@ -49,3 +49,11 @@ def fake_package(local_dc: Datacenter, alice: User) -> Path:
     """A package without Paddle: pservers listen, trainers print loss lines and exit as told."""
     source = Path(__file__).parent / "fake_package"
     return put_package(local_dc, alice, "fake", source)
+
+
+@pytest.fixture
+def needs_sandbox() -> None:
+    """Skip where this host cannot create the local engine's sandbox (its message says why)."""
+    probe = sandbox.probe()
+    if not probe.ok:
+        pytest.skip(f"no sandbox on this host: {probe.error}")

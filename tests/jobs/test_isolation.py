@@ -30,7 +30,7 @@ from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
 
-pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("needs_sandbox")]
 
 # Everything an attacker inside a job would try: list the ports it can see, then connect to each target.
 ATTACK = r"""
@@ -66,13 +66,6 @@ except OSError as exc:
     sys.exit(1)
 print("forked", len(children), flush=True)
 """
-
-
-@pytest.fixture(autouse=True)
-def _needs_sandbox() -> None:
-    probe = sandbox.probe()
-    if not probe.ok:
-        pytest.skip(f"no sandbox on this host: {probe.error}")
 
 
 @pytest.fixture

@@ -15,14 +15,14 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from jobs.engines.local import cgroups, sandbox
+from jobs.engines.local import cgroups
 from jobs.models import Job
 from portal.datacenters.models import Datacenter
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
 
-pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("needs_sandbox")]
 
 PROBE = r"""
 import os, sys
@@ -75,13 +75,6 @@ def _marked(marker: str) -> list[int]:
         except OSError:
             continue
     return pids
-
-
-@pytest.fixture(autouse=True)
-def _needs_sandbox() -> None:
-    probe = sandbox.probe()
-    if not probe.ok:
-        pytest.skip(f"no sandbox on this host: {probe.error}")
 
 
 def test_a_job_sees_its_pfs_paths_and_nothing_of_the_portal(

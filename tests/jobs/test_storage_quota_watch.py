@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -101,3 +102,26 @@ def test_a_storage_the_portal_does_not_mount_is_skipped(alice: User, local_dc: D
     running_job(alice, local_dc)
     Datacenter.objects.filter(pk=local_dc.pk).update(storage_root=str(home / "not-mounted"))
     assert enforce_storage_quota() == []
+
+
+def preallocate(path: Path, size: int) -> None:
+    """Space allocated past the file's end: the file stays 0 bytes long (fallocate --keep-size)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    done = subprocess.run(["fallocate", "--keep-size", "-l", str(size), str(path)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"this filesystem cannot preallocate: {done.stderr.decode().strip()}")
+
+
+def test_space_allocated_past_a_files_end_counts_against_the_quota(
+    alice: User, local_dc: Datacenter, home: Path
+) -> None:
+    job = running_job(alice, local_dc)
+    preallocate(home / "jobs" / "fill" / "hidden.bin", 30 * MiB)
+    (home / "jobs" / "fill" / "dense.bin").write_bytes(b"x" * 5000)  # its last block's rounding is no allocation
+    assert enforce_storage_quota() == [job.pk]
+    job.refresh_from_db()
+    assert (job.state, job.reason) == (JobState.FAILED, Reason.STORAGE_QUOTA_EXCEEDED)
+    assert "your files take 4.9 KiB and 30.0 MiB allocated past their ends" in job.message, job.message
+    row = StorageUsage.objects.get(user=alice, datacenter=local_dc)
+    assert row.used_bytes == 5000  # the recorded usage stays the files' lengths, as uploads and deletes count

@@ -189,6 +189,9 @@ def test_private_and_special_addresses_are_refused(address: str) -> None:
         "::127.0.0.1", "::ffff:127.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::1",  # loopback, four ways
         "::ffff:10.0.0.1", "::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1",  # private, metadata
         "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, whose client is 127.0.0.1
+        "::ffff:0:7f00:1", "::ffff:0:a00:1",  # IPv4-translated (SIIT, RFC 6145)
+        "64:ff9b:1::7f00:1", "64:ff9b:1:7f00:1::",  # local-use NAT64 (RFC 8215), never global
+        "fec0::1",  # site-local (deprecated, private)
     ],
 )  # fmt: skip
 def test_ipv6_forms_of_a_private_ipv4_address_are_refused(address: str) -> None:

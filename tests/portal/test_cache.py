@@ -16,6 +16,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from portal.cache import FileBasedCache, RedisCache
+from tests.portal.test_login_throttle import parallel_guesses
 
 # The CI services' Redis; a database of its own and a prefix per run, so nothing else is touched.
 REDIS_URL = os.environ.get("PADDLECLOUD_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
@@ -106,14 +107,27 @@ def test_the_file_cache_expires_and_touches(tmp_path: Path) -> None:
     assert not cache.touch("absent", 60)
 
 
-def test_the_login_throttle_counts_in_the_json_redis_cache(
-    redis_cache: RedisCache, bob: User, settings: SettingsWrapper
-) -> None:
+def throttle_in_redis(settings: SettingsWrapper) -> None:
+    """The portal's cache is the JSON Redis cache (under this run's prefix); 3 failed logins a minute."""
     settings.CACHES = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": REDIS_URL,
                                    "KEY_PREFIX": f"cache-test-{os.getpid()}"}}  # fmt: skip
     settings.PADDLECLOUD_LOGIN_RATE = "3/min"
+
+
+def test_the_login_throttle_counts_in_the_json_redis_cache(
+    redis_cache: RedisCache, bob: User, settings: SettingsWrapper
+) -> None:
+    throttle_in_redis(settings)
     client = APIClient(REMOTE_ADDR="192.0.2.5")
     answers = [client.post("/api/v1/auth/token", {"username": "bob", "password": "guess"}, format="json").status_code
                for _ in range(4)]  # fmt: skip
     assert answers == [401, 401, 401, 429]
     assert len(redis_cache.get("login-failures:addr:192.0.2.5")) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_guesses_in_the_redis_cache_get_no_more_password_checks_than_the_rate(
+    redis_cache: RedisCache, carol: User, settings: SettingsWrapper
+) -> None:
+    throttle_in_redis(settings)
+    assert parallel_guesses(20) == [401] * 3 + [429] * 17

@@ -5,6 +5,8 @@ Counted per (address, username), per username and per address; the fixture's rat
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -142,14 +144,17 @@ def test_behind_a_trusted_proxy_the_forwarded_address_is_counted(alice: User, se
     settings.PADDLECLOUD_TRUSTED_PROXIES = 1
     for index in range(12):
         attempt("/login/", f"user{index}", "guess", address="10.0.0.1", X_Forwarded_For="203.0.113.5")
-    assert_throttled("/login/", attempt("/login/", "alice", PASSWORD, address="10.0.0.1",
-                                        X_Forwarded_For="203.0.113.5"))
-    assert logged_in("/login/", attempt("/login/", "alice", PASSWORD, address="10.0.0.1",
-                                        X_Forwarded_For="spoofed, 203.0.113.6"))
+    assert_throttled(
+        "/login/", attempt("/login/", "alice", PASSWORD, address="10.0.0.1", X_Forwarded_For="203.0.113.5")
+    )
+    assert logged_in(
+        "/login/", attempt("/login/", "alice", PASSWORD, address="10.0.0.1", X_Forwarded_For="spoofed, 203.0.113.6")
+    )
 
 
-@pytest.mark.parametrize(("rate", "parsed"), [("10/min", (10, 60)), ("5/s", (5, 1)), ("100/hour", (100, 3600)),
-                                              ("1/day", (1, 86400))])
+@pytest.mark.parametrize(
+    ("rate", "parsed"), [("10/min", (10, 60)), ("5/s", (5, 1)), ("100/hour", (100, 3600)), ("1/day", (1, 86400))]
+)
 def test_rates_use_drfs_syntax(rate: str, parsed: tuple[int, int]) -> None:
     assert parse_rate(rate) == parsed
 
@@ -158,3 +163,35 @@ def test_rates_use_drfs_syntax(rate: str, parsed: tuple[int, int]) -> None:
 def test_a_bad_rate_is_refused(rate: str) -> None:
     with pytest.raises(ValueError, match="rate"):
         parse_rate(rate)
+
+
+def parallel_guesses(count: int, route: str = "/api/v1/auth/token") -> list[int]:
+    """`count` wrong passwords for carol from one address, all sent at the same moment; their statuses."""
+    barrier = threading.Barrier(count)
+    statuses: list[int] = []
+
+    def guess(index: int) -> None:
+        barrier.wait()
+        statuses.append(attempt(route, "carol", f"guess-{index}").status_code)
+
+    threads = [threading.Thread(target=guess, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(statuses)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "backend", ["django.core.cache.backends.filebased.FileBasedCache", "portal.cache.FileBasedCache"]
+)
+@pytest.mark.parametrize("route", ["/login/", "/api/v1/auth/token"])
+def test_parallel_guesses_get_no_more_password_checks_than_the_rate(
+    carol: User, route: str, backend: str, settings: SettingsWrapper, tmp_path: Path
+) -> None:
+    # Django's own file cache has no lock: the throttle's process lock; portal.cache's: its flock.
+    settings.CACHES = {"default": {"BACKEND": backend, "LOCATION": str(tmp_path / "cache")}}
+    statuses = parallel_guesses(20, route)
+    wrong = 401 if route.startswith("/api") else 200
+    assert statuses == [wrong] * 3 + [429] * 17  # the per-(address, username) rate: 3 checked, 17 refused

@@ -5,15 +5,18 @@ from __future__ import annotations
 import io
 
 import pytest
+from django.contrib.auth import authenticate
 from django.contrib.auth.forms import SetPasswordForm
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from portal.accounts.models import ApiToken, issue_token
+from portal.accounts.services import current_token
 from tests.conftest import PASSWORD
 
 NEW_PASSWORD = "a new and much longer passphrase"
@@ -132,3 +135,14 @@ def test_a_hash_upgrade_at_login_is_not_a_password_change(alice: User, settings:
     alice.refresh_from_db()
     assert alice.password.startswith("md5$")
     assert api_with(token).get("/api/v1/quota").status_code == 200
+
+
+def test_a_login_whose_password_was_checked_just_before_a_change_gets_no_token(alice: User) -> None:
+    checked = authenticate(username="alice", password=PASSWORD)  # the login's check, with the old password
+    assert checked is not None
+    changed = User.objects.get(pk=alice.pk)
+    changed.set_password("a-new-password-42")
+    changed.save()  # lands between the check and the token: every token of alice is revoked
+    with pytest.raises(PermissionDenied, match="password changed"):
+        current_token(checked)
+    assert not ApiToken.objects.valid().filter(user=alice).exists()

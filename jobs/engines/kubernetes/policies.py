@@ -27,6 +27,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
+from jobs.engines import netranges
 from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import names
 
@@ -36,35 +37,9 @@ EGRESS = "paddlecloud-egress"
 NAMESPACE_POLICIES = (DEFAULT_DENY, DNS, EGRESS)
 API_VERSION = "networking.k8s.io/v1"
 
-# Every address that is not globally routable (IANA special-purpose ranges): private networks (pod and
-# Service CIDRs, nodes), loopback, link-local (cloud metadata at 169.254.169.254), carrier-grade NAT,
-# documentation and benchmark ranges, multicast and reserved. A cluster whose pods, Services or nodes
-# have public addresses adds them with PADDLECLOUD_K8S_CLUSTER_CIDRS.
-DEFAULT_CLUSTER_CIDRS = (
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.0.2.0/24",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "198.51.100.0/24",
-    "203.0.113.0/24",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-    "::1/128",
-    # (No ::ffff:0:0/96: the API server refuses IPv4-mapped ipBlocks, and a connection to such an
-    # address leaves as IPv4, which the ranges above cover.)
-    "64:ff9b::/96",  # NAT64: the IPv4 ranges above by another name
-    "100::/64",
-    "2001:db8::/32",
-    "fc00::/7",
-    "fe80::/10",
-    "ff00::/8",
-)
+# Everything that is not the public internet (jobs.engines.netranges). A cluster whose pods, Services or
+# nodes have public addresses adds them with PADDLECLOUD_K8S_CLUSTER_CIDRS.
+DEFAULT_CLUSTER_CIDRS = (*netranges.PRIVATE_V4, *netranges.UNROUTED_V4, *netranges.NOT_GLOBAL_V6)
 CLUSTER_CIDRS_ENV = "PADDLECLOUD_K8S_CLUSTER_CIDRS"
 REGISTRY_CIDRS_ENV = "PADDLECLOUD_K8S_REGISTRY_CIDRS"
 DNS_PORT = 53

@@ -105,9 +105,9 @@ class LocalEngine(Engine):
         """The prefix that puts a process into the job's own network (network.py), started with the
         job's first process and recorded like a worker, so stop() ends it with the job."""
         record = job.engine_data.get("network")
+        state = Path(settings.VAR_DIR) / "local-engine" / job.uid
         if record is None:
             ids = local_world.job_ids(job.owner_id)
-            state = Path(settings.VAR_DIR) / "local-engine" / job.uid
             try:
                 held = network.start(state, *ids, egress=local_world.egress(self.datacenter))
             except (network.NetworkUnavailable, OSError) as exc:
@@ -125,7 +125,7 @@ class LocalEngine(Engine):
             Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
         # Checked just before use: a pid reused by another job's holder would be another job's network.
         if not processes.is_alive(record["netns_pid"], record["netns_start"]):
-            raise EngineError("the job's network ended (see the worker's log); its processes cannot join it")
+            raise EngineError(f"{network.ended(state)}; its processes cannot join it")
         return tuple(network.enter_argv(network.tools(egress=False)["nsenter"], record["netns_pid"]))
 
     def _ports(self, job: Job) -> dict[str, Any]:
@@ -403,8 +403,10 @@ class LocalEngine(Engine):
             index, code, restarts, why = trainer_failed
             reason = Reason.BACKOFF_LIMIT if max_retries else Reason.TRAINER_FAILED
             retries = f" after {restarts} restart(s)" if max_retries else ""
-            detail = "" if why.startswith(f"trainer {index} ") else f": {why}"
-            message = f"trainer {index} {processes.describe_exit(code)}{retries}{detail}"
+            ended = f"trainer {index} {processes.describe_exit(code)}"
+            # `why` may be how it ended plus more ("; cannot restart it: ..."): keep the more, once.
+            detail = why[len(ended) :] if why.startswith(ended) else f": {why}"
+            message = f"{ended}{retries}{detail}"
             return Observation(JobState.FAILED, reason, message, code, statuses)
         if tally.trainers_done == job.trainers:
             return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
@@ -451,9 +453,13 @@ class LocalEngine(Engine):
         return True
 
     def _restart(self, job: Job, worker: Worker, code: int | None) -> None:
-        worker.restarts += 1
+        worker.restarts += 1  # before the spawn: its cgroup's name holds the attempt
         worker.message = f"restarted after it {processes.describe_exit(code)}"
-        self._spawn(job, worker, self.package(job))
+        try:
+            self._spawn(job, worker, self.package(job))
+        except EngineError:
+            worker.restarts -= 1  # not restarted: the job's message must not count it
+            raise
 
     def _groups(self, job: Job) -> list[tuple[int, int, int, int]]:
         return [

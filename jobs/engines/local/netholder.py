@@ -37,6 +37,7 @@ CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
+PR_SET_PDEATHSIG = 1
 SLIRP_READY_SECONDS = 20
 
 
@@ -56,6 +57,16 @@ def _loopback_up() -> None:
 
 def _write(path: str, text: str) -> None:
     Path(path).write_text(text)
+
+
+def _die_with(parent: int) -> None:
+    """End this process when `parent` ends, however it ends (SIGKILL too): an orphaned holder would keep
+    the job's namespaces, and the engine would take them for a live network."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # it ended before the line above took effect
+        os._exit(1)
 
 
 def _holder(config: dict[str, Any], go: int, done: int) -> None:
@@ -94,10 +105,19 @@ def _slirp(config: dict[str, Any], child: int) -> subprocess.Popen[bytes]:
     ready_r, ready_w = os.pipe()
     argv = [config["slirp4netns"], "--configure", "--disable-host-loopback"]
     if config["root"]:
-        argv.append("--enable-sandbox")  # its own mounts, every capability dropped; it fails unprivileged
+        # It parses every packet a job sends, as root: its own empty mounts, every capability dropped
+        # (this fails unprivileged), and only the system calls it needs.
+        argv += ["--enable-sandbox", "--enable-seccomp"]
     argv += ["--ready-fd", str(ready_w), "--userns-path", f"/proc/{child}/ns/user"]
     argv += ["--netns-type", "path", f"/proc/{child}/ns/net", "tap0"]
-    slirp = subprocess.Popen(argv, pass_fds=(ready_w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    parent = os.getpid()
+    slirp = subprocess.Popen(
+        argv,
+        pass_fds=(ready_w,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=lambda: _die_with(parent),  # it ends with this holder, however the holder ends
+    )
     os.close(ready_w)
     deadline = time.monotonic() + SLIRP_READY_SECONDS
     while time.monotonic() < deadline:
@@ -117,11 +137,13 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     go_r, go_w = os.pipe()
     done_r, done_w = os.pipe()
+    parent = os.getpid()
     child = os.fork()
     if child == 0:
         os.close(go_w)
         os.close(done_r)
         try:
+            _die_with(parent)
             _holder(config, go_r, done_w)
         except BaseException as exc:  # the child must never return into the parent's code
             sys.stderr.write(f"network holder: {exc}\n")

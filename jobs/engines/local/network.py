@@ -24,23 +24,15 @@ from pathlib import Path
 
 import psutil
 
+from jobs.engines import netranges
 from jobs.engines.local import processes
 
 SLIRP_DNS = "10.0.2.3"
-# Never reachable from a job, whatever the datacenter allows: the host's own networks and everything
-# that is not the public internet (private, shared, loopback, link-local, multicast, reserved).
-BLOCKED_V4 = (
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "224.0.0.0/3",
-)
 READY_SECONDS = 30
 HOLDER = Path(__file__).with_name("netholder.py")
+# The holder's files in the job's state folder (the engine's, out of the job's reach).
+READY_FILE, EXIT_FILE, ERROR_FILE = "network.json", "network-exit.json", "network.err"
+HOLDER_SAYS = "network holder: "  # how netholder.py's own error lines begin
 
 
 class NetworkUnavailable(Exception):
@@ -74,7 +66,7 @@ def ruleset(egress: bool, host_nets: list[str]) -> str:
     and the public internet, never the host's networks nor a private, loopback or multicast range."""
     if not egress:
         return ""  # nothing but loopback exists in the namespace: no rule is needed to keep it closed
-    blocked = ", ".join(dict.fromkeys((*BLOCKED_V4, *host_nets)))
+    blocked = ", ".join(dict.fromkeys((*netranges.PRIVATE_V4, *host_nets)))
     return (
         "table inet paddlecloud {\n"
         "  chain output {\n"
@@ -128,7 +120,7 @@ def start(state_dir: Path, uid: int, gid: int, egress: bool) -> Held:
     """Start the job's network holder under a supervisor and wait until its network is complete."""
     found = tools(egress)
     state_dir.mkdir(parents=True, exist_ok=True)
-    ready = state_dir / "network.json"
+    ready = state_dir / READY_FILE
     ready.unlink(missing_ok=True)
     config = {
         "root": os.geteuid() == 0,
@@ -144,8 +136,8 @@ def start(state_dir: Path, uid: int, gid: int, egress: bool) -> Held:
         [sys.executable, str(HOLDER), json.dumps(config)],
         env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
         cwd=state_dir,
-        status_path=state_dir / "network-exit.json",
-        stderr_path=state_dir / "network.err",
+        status_path=state_dir / EXIT_FILE,
+        stderr_path=state_dir / ERROR_FILE,
     )
     deadline = time.monotonic() + READY_SECONDS
     while time.monotonic() < deadline:
@@ -158,7 +150,14 @@ def start(state_dir: Path, uid: int, gid: int, egress: bool) -> Held:
             break
         time.sleep(0.02)
     processes.signal_groups([spawned.pid], signal.SIGKILL)
-    raise NetworkUnavailable(f"the job's network did not come up: {_last_error(state_dir / 'network.err')}")
+    raise NetworkUnavailable(f"the job's network did not come up: {_last_error(state_dir / ERROR_FILE)}")
+
+
+def ended(state_dir: Path) -> str:
+    """Why a job's network is gone, for the message of a process that could not join it."""
+    how = processes.describe_exit(processes.exit_status(state_dir / EXIT_FILE))
+    error = _last_error(state_dir / ERROR_FILE)  # slirp4netns writes there too: only the holder's own words
+    return f"the job's network ended (its holder {how}{': ' + error if error.startswith(HOLDER_SAYS) else ''})"
 
 
 def _last_error(path: Path) -> str:
