@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def counts_final(job: dict[str, Any]) -> bool:
     return all(job[role][count] == 0 for role in ("trainers", "pservers") for count in ("running", "pending"))
 
 
-def submit(api: APIClient, spec: dict[str, Any] | None = None, **env: str) -> dict[str, Any]:
+def submit(api: APIClient, spec: dict[str, Any] | None = None, /, **env: str) -> dict[str, Any]:
     created = api.post("/api/v1/jobs", {**SPEC, **(spec or {}), "env": env}, format="json")
     assert created.status_code == 201, created.json()
     answer: dict[str, Any] = created.json()
@@ -68,10 +69,14 @@ def kill(api: APIClient, uid: str) -> dict[str, Any]:
     return answer
 
 
+def released(uid: str) -> bool:
+    return Job.objects.get(uid=uid).released
+
+
 def assert_all_gone(uids: list[str], worker: WorkerProcess, since: float) -> None:
     """Every process of these jobs is gone within the grace (counted from the kill), and stays gone."""
     for uid in uids:
-        wait_for(lambda uid=uid: Job.objects.get(uid=uid).released, f"{uid} to be released", GRACE + 30, watch=worker)
+        wait_for(partial(released, uid), f"{uid} to be released", GRACE + 30, watch=worker)
     left = GRACE + 5 - (time.monotonic() - since)
     wait_for(lambda: not any(job_processes(uid) for uid in uids), "every process to be gone", max(left, 1))
     time.sleep(2)  # a start that was under way at the kill would show up now

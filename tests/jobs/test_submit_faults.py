@@ -112,33 +112,33 @@ def test_with_the_database_down_the_api_answers_503_with_retry_after(alice: User
     assert (page.status_code, page.headers.get("Retry-After")) == (503, "5"), page.text[:500]
 
 
-KEY = {"HTTP_IDEMPOTENCY_KEY": "3f1c9a7e-submit-1"}
+KEY = {"Idempotency-Key": "3f1c9a7e-submit-1"}
 
 
 def test_a_retried_submit_with_its_key_gets_the_job_it_created(alice_api: APIClient, fake_package: Path) -> None:
-    first = alice_api.post("/api/v1/jobs", SPEC, format="json", **KEY)
+    first = alice_api.post("/api/v1/jobs", SPEC, format="json", headers=KEY)
     assert first.status_code == 201, first.json()
-    again = alice_api.post("/api/v1/jobs", SPEC, format="json", **KEY)
+    again = alice_api.post("/api/v1/jobs", SPEC, format="json", headers=KEY)
     assert again.status_code == 201, again.json()
     assert again.json()["uid"] == first.json()["uid"] and again["Idempotent-Replayed"] == "true"
     # Also once the job is over (its name free again, its quota given back): still that job, not a second.
     alice_api.delete(f"/api/v1/jobs/{first.json()['uid']}")
-    late = alice_api.post("/api/v1/jobs", SPEC, format="json", **KEY)
+    late = alice_api.post("/api/v1/jobs", SPEC, format="json", headers=KEY)
     assert late.status_code == 201 and late.json()["uid"] == first.json()["uid"]
     assert Job.objects.count() == 1
-    assert Job.objects.get().spec["idempotency_key"] == KEY["HTTP_IDEMPOTENCY_KEY"]
+    assert Job.objects.get().spec["idempotency_key"] == KEY["Idempotency-Key"]
     # Without a key (or with another), a submit is a new submission.
-    other = alice_api.post("/api/v1/jobs", SPEC, format="json", HTTP_IDEMPOTENCY_KEY="another")
+    other = alice_api.post("/api/v1/jobs", SPEC, format="json", headers={"Idempotency-Key": "another"})
     assert other.status_code == 201 and other.json()["uid"] != first.json()["uid"]
 
 
 def test_an_idempotency_key_names_one_submission(alice_api: APIClient, fake_package: Path) -> None:
-    assert alice_api.post("/api/v1/jobs", SPEC, format="json", **KEY).status_code == 201
-    renamed = alice_api.post("/api/v1/jobs", {**SPEC, "jobname": "other"}, format="json", **KEY)
+    assert alice_api.post("/api/v1/jobs", SPEC, format="json", headers=KEY).status_code == 201
+    renamed = alice_api.post("/api/v1/jobs", {**SPEC, "jobname": "other"}, format="json", headers=KEY)
     assert renamed.status_code == 409
     assert renamed.json()["errors"][0]["field"] == "Idempotency-Key"
     for bad in ("", " padded ", "x" * 201, "caf\u00e9"):
-        refused = alice_api.post("/api/v1/jobs", SPEC, format="json", HTTP_IDEMPOTENCY_KEY=bad)
+        refused = alice_api.post("/api/v1/jobs", SPEC, format="json", headers={"Idempotency-Key": bad})
         assert refused.status_code == 400, bad
         assert refused.json()["errors"][0]["field"] == "Idempotency-Key"
     assert Job.objects.count() == 1
