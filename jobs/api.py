@@ -165,6 +165,12 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
                 "and create nothing; answers 200 with the job as it would be created",
             ),
             OpenApiParameter(
+                "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+                description="a key of the client's choosing (e.g. a UUID) that names this submission: sent again "
+                "with the same key, the submit answers with the job it created (header Idempotent-Replayed: true) "
+                "instead of creating a second one; at most 200 printable ASCII characters",
+            ),
+            OpenApiParameter(
                 "upload_pending", bool, required=False,
                 description="with dry_run: the package will be uploaded after this check, so its path must be "
                 "writable by you but need not exist yet (what `paddlectl submit DIR` asks before uploading)",
@@ -177,8 +183,15 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         upload_pending = flag(request, "upload_pending")
         if upload_pending and not dry_run:
             raise exceptions.ValidationError({"upload_pending": ["only with dry_run=1"]})
+        key = _idempotency_key(request)
         serializer = JobSpecSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        jobname = serializer.validated_data["jobname"]
+        # Before the checks: the job a retried submit made counts in the quota and holds the name.
+        earlier = None if dry_run else services.submitted_with(request.user, key, jobname)  # type: ignore[arg-type]
+        if earlier is not None:
+            replayed = JobSerializer(Job.objects.select_related("owner", "datacenter").get(pk=earlier.pk)).data
+            return Response(replayed, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
         checked = services.check(request.user, serializer.validated_data, upload_pending)  # type: ignore[arg-type]
         if dry_run:
             job = services.dry_run(checked)
@@ -188,9 +201,24 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
                 "requested": {"cpu": float(checked.cpu), "memory": checked.memory, "gpu": checked.gpu},
             }
             return Response(answer, status=status.HTTP_200_OK)
-        job = services.submit(checked)
+        job = services.submit(checked, key)
         job = Job.objects.select_related("owner", "datacenter").get(pk=job.pk)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+IDEMPOTENCY_KEY_MAX = 200
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The submit's Idempotency-Key header: printable ASCII, 1 to IDEMPOTENCY_KEY_MAX characters; None if absent."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not (0 < len(key) <= IDEMPOTENCY_KEY_MAX and key.isascii() and key.isprintable() and key.strip() == key):
+        raise exceptions.ValidationError(
+            {"Idempotency-Key": [f"must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters, e.g. a UUID"]}
+        )
+    return key
 
 
 class JobDetail(APIView):

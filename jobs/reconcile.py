@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +20,7 @@ from paddlecloud.contract.units import human_bytes
 
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
+from jobs.locks import exclusive, job_lock
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Worker, WorkerState
 from jobs.states import transition
 from portal.datacenters import quota
@@ -140,13 +142,31 @@ def workers_stopping(job_id: int, state: str) -> None:
 
 
 def release(job: Job, engine: Engine) -> bool:
-    """Stop whatever of a finished job still runs; mark it released once nothing does."""
+    """Stop whatever of a finished job still runs; mark it released once nothing does.
+
+    Under the job's lock, which its start holds while it starts processes: a release never looks at a
+    job half started (it would miss what is started next), it tries again at its next look instead.
+    """
+    with exclusive(job_lock(job.pk)) as held:
+        if not held:
+            return False
+        current = Job.objects.filter(pk=job.pk).values_list("engine_data", flat=True).first()
+        if current is None:
+            return True  # removed meanwhile
+        job.engine_data = current  # what the start recorded up to now, not this copy's
+        return _release(job, engine)
+
+
+def _release(job: Job, engine: Engine) -> bool:
     workers_stopping(job.pk, job.state)
     if not engine.stop(job):
         return False
     if not job.released:
         # How each one really ended: a trainer that exited 0 meanwhile is succeeded, a killed one shows its code.
         final = [w for w in engine.final_workers(job) if w.state not in (WorkerState.RUNNING, WorkerState.PENDING)]
+        if job.state == JobState.KILLED:
+            # A kill is final: no worker of a killed job shows succeeded (its exit code still says how it ended).
+            final = [replace(w, state=WorkerState.KILLED) if w.state == WorkerState.SUCCEEDED else w for w in final]
         _record_workers(job, Observation(JobState(job.state), workers=final))
     if job.state == JobState.SUCCEEDED:
         # pservers never exit by themselves: the engine stopped them because the trainers were done.
@@ -164,6 +184,11 @@ def release(job: Job, engine: Engine) -> bool:
     if job.engine_data.get("remove"):
         Job.objects.filter(pk=job.pk).delete()
     return True
+
+
+def submit_later(job_id: int) -> None:
+    """A job whose submit_job could not be sent (the broker is down): the next reconcile cycle sends it."""
+    Job.objects.filter(pk=job_id, state=JobState.QUEUED).update(updated_at=timezone.now() - STUCK_AFTER)
 
 
 def reconcile_datacenter(datacenter: Datacenter) -> None:

@@ -6,6 +6,7 @@ Check-then-do: the API validates the spec with its serializer, `check` turns the
 
 from __future__ import annotations
 
+import logging
 import secrets
 import string
 from collections.abc import Mapping
@@ -15,19 +16,22 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from kombu.exceptions import OperationalError as KombuOperationalError
 from paddlecloud.contract.units import quantity_bytes
 
 from images import for_jobs
 from jobs import packages, spec
 from jobs.engines import rules_for
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
-from jobs.reconcile import workers_stopping
-from jobs.states import transition
+from jobs.reconcile import submit_later, workers_stopping
+from jobs.states import merge_engine_data, transition
 from jobs.tasks import kill_job, submit_job
 from portal.datacenters import quota
 from portal.datacenters.models import Datacenter, usable_datacenter
 from portal.errors import Conflict, Invalid
 from portal.registry.models import RegistrySecret
+
+log = logging.getLogger(__name__)
 
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
@@ -124,13 +128,40 @@ def dry_run(checked: Checked) -> Job:
     return Job(owner=checked.user, datacenter=checked.datacenter, name=name, uid="", spec=checked.spec)
 
 
-def submit(checked: Checked) -> Job:
-    """Check the quota and the name again under the user's lock and create the job; submit_job runs on commit."""
+IDEMPOTENCY_KEY = "idempotency_key"  # where a submit's key is kept: in the job's spec, shown with it
+
+
+def submitted_with(user: User, key: str | None, jobname: str) -> Job | None:
+    """The job an earlier submit with this idempotency key created (a retried submit gets it back), else None.
+
+    A key names one submission: the same key with another job name is a client's mistake, refused.
+    """
+    if not key:
+        return None
+    earlier = Job.objects.filter(owner=user, **{f"spec__{IDEMPOTENCY_KEY}": key}).order_by("-created_at").first()
+    if earlier is not None and earlier.name != jobname:
+        raise Conflict(
+            f"this idempotency key was used to submit job {earlier.name!r}, not {jobname!r}", "Idempotency-Key"
+        )
+    return earlier
+
+
+def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
+    """Check the quota and the name again under the user's lock and create the job; submit_job runs on commit.
+
+    With an idempotency key, a submit that already created its job returns that job instead of a second
+    one (or a name conflict): a client whose answer was lost can send the same submit again.
+    """
     user, data = checked.user, checked.spec
+    if idempotency_key:
+        data = {**data, IDEMPOTENCY_KEY: idempotency_key}
     # Short: the checks above needed no lock; here only the quota and name re-check and one insert.
     with transaction.atomic():
         # Serialize this user's submissions so two at once cannot both fit in the last slot of quota.
         User.objects.select_for_update().filter(pk=user.pk).first()
+        earlier = submitted_with(user, idempotency_key, data["jobname"])
+        if earlier is not None:
+            return earlier
         _check_quota(checked)
         _check_name_free(checked)
         try:
@@ -143,9 +174,23 @@ def submit(checked: Checked) -> Job:
                     spec=data,
                 )
         except IntegrityError:
+            # Another submit won the race for the name: the same submission (its key) answers with its job.
+            earlier = submitted_with(user, idempotency_key, data["jobname"])
+            if earlier is not None:
+                return earlier
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
-        transaction.on_commit(lambda: submit_job.delay(job.pk))
+        transaction.on_commit(lambda: _send(job.pk))
     return job
+
+
+def _send(job_id: int) -> None:
+    """Hand a created job to the workers. The job exists whatever the broker does: if the broker cannot
+    take the message now, the job stays queued and the reconciler's sweep sends it once the broker is back."""
+    try:
+        submit_job.delay(job_id)
+    except (KombuOperationalError, OSError) as exc:
+        log.warning("job %s: the broker did not take its submission (%s); the reconciler sends it later", job_id, exc)
+        submit_later(job_id)
 
 
 def kill(job: Job) -> bool:
@@ -165,5 +210,5 @@ def remove(job: Job) -> None:
     if job.state in TERMINAL_STATES and job.released:
         job.delete()
         return
+    merge_engine_data(job.pk, {"remove": True})  # first, so the release that kill() leads to sees it
     kill(job)
-    Job.objects.filter(pk=job.pk).update(engine_data={**job.engine_data, "remove": True})

@@ -1,10 +1,16 @@
-"""State transitions as conditional UPDATEs: whoever moves a job first wins; a repeat does nothing."""
+"""State transitions as conditional UPDATEs: whoever moves a job first wins; a repeat does nothing.
+
+The engine's record of a job (`engine_data`) is written the same way, key by key in one UPDATE
+(`merge_engine_data`), so two tasks recording at once (a start and a kill) never drop each other's keys.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.db import connection
 from django.db.models import F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -30,6 +36,7 @@ def transition(job_id: int, to: JobState, *, from_states: Iterable[JobState] | N
     now = timezone.now()
     if to in TERMINAL_STATES:
         fields.setdefault("finished_at", now)
+        fields.update(final_counts(to, fields))
     if to == JobState.RUNNING:
         fields.setdefault("started_at", now)
     if to == JobState.SUCCEEDED:
@@ -44,3 +51,42 @@ def transition(job_id: int, to: JobState, *, from_states: Iterable[JobState] | N
 
         enqueue_job_ended(job_id)  # only the move that won: one notification per finished job
     return moved
+
+
+def final_counts(to: JobState, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-role counts of a job that turns `to` (final), written with the state in one UPDATE.
+
+    Nothing of a final job runs or waits any more: its running and pending workers are being stopped, so
+    they count as failed (their workers show `killed`), except the pservers of a succeeded job, which are
+    stopped because they are done. Counts just observed (in `fields`) are folded; else the row's own.
+    """
+    counts: dict[str, Any] = {}
+    for role in ("trainers", "pservers"):
+        running, pending, failed = f"{role}_running", f"{role}_pending", f"{role}_failed"
+        if running in fields:
+            stopped: Any = fields[running] + fields.get(pending, 0)
+        else:
+            stopped = F(running) + F(pending)
+        if to != JobState.SUCCEEDED:
+            counts[failed] = fields.get(failed, F(failed)) + stopped
+        counts[running] = counts[pending] = 0
+    return counts
+
+
+def merge_engine_data(job_id: int, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Set these keys of the job's engine data in one UPDATE, keeping every other key as the row holds it
+    now (never a stale copy's); returns the row's engine data after it."""
+    # Only the model's own table and column names are formatted in; every value is a bound parameter.
+    table = connection.ops.quote_name(Job._meta.db_table)
+    column = connection.ops.quote_name(Job._meta.get_field("engine_data").column or "engine_data")
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            sql = f"UPDATE {table} SET {column} = COALESCE({column}, '{{}}'::jsonb) || %s::jsonb WHERE id = %s"  # noqa: S608
+            cursor.execute(sql, [json.dumps(changes), job_id])
+        else:  # SQLite: json_set replaces whole values, as jsonb's || does
+            pairs = ", ".join(["%s, json(%s)"] * len(changes))
+            sql = f"UPDATE {table} SET {column} = json_set(COALESCE({column}, '{{}}'), {pairs}) WHERE id = %s"  # noqa: S608
+            values = [item for key, value in changes.items() for item in (f"$.{json.dumps(key)}", json.dumps(value))]
+            cursor.execute(sql, [*values, job_id])
+    current = Job.objects.filter(pk=job_id).values_list("engine_data", flat=True).first()
+    return dict(current) if current is not None else dict(changes)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from images import for_jobs
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
-from jobs.locks import exclusive
+from jobs.locks import exclusive, job_lock
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import enforce_storage_quota, reconcile_datacenter, release, stuck_submissions
 from jobs.states import transition
@@ -32,9 +32,12 @@ def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
         return  # already submitted, or killed before it started
     job = Job.objects.select_related("owner", "datacenter").get(pk=job_id)
     engine = engine_for(job.datacenter)
-    with exclusive(f"job-{job_id}") as held:
+    with exclusive(job_lock(job_id)) as held:
         if not held:
             return  # another worker is starting this very job
+        job.refresh_from_db(fields=["state", "engine_data"])
+        if job.state in TERMINAL_STATES:
+            return  # killed before the lock was ours: its release ran alone, so nothing may start now
         try:
             engine.start(job)
         except EngineError as exc:
@@ -46,9 +49,9 @@ def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
             countdown = min(60, 2 ** min(self.request.retries, 6))
             raise self.retry(countdown=countdown) from None
     if not transition(job_id, JobState.PENDING, submitted_at=timezone.now(), message=""):
-        job.refresh_from_db()
-        if job.state in TERMINAL_STATES:
-            release(job, engine)  # killed while starting: stop what was just started
+        now = Job.objects.select_related("owner", "datacenter").filter(pk=job_id).first()  # gone after `kill -rm`
+        if now is not None and now.state in TERMINAL_STATES and not release(now, engine):
+            kill_job.delay(job_id)  # killed while starting: what was just started is stopped, look by look
 
 
 KILL_RECHECK_SECONDS = 0.5  # how soon a kill looks again while the job's processes or pods wind down

@@ -11,19 +11,33 @@ RUN_DIR=$VAR_DIR/run
 LOG_DIR=$VAR_DIR/log
 mkdir -p "$RUN_DIR" "$LOG_DIR"
 
-is_running() {  # pidfile -> 0 when its process group is alive
-  [ -f "$1" ] && kill -0 -- "-$(cat "$1")" 2>/dev/null
+started_at() {  # pid -> its start time (clock ticks since boot, /proc/<pid>/stat field 22); fails if gone
+  local stat; stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }  # past "pid (comm) ": comm may hold spaces and parentheses
+  set -- $stat
+  echo "${20}"
+}
+
+is_running() {  # pidfile -> 0 when the process it names is alive and is still the one we started
+  # The leader itself, not its group: right after a SIGKILL its children may linger a moment, and a
+  # restart then must not be refused. The start time (line 2) tells a reused pid from ours.
+  [ -f "$1" ] || return 1
+  local pid recorded now
+  { read -r pid; read -r recorded || true; } < "$1"
+  now=$(started_at "$pid") || return 1
+  [ -z "$recorded" ] || [ "$recorded" = "$now" ]
 }
 
 start_bg() {  # name, command...: start in a new session so stop.sh can end the whole group
   local name=$1; shift
   if is_running "$RUN_DIR/$name.pid"; then
-    echo "$name already running (pid $(cat "$RUN_DIR/$name.pid"))"
+    echo "$name already running (pid $(head -n1 "$RUN_DIR/$name.pid"))"
     return
   fi
   setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 < /dev/null &
-  echo $! > "$RUN_DIR/$name.pid"
-  echo "$name started (pid $!, log $LOG_DIR/$name.log)"
+  local pid=$!
+  printf '%s\n%s\n' "$pid" "$(started_at "$pid" || true)" > "$RUN_DIR/$name.pid"
+  echo "$name started (pid $pid, log $LOG_DIR/$name.log)"
 }
 
 require_free_port() {  # stop, naming the port, unless 127.0.0.1:$PORT can be bound (as gunicorn will)
@@ -65,6 +79,7 @@ start_portal() {
 # sends job-end notifications from `celery-notify` (portal/notifications/tasks.py) with slots of its
 # own, so a webhook receiver that answers slowly never holds a job's slot.
 start_worker() {
+  mkdir -p "$VAR_DIR/celery"  # beat's schedule file lives here whatever the broker (Redis too)
   start_bg worker .venv/bin/celery -A portal worker -B -s "$VAR_DIR/celery/beat-schedule" \
     -Q celery --concurrency 2 -l info -n "paddlecloud@%h"
   start_bg notify .venv/bin/celery -A portal worker -Q celery-notify --pool threads --concurrency 4 \
@@ -106,8 +121,12 @@ PY
 
 stop_bg() {  # name: SIGTERM the group, SIGKILL after a grace period
   local pidfile=$RUN_DIR/$1.pid
-  if ! is_running "$pidfile"; then rm -f "$pidfile"; return; fi
-  local pid; pid=$(cat "$pidfile")
+  [ -f "$pidfile" ] || return 0
+  local pid; pid=$(head -n1 "$pidfile")
+  # Ours: the leader, or (its leader crashed) what is left of its group; a reused pid is someone else's.
+  if ! is_running "$pidfile" && { started_at "$pid" >/dev/null || ! kill -0 -- "-$pid" 2>/dev/null; }; then
+    rm -f "$pidfile"; return
+  fi
   kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 1 40); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.25; done
   kill -KILL -- "-$pid" 2>/dev/null || true

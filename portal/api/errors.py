@@ -9,11 +9,13 @@ MAX_DETAIL summary: a few KB); messages quote user values through `quote`, which
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from paddlecloud.contract.quantity import quote as quote  # re-exported: the API modules quote user values with it
@@ -140,9 +142,29 @@ def _django_to_api(exc: Exception) -> Exception:
     return exc
 
 
+DATABASE_DOWN = "the database is unavailable right now; nothing was changed, try again in a few seconds"
+RETRY_AFTER_SECONDS = 5  # the Retry-After of a 503 for a database outage
+
+
+def database_unavailable(exc: BaseException | None) -> bool:
+    """The database could not be reached or used (refused, restarting, closed connection, locked): a 503."""
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+def _database_down(request: HttpRequest | None) -> dict[str, Any]:
+    log.warning("database unavailable for %s", request.path if request is not None else "a request", exc_info=True)
+    return body(DATABASE_DOWN, "database_unavailable")
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, domain.DomainError):
         return Response(domain_body(exc), status=status_of(exc))
+    if database_unavailable(exc):
+        return Response(
+            _database_down(context.get("request")),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     exc = _django_to_api(exc)
     response = drf_exception_handler(exc, context)
     if response is None:
@@ -187,7 +209,19 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    """Django's 500 outside DRF's handler: JSON under /api/ (never a traceback), its page elsewhere."""
+    """Django's 500 outside DRF's handler: JSON under /api/ (never a traceback), its page elsewhere.
+
+    A database outage is a 503 with Retry-After instead (Django calls this inside its except block).
+    """
+    if database_unavailable(sys.exc_info()[1]):
+        down = _database_down(request)
+        response: HttpResponse
+        if _is_api(request):
+            response = JsonResponse(down, status=503)
+        else:
+            response = HttpResponse(down["detail"], status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     if _is_api(request):
         return JsonResponse(body(INTERNAL, "error"), status=500)
     return defaults.server_error(request)

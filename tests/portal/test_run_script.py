@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -180,3 +182,93 @@ def test_make_run_starts_a_notifications_worker_of_its_own_and_make_stop_stops_i
     assert stopped.returncode == 0, stopped.stderr
     assert "notify stopped" in stopped.stdout and "worker stopped" in stopped.stdout
     assert not list((tmp_path / "run").glob("*.pid"))
+
+
+REDIS_TEST_DB = 13  # a database of the CI Redis that no other test uses
+
+
+def beat_sent_a_task(log: Path) -> bool | None:
+    """True once beat sent its first periodic task; raises if beat died."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if "beat raised exception" in text or "No such file or directory" in text:
+        raise AssertionError(f"beat crashed:\n{text[-3000:]}")
+    return "Scheduler: Sending due task" in text or None
+
+
+@pytest.mark.celery
+def test_make_run_with_a_redis_broker_starts_beat(tmp_path: Path) -> None:
+    """Beat's schedule folder exists whatever the broker: with Redis, beat used to crash on start."""
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "CELERY_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_TEST_DB}",
+    }
+    try:
+        started = run_script("start_worker", 8000, tmp_path, **env)
+        assert started.returncode == 0, started.stderr
+        wait_for(partial(beat_sent_a_task, tmp_path / "log" / "worker.log"), "beat to send a task", 90)
+        assert (tmp_path / "celery" / "beat-schedule").exists() or list((tmp_path / "celery").glob("beat-schedule*"))
+    finally:
+        stopped = run_script("scripts/stop.sh", 8000, tmp_path, **env)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+LINGERING = "bash -c '(trap \"\" TERM; exec sleep 30) & wait'"  # a leader with a child that outlives it
+
+
+def test_a_worker_restarts_right_after_a_crash(tmp_path: Path) -> None:
+    """SIGKILL the leader: a child of its group lingers, yet the next start is not refused as 'already running'."""
+    first = run_script(f"start_bg fake {LINGERING}", 8000, tmp_path)
+    assert "fake started" in first.stdout, first.stderr
+    pid = int((tmp_path / "run" / "fake.pid").read_text().split()[0])
+    try:
+        wait_for(lambda: len(group_members(pid)) >= 2, "the child to start", 10)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: pid not in group_members(pid), "the leader to go", 10)
+        assert group_members(pid), "the child lingers in the group, as a crashed worker's children do"
+        again = run_script(f"start_bg fake {LINGERING}", 8000, tmp_path)
+        assert "fake started" in again.stdout, again.stdout + again.stderr
+        second = int((tmp_path / "run" / "fake.pid").read_text().split()[0])
+        assert second != pid
+    finally:
+        stopped = run_script("stop_bg fake", 8000, tmp_path)
+        for group in {pid, *[int(p) for p in stopped.stdout.split() if p.isdigit()]}:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+    assert "fake stopped" in stopped.stdout
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+                    members.append(int(entry.name))
+    return members
+
+
+def test_a_pid_file_naming_a_reused_pid_is_not_running(tmp_path: Path) -> None:
+    """Another program that got the recorded pid is not our worker: its start time differs."""
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        (tmp_path / "run").mkdir()
+        pidfile = tmp_path / "run" / "worker.pid"
+        check = 'is_running "$RUN_DIR/worker.pid" && echo running || echo stopped'
+        pidfile.write_text(f"{other.pid}\n1\n")  # the pid, with a start time it does not have
+        assert run_script(check, 8000, tmp_path).stdout.strip() == "stopped"
+        started = run_script(f"started_at {other.pid}", 8000, tmp_path).stdout.strip()
+        pidfile.write_text(f"{other.pid}\n{started}\n")
+        assert run_script(check, 8000, tmp_path).stdout.strip() == "running"
+        stopped = run_script("stop_bg worker", 8000, tmp_path)
+        assert "worker stopped" in stopped.stdout
+        assert other.wait(10) == -signal.SIGTERM
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_make_stop_says_running_jobs_keep_running(tmp_path: Path) -> None:
+    stopped = run_script("scripts/stop.sh", 8000, tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Running jobs keep running; the next `make run` adopts them" in stopped.stdout

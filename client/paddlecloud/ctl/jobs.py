@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -104,8 +105,10 @@ def _create(
     (before the caller removes the uploaded package: no job waits for it, nothing builds a half-removed folder)."""
     if before_create:
         before_create(body)
+    # One key for this submission: a retry after a lost answer (or a 502-504) gets the job it created.
+    key = {"Idempotency-Key": uuid.uuid4().hex}
     try:
-        return _post_job(session, body, None, flags)
+        return _post_job(session, body, None, flags, key)
     except APIError:
         if body.get("build"):
             with contextlib.suppress(PaddleCloudError):  # the job's refusal is the error the user needs
@@ -114,10 +117,15 @@ def _create(
 
 
 def _post_job(
-    session: Session, body: dict[str, Any], params: dict[str, str] | None, flags: dict[str, str] | None
+    session: Session,
+    body: dict[str, Any],
+    params: dict[str, str] | None,
+    flags: dict[str, str] | None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """POST /jobs; retried like a GET (a dry run creates nothing, a submit carries its idempotency key)."""
     try:
-        answer: dict[str, Any] = session.post("/jobs", body, params=params)
+        answer: dict[str, Any] = session.post("/jobs", body, params=params, headers=headers, retry=True)
     except APIError as exc:
         if exc.status in (400, 409) and exc.errors:
             raise APIError(exc.status, specs.flag_message(exc.errors, exc.detail, flags), exc.code,

@@ -26,6 +26,7 @@ from jobs.engines.local import network, processes, sandbox
 from jobs.engines.local import world as local_world
 from jobs.logfiles import log_limit, open_log_fd, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
+from jobs.states import merge_engine_data
 from storage import places
 
 # Only these variables of the worker's own environment reach job processes: the worker's secrets
@@ -61,6 +62,13 @@ _LOG_TAIL_BYTES = 64 * 1024
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
     return [(Role.PSERVER, i) for i in range(job.pservers)] + [(Role.TRAINER, i) for i in range(job.trainers)]
+
+
+def _still_wanted(job: Job) -> bool:
+    """The job is not final, as the database says now (a kill may have come after this copy was read)."""
+    if job.state in TERMINAL_STATES:
+        return False
+    return Job.objects.filter(pk=job.pk).exclude(state__in=TERMINAL_STATES).exists()
 
 
 @dataclass
@@ -121,8 +129,7 @@ class LocalEngine(Engine):
                 "netns_start": held.netns_start,
                 "egress": held.egress,
             }
-            job.engine_data = {**job.engine_data, "network": record}
-            Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+            job.engine_data = merge_engine_data(job.pk, {"network": record})
         # Checked just before use: a pid reused by another job's holder would be another job's network.
         if not processes.is_alive(record["netns_pid"], record["netns_start"]):
             raise EngineError(f"{network.ended(state)}; its processes cannot join it")
@@ -138,8 +145,7 @@ class LocalEngine(Engine):
                 "gloo": free[-2],
                 "master": free[-1],
             }
-            job.engine_data = {**job.engine_data, "ports": ports}
-            Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+            job.engine_data = merge_engine_data(job.pk, {"ports": ports})
         return dict(job.engine_data["ports"])
 
     def _env(
@@ -227,17 +233,15 @@ class LocalEngine(Engine):
         worker.started_at = timezone.now()
         worker.exit_code = None
         worker.host = "127.0.0.1"
-        # Recorded at once, process by process: a worker that dies mid-start leaves no stranger.
-        job.engine_data = {
-            **job.engine_data,
-            f"{worker.name}": {
-                "pid": spawned.pid,
-                "pid_start": spawned.pid_start,
-                "supervisor": spawned.supervisor,
-                "supervisor_start": spawned.supervisor_start,
-            },
+        # Recorded at once, process by process (a worker that dies mid-start leaves no stranger), and
+        # key by key: a kill recording its stop at the same moment keeps this record, and this keeps its.
+        record = {
+            "pid": spawned.pid,
+            "pid_start": spawned.pid_start,
+            "supervisor": spawned.supervisor,
+            "supervisor_start": spawned.supervisor_start,
         }
-        Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+        job.engine_data = merge_engine_data(job.pk, {worker.name: record})
         worker.save()
 
     def start(self, job: Job) -> None:
@@ -247,6 +251,8 @@ class LocalEngine(Engine):
             return  # waits, pending; the reconciler starts it once its GPUs are free (see _observe)
         self._ports(job)
         for role, index in _plan(job):
+            if not _still_wanted(job):
+                return  # killed (or failed) while starting: nothing more starts; its release stops the rest
             worker, _ = Worker.objects.get_or_create(job=job, role=role, index=index)
             if f"{worker.name}" not in job.engine_data:
                 self._spawn(job, worker, package)
@@ -340,7 +346,7 @@ class LocalEngine(Engine):
                 tally.pserver_lost = tally.pserver_lost or (index, code)
             elif role == Role.TRAINER and state == WorkerState.SUCCEEDED:
                 tally.trainers_done += 1
-            elif role == Role.TRAINER and worker.restarts < max_retries and job.state not in TERMINAL_STATES:
+            elif role == Role.TRAINER and worker.restarts < max_retries and _still_wanted(job):
                 try:
                     self._restart(job, worker, code)
                     state, message = WorkerState.RUNNING, f"restarted after it {processes.describe_exit(code)}"
@@ -428,8 +434,7 @@ class LocalEngine(Engine):
         if len(trainers) < job.trainers or any(self._fate(job, w) != (False, 0) for w in trainers):
             return True  # not a success: release() stops everything the usual way
         if not job.engine_data.get("pservers_stopped"):
-            job.engine_data = {**job.engine_data, "pservers_stopped": time.time()}
-            Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+            job.engine_data = merge_engine_data(job.pk, {"pservers_stopped": time.time()})
         deadline = time.monotonic() + 3
         while True:
             alive = [w for w in pservers if self._fate(job, w)[0]]
@@ -448,8 +453,7 @@ class LocalEngine(Engine):
                     log.write(f"[paddlecloud] {when} pserver {w.index} {STOPPED_AFTER_SUCCESS}\n")
             except OSError:
                 pass  # storage gone: the worker's message still says it
-        job.engine_data = {**job.engine_data, "pservers_stop_logged": True}
-        Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+        job.engine_data = merge_engine_data(job.pk, {"pservers_stop_logged": True})
         return True
 
     def _restart(self, job: Job, worker: Worker, code: int | None) -> None:
@@ -477,8 +481,7 @@ class LocalEngine(Engine):
         first = job.engine_data.get("stop_requested_at")
         now = time.time()
         if first is None:
-            job.engine_data = {**job.engine_data, "stop_requested_at": now}
-            Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
+            job.engine_data = merge_engine_data(job.pk, {"stop_requested_at": now})
             first = now
         waited = now - float(first)
         grace = settings.PADDLECLOUD_KILL_GRACE_SECONDS

@@ -1,9 +1,13 @@
 """A stand-in for a Paddle job, for engine tests that need no Paddle: same env contract, same roles."""
 
 import os
+import signal
 import socket
 import sys
 import time
+
+if os.environ.get("FAKE_IGNORE_TERM"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a busy Paddle process may: only SIGKILL ends it
 
 role = os.environ.get("TRAINING_ROLE", "TRAINER")
 if role == "PSERVER":
