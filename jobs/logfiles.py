@@ -20,6 +20,7 @@ from paddlecloud import logcap, logtimes
 from paddlecloud.contract import quantity
 from paddlecloud.contract.quantity import quote
 
+from jobs import errorline
 from jobs.engines.base import LogChunk, TransientEngineError
 from jobs.errors import LogRefused
 from jobs.models import Job, Worker
@@ -86,6 +87,16 @@ def open_log_fd(job: Job, worker: str, flags: int, file_name: str = "log.txt") -
         return storage_for(job.datacenter).open_file(home, log_parts(job, worker, file_name), flags)
     except backends.StorageUnavailable as exc:
         raise FileNotFoundError(errno.ENOENT, "the datacenter's storage is not mounted", str(exc)) from None
+
+
+def log_tail(job: Job, worker: str) -> str:
+    """The end of a worker's log.txt (errorline.TAIL_BYTES), opened as open_log_fd opens it; "" if it cannot be read."""
+    try:
+        with os.fdopen(open_log_fd(job, worker, os.O_RDONLY), "rb") as log:
+            log.seek(max(0, os.fstat(log.fileno()).st_size - errorline.TAIL_BYTES))
+            return log.read(errorline.TAIL_BYTES).decode("utf-8", "replace")
+    except OSError:  # missing, a link, not a regular file, storage not mounted: no reason to quote
+        return ""
 
 
 def _open_beneath(job: Job, worker: str, file_name: str) -> IO[bytes] | None:

@@ -86,6 +86,13 @@ class JobSpecSerializer(StrictSerializer):
         _raise(rules.entry_problem(value))
         return value
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The rules across fields: env names reserved in the job's mode only (pservers > 0)."""
+        problem = rules.env_problem(attrs.get("env") or {}, attrs.get("pservers", 0))
+        if problem:
+            raise serializers.ValidationError({"env": [problem]})
+        return attrs
+
 
 def requested(spec: dict[str, Any]) -> tuple[Decimal, int, int]:
     """(cores, memory bytes, GPUs) the whole job asks for."""

@@ -20,7 +20,7 @@ from jobs.models import Job, Worker
 from portal.accounts.models import ApiToken
 from portal.datacenters.models import Datacenter, Engine, StorageKind
 from portal.registry.models import RegistrySecret
-from tests.cli.conftest import NOW, Portal, golden
+from tests.cli.conftest import NOW, Portal, golden, one_line_error
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,7 +47,8 @@ def history(portal: Portal) -> dict[str, Job]:
                         pservers_running=2),
         "new": make_job(portal, "new", "queued", timedelta(seconds=10), trainers=1, pservers=0),
         "bad": make_job(portal, "bad", "failed", timedelta(hours=2), reason="TrainerFailed",
-                        message="trainer 1 exited with code 1", exit_code=1, trainers_succeeded=1, trainers_failed=1),
+                        message="trainer 1 exited with code 1: ValueError: bad learning rate 7", exit_code=1,
+                        trainers_succeeded=1, trainers_failed=1),
         "old": make_job(portal, "old", "succeeded", timedelta(days=3, hours=1), trainers_succeeded=2, exit_code=0),
     }
     fit = jobs["fit"]
@@ -268,3 +269,26 @@ def test_login_caches_the_token_with_mode_0600_and_logout_revokes_it(portal: Por
     assert portal.run("logout").stdout == f"logged out of {portal.url}\n"
     assert not cached[0].exists()
     assert ApiToken.objects.filter(revoked_at__isnull=True).count() == 0
+
+
+def test_delete_job_with_several_runs_asks_which_and_all_deletes_each(portal: Portal, pinned: datetime) -> None:
+    older = make_job(portal, "twice", "killed", timedelta(minutes=9), reason="Killed", released=True)
+    Job.objects.filter(pk=older.pk).update(uid="twice-old01")
+    newer = make_job(portal, "twice", "failed", timedelta(minutes=2), reason="TrainerFailed", released=True)
+    Job.objects.filter(pk=newer.pk).update(uid="twice-new02")
+    asked = portal.run("delete", "job", "twice")
+    assert asked.exit_code == 1
+    assert one_line_error(asked) == (
+        "error: job twice has 2 runs: twice-new02 (failed, 2m ago), twice-old01 (killed, 9m ago); delete one "
+        "with `paddlectl delete job UID`, or all of them with `paddlectl delete job --all twice`"
+    )
+    assert Job.objects.filter(name="twice").count() == 2  # nothing deleted on a guess
+    one = portal.run("delete", "job", "twice-old01")
+    assert one.exit_code == 0, one.stderr
+    assert list(Job.objects.filter(name="twice").values_list("uid", flat=True)) == ["twice-new02"]
+    again = make_job(portal, "twice", "failed", timedelta(minutes=1), released=True)
+    Job.objects.filter(pk=again.pk).update(uid="twice-new03")
+    every = portal.run("delete", "job", "--all", "twice")
+    assert (every.exit_code, every.stdout) == (
+        0, "job twice (uid twice-new03) removed\njob twice (uid twice-new02) removed\n"), every.stderr
+    assert not Job.objects.filter(name="twice").exists()

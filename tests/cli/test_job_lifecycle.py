@@ -42,3 +42,19 @@ def test_submit_f_and_wait_exit_with_the_jobs_fate(portal: Portal, worker: Worke
     table = portal.run("get", "workers", "bad").stdout.splitlines()
     assert table[0].split() == ["NAME", "ROLE", "STATE", "START", "RESTARTS", "EXIT", "CODE", "MESSAGE"]
     assert table[2].split()[:3] == ["trainer-1", "trainer", "failed"] and " 3 " in table[2]
+
+
+def test_a_failed_job_names_its_error_in_wait_and_get_jobs(portal: Portal, worker: WorkerProcess) -> None:
+    raised = portal.run("submit", "-jobname", "raises", "-entry", "python train.py", "-env", "FAKE_FAIL_TRAINER=0",
+                        "-env", "FAKE_RAISE=bad learning rate 7", "-wait", str(FAKE))
+    assert raised.exit_code == 1, (raised.stderr, worker.log()[-2000:])
+    assert raised.stderr.splitlines()[-1] == (
+        "error: job raises failed: TrainerFailed: trainer 0 exited with code 1: ValueError: bad learning rate 7")
+    missing = portal.run("submit", "-jobname", "missing", "-entry", "python missing.py", "-wait", str(FAKE))
+    assert missing.exit_code == 1 and "can't open file" in missing.stderr.splitlines()[-1], missing.stderr
+    table = portal.run("get", "jobs").stdout.splitlines()
+    assert table[0].split()[-2:] == ["REASON", "MESSAGE"]
+    row = next(line for line in table if line.startswith("raises "))
+    assert row.endswith("TrainerFailed   trainer 0 exited with code 1: ValueError: bad learning rate 7"), table
+    row = next(line for line in table if line.startswith("missing "))
+    assert "trainer 0 exited with code 2: python" in row and "can't open file" in row, table

@@ -24,6 +24,7 @@ FULL = JobEnv(
     datacenter="dc1",
     username="alice",
     package_dir="/pfs/dc1/home/alice/jobs/fit",
+    home="/pfs/dc1/home/alice",
     passes=3,
     venv_cache="/var/cache/venvs",
     pserver_wait_timeout=12.5,

@@ -8,12 +8,14 @@ the rules say shows up in review (`pytest --snapshot-update` after an intended c
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
+from jobs.engines.base import WorkerStatus
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.engines.kubernetes.status import VANISHED_AFTER, Facts, JobObjects
 from jobs.models import JobState, Reason, WorkerState
@@ -151,3 +153,53 @@ def test_describe(term: dict[str, Any] | None, said: str) -> None:
 )
 def test_pod_index(meta: dict[str, Any], role: str, index: int | None) -> None:
     assert k8s_status.pod_index({"metadata": meta}, role) == index
+
+
+def _pserver_restarted_after(objs: JobObjects, code: int) -> JobObjects:
+    """The case's objects with pserver 0's container restarted by the kubelet after it exited `code`."""
+    pods = copy.deepcopy(objs.pods)
+    for pod in pods:
+        if "-ps-0" in pod["metadata"]["name"]:
+            status = pod["status"]["containerStatuses"][0]
+            status["restartCount"] = 1
+            status["lastState"] = {"terminated": {"exitCode": code, "reason": "Completed"}}
+    return JobObjects(objs.trainer_job, objs.pserver_set, pods, objs.create_failures)
+
+
+def test_a_pserver_that_returned_0_while_trainers_run_is_lost() -> None:
+    facts, objs = load("running")
+    observed = k8s_status.observe(facts, _pserver_restarted_after(objs, 0))
+    assert (observed.state, observed.reason, observed.exit_code) == (JobState.FAILED, Reason.PSERVER_LOST, 0)
+    assert observed.message == "pserver 0 restarted after it exited with code 0; the job cannot go on without it"
+
+
+def test_a_pserver_that_ended_after_every_trainer_succeeded_is_no_loss() -> None:
+    facts, objs = load("succeeded")
+    observed = k8s_status.observe(facts, _pserver_restarted_after(objs, 0))
+    assert (observed.state, observed.exit_code) == (JobState.SUCCEEDED, 0)
+
+
+def test_explain_quotes_the_failing_workers_error_line_in_its_row_and_the_jobs_message() -> None:
+    facts, objs = load("running")
+    lost = k8s_status.observe(facts, _pserver_restarted_after(objs, 0))
+    asked: list[str] = []
+
+    def reason_of(worker: WorkerStatus) -> str:
+        asked.append(f"{worker.role}-{worker.index}")
+        return "OSError: [Errno 98] Address already in use"
+
+    said = k8s_status.explain(lost, reason_of)
+    assert asked == ["pserver-0"]
+    assert said.message == (
+        "pserver 0 restarted after it exited with code 0: OSError: [Errno 98] Address already in use; "
+        "the job cannot go on without it"
+    )
+    row = next(w for w in said.workers if (w.role, w.index) == ("pserver", 0))
+    assert row.message.endswith("exited with code 0: OSError: [Errno 98] Address already in use")
+    facts, objs = load("trainer_failed")
+    failed = k8s_status.observe(facts, objs)
+    explained = k8s_status.explain(failed, lambda worker: "ValueError: bad learning rate 7")
+    assert explained.message == f"{failed.message}: ValueError: bad learning rate 7"
+    assert k8s_status.explain(failed, lambda worker: "") == failed  # no log, nothing said
+    running = k8s_status.observe(*load("running"))
+    assert k8s_status.explain(running, lambda worker: "never asked") == running

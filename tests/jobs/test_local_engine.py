@@ -140,3 +140,42 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_still_succeeds(
         assert alive(job) == []
     finally:
         second.stop()
+
+
+def test_a_trainer_raising_names_the_exception_in_the_job_and_worker_message(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
+    env = {"FAKE_FAIL_TRAINER": "1", "FAKE_RAISE": "bad learning rate 7", "FAKE_STEPS": "6"}
+    assert alice_api.post("/api/v1/jobs", {**SPEC, "pservers": 0, "env": env}, format="json").status_code == 201
+    finished("fake", worker)
+    shown = alice_api.get("/api/v1/jobs/fake").json()
+    assert (shown["state"], shown["reason"], shown["exit_code"]) == ("failed", "TrainerFailed", 1), shown
+    assert shown["message"] == "trainer 1 exited with code 1: ValueError: bad learning rate 7", shown
+    rows = {w["name"]: w for w in alice_api.get("/api/v1/jobs/fake/workers").json()["results"]}
+    assert rows["trainer-1"]["message"] == "trainer 1 exited with code 1: ValueError: bad learning rate 7"
+
+
+def test_a_trainer_whose_script_is_missing_says_cant_open_file(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
+    spec = {**SPEC, "pservers": 0, "parallelism": 1, "entry": "python missing.py"}
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    job = finished("fake", worker)
+    assert (job.state, job.reason, job.exit_code) == ("failed", "TrainerFailed", 2), job.message
+    assert "can't open file" in job.message and "missing.py" in job.message, job.message
+
+
+def test_a_pserver_returning_0_early_fails_the_job_at_once_as_pserver_lost(
+    alice_api: APIClient, fake_package: Path, worker: WorkerProcess
+) -> None:
+    spec = {**SPEC, "env": {"FAKE_STEPS": "600", "FAKE_PSERVER_EXIT": "0"}}
+    alice_api.post("/api/v1/jobs", spec, format="json")
+    job = finished("fake", worker)
+    assert (job.state, job.reason, job.exit_code) == ("failed", "PserverLost", 0), job.message
+    assert "exited with code 0: pserver returning early; the job cannot go on without it" in job.message
+    # It returned 1 s after it started: the job failed at once, not after the trainers' 300 s wait for it.
+    started = min(w.started_at for w in job.workers.filter(role="pserver") if w.started_at)
+    assert job.finished_at is not None and (job.finished_at - started).total_seconds() < 10
+    pserver = job.workers.get(role="pserver", index=int(job.message.split()[1]))
+    assert (pserver.state, pserver.exit_code) == ("failed", 0)
+    assert alive(job) == []

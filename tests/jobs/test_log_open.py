@@ -87,7 +87,7 @@ def test_a_fifo_at_the_log_does_not_block_the_worker(job: Job, worker: Worker, l
         with pytest.raises(NotRegularFile) as refused:
             LocalEngine(local_dc)._open_log(job, worker, flags)
         assert "FIFO" in refused.value.what
-    assert LocalEngine(local_dc)._launcher_reason(job, worker) == ""
+    assert LocalEngine(local_dc)._log_reason(job, worker) == ""
     assert time.monotonic() - began < 5
 
 

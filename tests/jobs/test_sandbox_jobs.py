@@ -164,4 +164,5 @@ def test_a_job_over_its_memory_limit_ends_oom_killed(
     job = finished("hog", worker)
     assert (job.state, job.reason) == ("failed", "OOMKilled"), (job.message, _log(job))
     assert job.exit_code == 128 + signal.SIGKILL and "memory limit (128Mi)" in job.message
+    assert "memory limit (128Mi)" in job.workers.get(role="trainer").message  # the row says it, not just SIGKILL
     assert "allocated" not in _log(job)

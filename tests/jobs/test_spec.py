@@ -35,6 +35,9 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("bad env name", {"env": {"1BAD": "x"}}, "env", "not a valid variable name"),
     ("reserved env name", {"env": {"PADDLE_TRAINER_ID": "3"}}, "env", "set by PaddleCloud"),
     ("env not an object", {"env": ["A=1"]}, "env", "Expected a dictionary"),
+    ("pir flag in PS mode", {"env": {"FLAGS_enable_pir_api": "1"}}, "env", "set by PaddleCloud in parameter-server"),
+    ("paddle's launcher", {"entry": "python -m paddle.distributed.launch train.py"}, "entry", "already starts each"),
+    ("fleetrun", {"entry": "fleetrun --server_num=2 train.py"}, "entry", "rank 0 of 1"),
     ("unknown datacenter", {"datacenter": "mars"}, "datacenter", "unknown datacenter 'mars'; you may use: local"),
     ("missing package", {"package": "/pfs/local/home/alice/nothing"}, "package", "does not exist"),
     ("package outside home", {"package": "/pfs/local/home/bob/jobs/x"}, "package", "is another user's home"),
@@ -146,3 +149,11 @@ def test_requested_totals_count_every_process() -> None:
     }
     cpu, memory, gpu = requested(spec)
     assert (float(cpu), memory, gpu) == (5.5, 3 * 2**30 + 2**29 * 2, 3)
+
+
+def test_the_pir_flag_is_free_in_collective_mode(
+    alice_api: APIClient, local_dc: Datacenter, fake_package: Path
+) -> None:
+    body = {**GOOD, "pservers": 0, "env": {"FLAGS_enable_pir_api": "0"}}
+    response = alice_api.post("/api/v1/jobs?dry_run=1", body, format="json")
+    assert response.status_code == 200, response.json()

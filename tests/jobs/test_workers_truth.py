@@ -164,10 +164,10 @@ def test_the_engine_never_follows_a_log_link_out_of_the_users_home(
     directory = engine._worker_dir(job, "trainer", 0)
     directory.mkdir(parents=True)
     (directory / "log.txt").symlink_to(secret)
-    assert engine._launcher_reason(job, worker) == ""
+    assert engine._log_reason(job, worker) == ""
     with pytest.raises(OSError):
         engine._open_log(job, worker, os.O_WRONLY | os.O_APPEND)
     assert secret.read_text() == "[paddlecloud-launch] error: the secret\n"
     (directory / "log.txt").unlink()
     (directory / "log.txt").write_text("[paddlecloud-launch] error: installing requirements failed: ERROR: x\n")
-    assert engine._launcher_reason(job, worker) == "installing requirements failed: ERROR: x"
+    assert engine._log_reason(job, worker) == "installing requirements failed: ERROR: x"

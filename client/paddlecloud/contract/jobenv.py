@@ -35,6 +35,8 @@ VARIABLES = """\
 ``PADDLECLOUD_DATACENTER``         optional: exported as PADDLE_CLOUD_CURRENT_DATACENTER
 ``PADDLECLOUD_USERNAME``           optional: exported as PADDLE_CLOUD_USERNAME
 ``PADDLECLOUD_PACKAGE_DIR``        the entry's working directory (default: the current one)
+``PADDLECLOUD_HOME``               the job owner's PFS home as the job sees it,
+                                   ``/pfs/<datacenter>/home/<user>`` (set by both engines)
 ``PADDLECLOUD_ENTRY``              shell command, run as ``/bin/sh -c ENTRY``
 ``PADDLECLOUD_OUTPUT_DIR``         job output folder; the log is ``<output>/<role>_<index>/log.txt``
 ``PADDLECLOUD_PASSES``             optional (>= 1): exported as PADDLE_INIT_NUM_PASSES
@@ -74,6 +76,7 @@ class JobEnv:
     datacenter: str = ""
     username: str = ""
     package_dir: str | None = None
+    home: str | None = None
     passes: int | None = None
     venv_cache: str | None = None
     pserver_wait_timeout: float | None = None
@@ -119,6 +122,7 @@ class JobEnv:
             datacenter=env.get(env_name("datacenter"), ""),
             username=env.get(env_name("username"), ""),
             package_dir=_str(env, "package_dir") or None,
+            home=_str(env, "home") or None,
             passes=_int(env, "passes", 1),
             venv_cache=_str(env, "venv_cache") or None,
             pserver_wait_timeout=_float(env, "pserver_wait_timeout"),

@@ -47,9 +47,15 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # explicit ranges: ASCII only
 # Variables PaddleCloud sets for the launcher and Paddle; a user value would silently break the wiring.
 RESERVED_ENV_PREFIXES = (JOB_ENV_PREFIX, "PADDLE_")
 RESERVED_ENV_NAMES = frozenset(
-    {"TRAINING_ROLE", "POD_IP", "TRAINER_ID", "TRAINERS", "FLAGS_enable_pir_api", "PATH", "VIRTUAL_ENV",
-     "JOB_COMPLETION_INDEX"}
+    {"TRAINING_ROLE", "POD_IP", "TRAINER_ID", "TRAINERS", "PATH", "VIRTUAL_ENV", "JOB_COMPLETION_INDEX"}
 )
+# Names PaddleCloud sets only in parameter-server mode (pservers > 0; launch_env.paddle_env): free in
+# collective mode, where nothing sets them.
+PS_MODE_ENV_NAMES = frozenset({"FLAGS_enable_pir_api"})
+
+# Paddle's own launchers start every rank themselves: under PaddleCloud, which already starts each
+# trainer and pserver with its rank's variables, each would run alone as rank 0 of 1 on all the data.
+_PADDLE_LAUNCHER = re.compile(r"(?:\bpaddle\.distributed(?:\.fleet)?\.launch\b|(?:^|[\s;&|/(])fleetrun(?:$|[\s;&|)]))")
 
 # Variables that change how programs *start* rather than what they do: the dynamic loader would load a
 # library of the user's choosing into the launcher (and every helper it runs) before any of our code,
@@ -106,6 +112,13 @@ def entry_problem(value: object) -> str | None:
         return f"must be at most {MAX_ENTRY} characters"
     if "\x00" in value:
         return "must not contain NUL bytes"
+    if _PADDLE_LAUNCHER.search(value):
+        return (
+            "must not run Paddle's launcher (paddle.distributed.launch, fleetrun): PaddleCloud already starts "
+            "each trainer and pserver as its own rank with Paddle's variables set, so under it every process "
+            "would train alone as rank 0 of 1; run your script itself, e.g. \"python train.py\", and set "
+            "-parallelism and -pservers"
+        )
     return None
 
 
@@ -129,8 +142,12 @@ def quantity_problem(field: str, value: object) -> str | None:
     return None
 
 
-def env_name_problem(name: str) -> str | None:
-    """What is wrong with a job's environment variable name, or None."""
+def env_name_problem(name: str, pservers: int | None = None) -> str | None:
+    """What is wrong with a job's environment variable name, or None.
+
+    `pservers` is the job's count (its mode); None where it is not known yet: the names reserved in
+    one mode only (PS_MODE_ENV_NAMES) are then left to the check of the whole spec.
+    """
     if len(name) > MAX_ENV_NAME or not _ENV_NAME.fullmatch(name):
         return (
             f"{quantity.quote(name)} is not a valid variable name (letters, digits and '_', not starting "
@@ -138,6 +155,8 @@ def env_name_problem(name: str) -> str | None:
         )
     if name.startswith(RESERVED_ENV_PREFIXES) or name in RESERVED_ENV_NAMES:
         return f"{name!r} is set by PaddleCloud and cannot be overridden"
+    if name in PS_MODE_ENV_NAMES and pservers:
+        return f"{name!r} is set by PaddleCloud in parameter-server mode (pservers > 0) and cannot be overridden"
     for prefix, why in LOADER_ENV_PREFIXES.items():
         if name.startswith(prefix):
             return f"{name!r} is refused: {why}"
@@ -146,14 +165,15 @@ def env_name_problem(name: str) -> str | None:
     return None
 
 
-def env_problem(env: object) -> str | None:
-    """What is wrong with a job's env (a mapping of names to string values), or None."""
+def env_problem(env: object, pservers: int | None = None) -> str | None:
+    """What is wrong with a job's env (a mapping of names to string values) in a job of `pservers`
+    parameter servers (None: mode not known yet, see env_name_problem), or None."""
     if not isinstance(env, dict):
         return "must be an object of NAME: value"
     if len(env) > MAX_ENV_VARS:
         return f"at most {MAX_ENV_VARS} variables (got {len(env)})"
     for name, value in env.items():
-        problem = env_name_problem(str(name))
+        problem = env_name_problem(str(name), pservers)
         if problem:
             return problem
         if not isinstance(value, str):

@@ -27,7 +27,7 @@ from paddlecloud.ctl.app import (
 from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem, describe_end
 from paddlecloud.ctl.files import Summary, is_remote
 from paddlecloud.ctl.jobs import LogStream, job_path, lines, stamped_lines, wait
-from paddlecloud.ctl.output import BarProgress, dump, emit, human_bytes, jobs_table, workers_table
+from paddlecloud.ctl.output import BarProgress, age, dump, emit, human_bytes, jobs_table, workers_table
 
 
 def _default_jobname(package: str) -> str:
@@ -185,9 +185,10 @@ def _echo_submitted(job: dict[str, Any], summary: Summary | None, output: str) -
 @click.option("-o", "--output", type=OUTPUT, default="table")
 @click.pass_context
 def get_jobs(ctx: click.Context, active: bool, state: str | None, output: str) -> None:
-    """NAME, STATE, TRAINERS and PSERVERS (ready/total), AGE, REASON.
+    """NAME, STATE, TRAINERS and PSERVERS (ready/total), AGE, REASON, MESSAGE.
 
-    TRAINERS counts running and finished trainers; PSERVERS running ones."""
+    TRAINERS counts running and finished trainers; PSERVERS running ones. MESSAGE says why (a failed
+    job: the failing worker's exit and last error line), cut at 80 characters (-o json: whole)."""
     params: dict[str, Any] = {}
     if active:
         params["active"] = "1"
@@ -312,7 +313,23 @@ def kill(ctx: click.Context, job: str, remove: bool) -> None:
 
 
 @delete.command("job", short_help="Kill a job and remove it from the history (kill -rm).")
+@click.option("-all", "--all", "every", is_flag=True, help="Every run of that name (e.g. killed and resubmitted).")
 @click.argument("job", shell_complete=complete_jobs)
 @click.pass_context
-def delete_job(ctx: click.Context, job: str) -> None:
-    kill_job(ctx, job, True)
+def delete_job(ctx: click.Context, job: str, every: bool) -> None:
+    """Kill JOB (a name, or one run's uid) and remove it from the history. Where several runs have that
+    name, says which there are and asks for the run's uid or --all, never picking one by itself."""
+    session = session_of(ctx)
+    runs = [j for j in session.paginate("/jobs", {}) if j.get("name") == job]
+    if not every and len(runs) > 1:
+        listed = ", ".join(f"{r['uid']} ({r['state']}, {age(r.get('created_at'))} ago)" for r in runs)
+        raise PaddleCloudError(
+            f"job {job} has {len(runs)} runs: {listed}; delete one with `paddlectl delete job UID`, "
+            f"or all of them with `paddlectl delete job --all {job}`"
+        )
+    if not every or not runs:
+        kill_job(ctx, job, True)  # one run, a uid, or nothing: the portal answers (404 names it)
+        return
+    for run in runs:
+        session.delete(job_path(run["uid"]), {"rm": "1"})
+        click.echo(f"job {job} (uid {run['uid']}) removed")

@@ -181,12 +181,14 @@ def _pservers(job: dict[str, Any]) -> str:
 
 
 def jobs_table(items: list[dict[str, Any]]) -> str:
+    """One row per job; MESSAGE is the job's message (a failed one names its worker's last error line),
+    cut at MAX_CELL characters: `-o json` has it whole."""
     rows = [
         (j["name"], j["state"], _ready(j.get("trainers") or {}, True), _pservers(j), age(j.get("created_at")),
-         j.get("reason") or "")
+         j.get("reason") or "", j.get("message") or "")
         for j in items
     ]
-    return table(("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "REASON"), rows, empty="No jobs.")
+    return table(("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "REASON", "MESSAGE"), rows, empty="No jobs.")
 
 
 def workers_table(items: list[dict[str, Any]]) -> str:

@@ -67,7 +67,7 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
     for field in rules.QUANTITIES:
         if spec.get(field) is not None:
             yield field, rules.quantity_problem(field, spec[field])
-    yield "env", rules.env_problem(spec.get("env") or {})
+    yield "env", rules.env_problem(spec.get("env") or {}, int(spec.get("pservers") or 0))
     for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE)):
         if len(spec.get(field) or "") > most:
             yield field, f"must be at most {most} characters"

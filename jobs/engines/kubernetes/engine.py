@@ -27,6 +27,7 @@ import logging
 import os
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import packages
-from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError
+from jobs import errorline, packages
+from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import names, policies
 from jobs.engines.kubernetes import status as k8s_status
-from jobs.logfiles import MAX_CHUNK, parse_cursor, read_log_file, write_archive
+from jobs.logfiles import MAX_CHUNK, log_tail, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
 from portal.datacenters import quota
 from portal.registry.models import RegistrySecret
@@ -268,7 +269,8 @@ class KubernetesEngine(Engine):
         observations = {}
         for job in jobs:
             objs = objects.get(job.uid, empty)
-            observations[job.pk] = k8s_status.observe(facts[job.pk], objs)
+            seen = k8s_status.observe(facts[job.pk], objs)
+            observations[job.pk] = k8s_status.explain(seen, partial(self._worker_reason, job))
             self._remember_pservers(job, objs)
         self._check_registry_secrets(jobs, observations)
         return observations
@@ -301,6 +303,10 @@ class KubernetesEngine(Engine):
                     "pulled with it (add the secret again and submit the job again)"
                 )
                 observations[job.pk] = replace(seen, message=f"{note}; {seen.message}" if seen.message else note)
+
+    def _worker_reason(self, job: Job, worker: WorkerStatus) -> str:
+        """A failed worker's last error line, from the log its launcher wrote on the PFS (jobs.errorline)."""
+        return errorline.worker_reason(log_tail(job, f"{worker.role}-{worker.index}"), worker.role)
 
     def _remember_pservers(self, job: Job, objs: k8s_status.JobObjects) -> None:
         """Record each pserver pod's uid the first time it runs: a different one later means it was replaced."""

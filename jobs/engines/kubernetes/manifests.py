@@ -343,6 +343,7 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
         datacenter=plan.datacenter,
         username=plan.username,
         package_dir=plan.package_dir,
+        home=plan.home_mount,
         entry=plan.entry,
         output_dir=plan.output_dir,
         passes=plan.passes,

@@ -1,11 +1,12 @@
 """Listed Kubernetes objects (plain dicts) -> one Observation per job: pure functions, no cluster calls.
 
 Rules, in order of precedence:
-1. A pserver pod failed, restarted, was replaced or vanished -> failed, `PserverLost` (trainers would
-   exit 0 with nothing learned; paddle-notes trap 8).
-2. The trainers' Job has `FailureTarget` or `Failed` -> failed: `OOMKilled` if the failing trainer's
+1. The trainers' Job has `SuccessCriteriaMet` or `Complete` -> succeeded (pservers that ended since
+   are no loss).
+2. A pserver pod ended (whatever its exit code: code 0 too), restarted, was replaced or vanished ->
+   failed, `PserverLost` (trainers would exit 0 with nothing learned; paddle-notes trap 8).
+3. The trainers' Job has `FailureTarget` or `Failed` -> failed: `OOMKilled` if the failing trainer's
    last container was, else `BackoffLimit` (max_retries > 0) or `TrainerFailed`, with its exit code.
-3. The trainers' Job has `SuccessCriteriaMet` or `Complete` -> succeeded.
 4. A pod refused by the ResourceQuota (a `FailedCreate` event saying "exceeded quota") -> pending,
    `QuotaExceeded` with the API server's message; failed with `QuotaExceeded` once the job has been
    pending that way for `quota_grace` seconds (a rejection can be momentary, e.g. while the pods of a
@@ -20,8 +21,8 @@ Rules, in order of precedence:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +44,13 @@ PULL_HINTS = (
     ),
 )
 LIVE_PHASES = {"Pending", "Running"}
+# The failures whose worker's own last error line is worth quoting (explain), by the role that failed.
+_EXPLAINED: dict[str, Role] = {
+    Reason.PSERVER_LOST: Role.PSERVER,
+    Reason.TRAINER_FAILED: Role.TRAINER,
+    Reason.BACKOFF_LIMIT: Role.TRAINER,
+}
+_CANNOT_GO_ON = "; the job cannot go on without it"
 VANISHED_AFTER = 30.0  # seconds: a job's Job/StatefulSet missing for longer than this was deleted behind our back
 
 Obj = dict[str, Any]
@@ -258,7 +266,7 @@ def _pserver(f: Facts, index: int, pods: list[Obj]) -> tuple[WorkerStatus, _Prob
     elif pod["metadata"].get("deletionTimestamp"):
         what = "is being deleted"
     if what:
-        problem = _Problem(Reason.PSERVER_LOST, f"{name} {what}; the job cannot go on without it", code)
+        problem = _Problem(Reason.PSERVER_LOST, f"{name} {what}{_CANNOT_GO_ON}", code)
         return _status(
             Role.PSERVER, index, WorkerState.FAILED, pod, restarts=restarts, exit_code=code, message=what
         ), problem
@@ -339,13 +347,13 @@ def observe(f: Facts, objs: JobObjects) -> Observation:
     job_done = "Complete" in job_conds or "SuccessCriteriaMet" in job_conds
     statuses, problems = _workers(f, objs, job_failed)
 
+    if job_done:  # every trainer succeeded: a pserver that ended since is no loss
+        return Observation(JobState.SUCCEEDED, exit_code=0, workers=statuses)
     lost = _first(problems, Reason.PSERVER_LOST)
     if lost:
         return Observation(JobState.FAILED, lost.reason, lost.message, lost.exit_code, statuses)
     if job_failed:
         return _failed(f, job_conds, problems, statuses)
-    if job_done:
-        return Observation(JobState.SUCCEEDED, exit_code=0, workers=statuses)
     vanished = _vanished(f, objs)
     if vanished:
         return Observation(JobState.FAILED, Reason.LAUNCH_FAILED, vanished, None, statuses)
@@ -417,3 +425,19 @@ def _not_ended(f: Facts, objs: JobObjects, problems: list[_Problem], statuses: l
     if other and missing_pods(f, objs):
         return Observation(current, "", f"cannot create a pod: {other[-1]}", None, statuses)
     return Observation(current, workers=statuses)
+
+
+def explain(seen: Observation, reason_of: Callable[[WorkerStatus], str]) -> Observation:
+    """A failed job's observation with its failing worker's last error line (`reason_of` reads it from the
+    worker's log on the PFS: jobs.errorline) in the worker's and the job's message; others unchanged."""
+    role = _EXPLAINED.get(seen.reason)
+    if seen.state != JobState.FAILED or role is None:
+        return seen
+    head = seen.message.removesuffix(_CANNOT_GO_ON)
+    worker = next((w for w in seen.workers if w.role == role and head.startswith(f"{role} {w.index} ")), None)
+    why = reason_of(worker) if worker is not None and worker.state == WorkerState.FAILED else ""
+    if not why or worker is None:
+        return seen
+    workers = [replace(w, message=f"{w.message}: {why}") if w is worker else w for w in seen.workers]
+    tail = seen.message[len(head) :]
+    return replace(seen, message=f"{head}: {why}{tail}", workers=workers)

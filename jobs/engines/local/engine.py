@@ -20,11 +20,11 @@ from django.utils import timezone
 from paddlecloud.contract.jobenv import JobEnv
 from paddlecloud.contract.units import free_ports
 
-from jobs import gpus, packages, runtimes
+from jobs import errorline, gpus, packages, runtimes
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
 from jobs.engines.local import network, processes, sandbox
 from jobs.engines.local import world as local_world
-from jobs.logfiles import log_limit, open_log_fd, parse_cursor, read_log_file
+from jobs.logfiles import log_limit, log_tail, open_log_fd, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 from jobs.states import merge_engine_data
 from storage import places
@@ -56,8 +56,6 @@ _PASSED_THROUGH = (
 STOPPED_AFTER_SUCCESS = "stopped after every trainer succeeded"
 # The launcher's own failures (paddlecloud.launcher): their reason is its last `error:` log line.
 _LAUNCHER_CODES = (64, 68, 69, 70, 71)
-_LAUNCHER_ERROR = "[paddlecloud-launch] error: "
-_LOG_TAIL_BYTES = 64 * 1024
 
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
@@ -79,6 +77,23 @@ class _Tally:
     trainers_done: int = 0
     pserver_lost: tuple[int, int | None] | None = None  # (index, exit code)
     trainer_failed: tuple[int, int | None, int, str] | None = None  # (index, exit code, restarts, message)
+
+
+def _message_of(statuses: list[WorkerStatus], role: Role, index: int) -> str:
+    return next((s.message for s in statuses if (s.role, s.index) == (role, index)), "")
+
+
+def _set_message(statuses: list[WorkerStatus], role: Role, index: int, message: str) -> None:
+    for status in statuses:
+        if (status.role, status.index) == (role, index):
+            status.message = message
+
+
+def _after(why: str, ended: str) -> str:
+    """`why` (a worker's message) as the tail of a job message that already says `ended`: ": <reason>"."""
+    if why.startswith(ended):
+        return why[len(ended) :]
+    return f": {why}" if why else ""
 
 
 class LocalEngine(Engine):
@@ -163,6 +178,12 @@ class LocalEngine(Engine):
             env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path(runtime)})
         env.update(spec.get("env") or {})
         loopback = "127.0.0.1"
+        username = job.owner.get_username()
+        # PADDLECLOUD_HOME: the owner's home where the process sees it (the sandbox binds it at /pfs/...).
+        if runtime is None:
+            home = str(packages.home_dir(self.datacenter, username))
+        else:
+            home = places.places(self.datacenter, username).home_inside
         env.update(
             JobEnv(
                 role=role.value,
@@ -178,8 +199,9 @@ class LocalEngine(Engine):
                 pod_ip=loopback,
                 job_name=job.name,
                 datacenter=self.datacenter.name,
-                username=job.owner.get_username(),
+                username=username,
                 package_dir=package,
+                home=home,
                 entry=spec["entry"],
                 output_dir=output,
                 passes=spec.get("passes", 1),
@@ -293,30 +315,29 @@ class LocalEngine(Engine):
         followed at any step, and only if it is a regular file (jobs.logfiles.open_log_fd)."""
         return open_log_fd(job, worker.name, flags)
 
-    def _launcher_reason(self, job: Job, worker: Worker) -> str:
-        """The launcher's own `error: ...` line (e.g. a failed requirements install), read from the log's end."""
-        try:
-            with os.fdopen(self._open_log(job, worker, os.O_RDONLY), "rb") as log:
-                log.seek(max(0, os.fstat(log.fileno()).st_size - _LOG_TAIL_BYTES))
-                tail = log.read(_LOG_TAIL_BYTES).decode("utf-8", "replace")
-        except OSError:
-            return ""
-        errors = [line for line in tail.splitlines() if line.startswith(_LAUNCHER_ERROR)]
-        return errors[-1][len(_LAUNCHER_ERROR) :].strip()[:500] if errors else ""
+    def _log_reason(self, job: Job, worker: Worker) -> str:
+        """What the worker's log's end says of its failure (jobs.errorline.worker_reason); "" without a log."""
+        return errorline.worker_reason(log_tail(job, worker.name), worker.role)
 
     def _ended(self, job: Job, worker: Worker, code: int | None) -> tuple[WorkerState, str]:
-        """State and message of a worker whose process ended (before restarts are considered)."""
+        """State and message of a worker whose process ended (before restarts are considered).
+
+        A pserver never ends by itself while the job runs: one that did, even with code 0, is lost
+        (unless the engine stopped it after every trainer succeeded).
+        """
         name = f"{worker.role} {worker.index}"
         if worker.role == Role.PSERVER and job.engine_data.get("pservers_stopped"):
             return WorkerState.SUCCEEDED, STOPPED_AFTER_SUCCESS
-        if code == 0:
+        if code == 0 and worker.role == Role.TRAINER:
             return WorkerState.SUCCEEDED, f"{name} exited with code 0"
-        if code in _LAUNCHER_CODES and (reason := self._launcher_reason(job, worker)):
-            return WorkerState.FAILED, reason
         if code is not None and code > 128 and "stop_requested_at" in job.engine_data:
             # We stopped it (the job was killed or failed): killed, with the signal and its exit code.
             return WorkerState.KILLED, f"{name} {processes.describe_exit(code)}"
-        return WorkerState.FAILED, f"{name} {processes.describe_exit(code)}"
+        why = self._log_reason(job, worker)
+        if code in _LAUNCHER_CODES and why:
+            return WorkerState.FAILED, why  # the launcher's own failure: its words say it all
+        ended = f"{name} {processes.describe_exit(code)}"
+        return WorkerState.FAILED, f"{ended}: {why}" if why else ended
 
     def _observe(self, job: Job) -> Observation:
         waiting = self._waiting_for_gpus(job)
@@ -369,54 +390,54 @@ class LocalEngine(Engine):
         )
 
     def _verdict(self, job: Job, tally: _Tally, statuses: list[WorkerStatus], max_retries: int) -> Observation:
-        """The job's state from what its workers did: a lost pserver or a failed trainer (OOM first) fails it."""
+        """The job's state from what its workers did: a lost pserver or a failed trainer (OOM first) fails it,
+        its message naming the worker's exit and its last error line; once every trainer succeeded, a
+        pserver that ended is no loss."""
+        if tally.trainers_done == job.trainers and tally.trainer_failed is None:
+            return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
         pserver_lost, trainer_failed = tally.pserver_lost, tally.trainer_failed
-        for role, index, code in ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
+        culprits = ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
             [(Role.TRAINER, *trainer_failed[:2])] if trainer_failed else []
-        ):
-            if processes.oom_killed(self._status_path(job, role, index)):
-                limit = job.spec.get("psmemory" if role == Role.PSERVER else "memory")
-                return Observation(
-                    JobState.FAILED,
-                    Reason.OOM_KILLED,
-                    f"{role} {index} went over its memory limit ({limit}) and was killed",
-                    code,
-                    statuses,
-                )
-        for role, index, code in ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
-            [(Role.TRAINER, *trainer_failed[:2])] if trainer_failed else []
-        ):
-            if refused := processes.forks_refused(self._status_path(job, role, index)):
-                limit = self.datacenter.job_pids_limit
-                return Observation(
-                    JobState.FAILED,
-                    Reason.PIDS_LIMIT,
-                    f"{role} {index} {processes.describe_exit(code)} after {refused} fork(s) were refused at "
-                    f"the datacenter's limit of {limit} processes per worker",
-                    code,
-                    statuses,
-                )
+        )
+        limited = self._over_a_limit(job, culprits, statuses)
+        if limited is not None:
+            return limited
         if pserver_lost is not None:
             index, code = pserver_lost
-            return Observation(
-                JobState.FAILED,
-                Reason.PSERVER_LOST,
-                f"pserver {index} {processes.describe_exit(code)}; the job cannot go on without it",
-                code,
-                statuses,
-            )
+            ended = f"pserver {index} {processes.describe_exit(code)}"
+            why = _after(_message_of(statuses, Role.PSERVER, index), ended)
+            message = f"{ended}{why}; the job cannot go on without it"
+            return Observation(JobState.FAILED, Reason.PSERVER_LOST, message, code, statuses)
         if trainer_failed is not None:
             index, code, restarts, why = trainer_failed
             reason = Reason.BACKOFF_LIMIT if max_retries else Reason.TRAINER_FAILED
             retries = f" after {restarts} restart(s)" if max_retries else ""
             ended = f"trainer {index} {processes.describe_exit(code)}"
-            # `why` may be how it ended plus more ("; cannot restart it: ..."): keep the more, once.
-            detail = why[len(ended) :] if why.startswith(ended) else f": {why}"
-            message = f"{ended}{retries}{detail}"
+            message = f"{ended}{retries}{_after(why, ended)}"
             return Observation(JobState.FAILED, reason, message, code, statuses)
-        if tally.trainers_done == job.trainers:
-            return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
         return Observation(JobState.RUNNING if tally.all_running else JobState.PENDING, workers=statuses)
+
+    def _over_a_limit(
+        self, job: Job, culprits: list[tuple[Role, int, int | None]], statuses: list[WorkerStatus]
+    ) -> Observation | None:
+        """The failure of a worker the kernel stopped at a limit (memory first, then processes), or None;
+        the worker's row says it too."""
+        for role, index, code in culprits:
+            if processes.oom_killed(self._status_path(job, role, index)):
+                limit = job.spec.get("psmemory" if role == Role.PSERVER else "memory")
+                message = f"{role} {index} went over its memory limit ({limit}) and was killed"
+                _set_message(statuses, role, index, message)
+                return Observation(JobState.FAILED, Reason.OOM_KILLED, message, code, statuses)
+        for role, index, code in culprits:
+            if refused := processes.forks_refused(self._status_path(job, role, index)):
+                limit = self.datacenter.job_pids_limit
+                message = (
+                    f"{role} {index} {processes.describe_exit(code)} after {refused} fork(s) were refused at "
+                    f"the datacenter's limit of {limit} processes per worker"
+                )
+                _set_message(statuses, role, index, message)
+                return Observation(JobState.FAILED, Reason.PIDS_LIMIT, message, code, statuses)
+        return None
 
     def final_workers(self, job: Job) -> list[WorkerStatus]:
         return self._observe(job).workers

@@ -16,6 +16,10 @@ if role == "PSERVER":
     server.bind(("127.0.0.1", int(os.environ["PADDLE_PORT"])))
     server.listen()
     print(f"pserver {os.environ['PADDLE_PORT']} serving", flush=True)
+    if "FAKE_PSERVER_EXIT" in os.environ:  # a pserver that returns early (Paddle's never do by themselves)
+        time.sleep(1)
+        print("pserver returning early", flush=True)
+        sys.exit(int(os.environ["FAKE_PSERVER_EXIT"]))
     while True:
         time.sleep(1)
 me = int(os.environ["PADDLE_TRAINER_ID"])
@@ -23,6 +27,8 @@ steps = int(os.environ.get("FAKE_STEPS", "5"))
 fail_trainer = int(os.environ.get("FAKE_FAIL_TRAINER", "-1"))
 for step in range(steps):
     print(f"trainer {me} step {step} loss {10.0 / (step + 1):.4f}", flush=True)
+    if me == fail_trainer and step == steps // 2 and "FAKE_RAISE" in os.environ:
+        raise ValueError(os.environ["FAKE_RAISE"])
     if me == fail_trainer and step == steps // 2:
         print("trainer giving up", flush=True)
         sys.exit(int(os.environ.get("FAKE_EXIT_CODE", "3")))

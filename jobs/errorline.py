@@ -1,0 +1,74 @@
+"""The one rule for "why did this worker fail": the last error line of its log's tail, bounded and escaped.
+
+Both engines read the end of a worker's `log.txt` (the launcher writes it on the PFS locally and in
+pods) and put what this finds into the worker's and the job's message, so a failed job names its
+error without anyone opening the log. Pure functions on text: no files, no Django.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_REASON = 300  # characters of a log line quoted in a message
+TAIL_BYTES = 64 * 1024  # how much of a log's end is read to find it
+
+_LAUNCHER = "[paddlecloud-launch] "
+_LAUNCHER_ERROR = _LAUNCHER + "error: "
+_ATTEMPT = "=== attempt started "
+# Lines that say what went wrong, newest wins: a Python exception (the last line of a traceback, also
+# Paddle's `InvalidArgumentError: ...` summary), Python refusing to start a script, a shell that cannot
+# find a command, argparse's usage error, a fatal signal's words.
+_ERROR_LINE = re.compile(
+    r"^(?:"
+    r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::\s.*)?"
+    r"|\S*python[\d.]*: can't open file .*"
+    r"|\S*sh: .*(?:not found|No such file or directory|Permission denied|Syntax error).*"
+    r"|\S+: error: .+"
+    r"|(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception)\b.*"
+    r")$"
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def clean(text: str, limit: int = MAX_REASON) -> str:
+    """`text` as one printable line of at most `limit` characters: control characters shown as `\\xNN`."""
+    one = _CONTROL.sub(lambda m: " " if m.group() == "\t" else f"\\x{ord(m.group()):02x}", text.strip())
+    return one if len(one) <= limit else one[: limit - 3].rstrip() + "..."
+
+
+def _last_attempt(tail: str) -> list[str]:
+    """The lines of the newest attempt (the launcher starts each with `=== attempt started ...`)."""
+    lines = tail.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(_ATTEMPT)]
+    return lines[starts[-1] + 1 :] if starts else lines
+
+
+def last_error_line(tail: str) -> str:
+    """The newest error line of a log's tail (see _ERROR_LINE; the launcher's own `error:` line counts),
+    cleaned; "" if there is none."""
+    for line in reversed(_last_attempt(tail)):
+        if line.startswith(_LAUNCHER_ERROR):
+            return clean(line[len(_LAUNCHER_ERROR) :])
+        if not line.startswith(_LAUNCHER) and _ERROR_LINE.match(line.strip()):
+            return clean(line)
+    return ""
+
+
+def last_line(tail: str) -> str:
+    """The newest line the worker's own program wrote (not the launcher's nor the portal's), cleaned; or ""."""
+    for line in reversed(_last_attempt(tail)):
+        if line.strip() and not line.startswith((_LAUNCHER, "[paddlecloud] ")):
+            return clean(line)
+    return ""
+
+
+def reason(tail: str) -> str:
+    """Its last error line, else its last line of output."""
+    return last_error_line(tail) or last_line(tail)
+
+
+def worker_reason(tail: str, role: str) -> str:
+    """What a failed worker's message quotes from its log's tail: a trainer's last error line (a plain
+    last line, say a loss, would mislead); a pserver's last error line, else its last line (pservers
+    never end by themselves: whatever it said last is the news)."""
+    return reason(tail) if role == "pserver" else last_error_line(tail)
