@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
+from typing import Any
 
-from tests.browser.conftest import Page
+import pytest
+from django.contrib.auth.models import User
+
+from jobs.models import Job, Worker
+from portal.datacenters.models import Datacenter
+from portal.registry.models import RegistrySecret
+from tests.browser.conftest import Page, login
+from tests.browser.test_metrics_chart import append_points, running_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,3 +26,43 @@ def test_the_favicon_is_shown_and_favicon_ico_is_an_icon(logged_in: Page) -> Non
     assert answer.status == 200 and answer.body()[:4] == b"\0\0\1\0"
     logged_in.goto("/admin/")  # a page that links no icon: the browser asks /favicon.ico itself
     assert logged_in.problems == []
+
+
+def portal_world(local_dc: Datacenter, alice: User) -> Job:
+    """A running job with a log and metrics, a registry secret and a file: every main page has content."""
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(30))
+    log = Path(local_dc.storage_root, "home", "alice", "jobs", job.name, "output", job.uid, "trainer_0", "log.txt")
+    log.write_text("".join(f"step {step} loss {1 / (step + 1):.4f}\n" for step in range(30)))
+    Worker.objects.filter(job=job).update(host="node-with-a-long-host-name.cluster.example.com",
+                                          message="running since a while, with a message long enough to wrap")
+    RegistrySecret.objects.create(owner=alice, name="private", server="registry.example.com:5000",
+                                  username="alice-robot-account", password="x")
+    (Path(local_dc.storage_root, "home", "alice") / "a-file-with-a-rather-long-name-for-a-phone.csv").write_text("1\n")
+    return job
+
+
+def main_pages(job: Job) -> list[str]:
+    return ["/", "/jobs/", f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs", "/jobs/new", "/files/", "/quota/",
+            "/registries/", "/profile/"]
+
+
+def test_no_page_scrolls_sideways_on_a_phone_and_log_out_is_reachable(
+    browser: Any, live_server: Any, local_dc: Datacenter, alice: User
+) -> None:
+    job = portal_world(local_dc, alice)
+    phone = login(browser, live_server.url, alice, viewport={"width": 390, "height": 844})
+    wide: dict[str, int] = {}
+    for path in main_pages(job):
+        phone.goto(path)
+        phone.page.wait_for_load_state("networkidle")
+        width = phone.page.evaluate("document.scrollingElement.scrollWidth")
+        if width > 390:
+            wide[path] = width
+        phone.screenshot("phone" + (path.replace("/", "-").rstrip("-") or "-home"))
+    assert wide == {}
+    logout = phone.page.locator('.logout button')
+    assert logout.is_visible() and logout.bounding_box()["x"] + logout.bounding_box()["width"] <= 390
+    logout.click()
+    phone.page.wait_for_url("**/login/**")
+    assert phone.problems == []
