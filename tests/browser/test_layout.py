@@ -66,3 +66,34 @@ def test_no_page_scrolls_sideways_on_a_phone_and_log_out_is_reachable(
     logout.click()
     phone.page.wait_for_url("**/login/**")
     assert phone.problems == []
+
+
+def test_without_javascript_the_job_page_links_the_logs_and_shows_metrics_as_tables(
+    browser: Any, live_server: Any, local_dc: Datacenter, alice: User
+) -> None:
+    job = portal_world(local_dc, alice)
+    append_points(job, 1, range(5))
+    plain = login(browser, live_server.url, alice, java_script_enabled=False)
+    page = plain.page
+    for path in (f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs"):
+        plain.goto(path)
+        assert not page.is_visible('[data-testid="log-pane"]') and not page.is_visible('[data-testid="log-follow"]')
+        links = page.locator('[data-testid="log-noscript"] a')
+        assert links.all_text_contents() == ["trainer-0", "trainer-1"]
+        with page.expect_download() as download:
+            links.first.click()
+        assert Path(download.value.path()).read_text().startswith("step 0 loss 1.0000\n")
+    plain.goto(f"/jobs/{job.uid}/")
+    plain.screenshot("job-page-no-js")
+    assert not page.is_visible("#metrics-empty")
+    table = '[data-testid="metrics-table"][data-worker="trainer-{}"]'
+    rows = page.eval_on_selector_all(table.format(0) + " tr", "rows => rows.map(r => r.innerText.split('\\t'))")
+    assert rows[0] == ["Step", "loss"] and [row[0] for row in rows[1:]] == [str(step) for step in range(20, 30)]
+    assert rows[-1][1] == "0.0333333"  # 6 significant digits
+    assert page.locator(table.format(1) + " tr").count() == 1 + 5
+
+    empty = Job.objects.create(owner=alice, datacenter=local_dc, name="quiet", uid="quiet-aa111",
+                               spec={"parallelism": 1, "pservers": 0, "entry": "python train.py"})
+    plain.goto(f"/jobs/{empty.uid}/")
+    assert page.is_visible("#metrics-empty") and page.locator('[data-testid="metrics-table"]').count() == 0
+    assert plain.problems == []
