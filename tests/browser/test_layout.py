@@ -47,25 +47,27 @@ def main_pages(job: Job) -> list[str]:
             "/registries/", "/profile/"]
 
 
-def test_no_page_scrolls_sideways_on_a_phone_and_log_out_is_reachable(
-    browser: Any, live_server: Any, local_dc: Datacenter, alice: User
+@pytest.mark.parametrize(("device", "width"), [("phone", 390), ("desktop", 1200)])
+def test_no_page_scrolls_sideways_and_log_out_is_reachable(
+    browser: Any, live_server: Any, local_dc: Datacenter, alice: User, device: str, width: int
 ) -> None:
     job = portal_world(local_dc, alice)
-    phone = login(browser, live_server.url, alice, viewport={"width": 390, "height": 844})
+    user = login(browser, live_server.url, alice, viewport={"width": width, "height": 844})
     wide: dict[str, int] = {}
     for path in main_pages(job):
-        phone.goto(path)
-        phone.page.wait_for_load_state("networkidle")
-        width = phone.page.evaluate("document.scrollingElement.scrollWidth")
-        if width > 390:
-            wide[path] = width
-        phone.screenshot("phone" + (path.replace("/", "-").rstrip("-") or "-home"))
+        user.goto(path)
+        user.page.wait_for_load_state("networkidle")
+        scroll_width = user.page.evaluate("document.scrollingElement.scrollWidth")
+        if scroll_width > width:
+            wide[path] = scroll_width
+        user.screenshot(device + (path.replace("/", "-").rstrip("-") or "-home"))
     assert wide == {}
-    logout = phone.page.locator('.logout button')
-    assert logout.is_visible() and logout.bounding_box()["x"] + logout.bounding_box()["width"] <= 390
+    logout = user.page.locator(".logout button")
+    box = logout.bounding_box()
+    assert logout.is_visible() and box and box["x"] + box["width"] <= width
     logout.click()
-    phone.page.wait_for_url("**/login/**")
-    assert phone.problems == []
+    user.page.wait_for_url("**/login/**")
+    assert user.problems == []
 
 
 def test_without_javascript_the_job_page_links_the_logs_and_shows_metrics_as_tables(
