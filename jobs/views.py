@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from rest_framework import exceptions
 
 from images import for_jobs
-from jobs import packages, services
+from jobs import metrics, packages, services
 from jobs.errors import LogRefused
 from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec
 from jobs.logfiles import open_log
@@ -33,6 +33,11 @@ WASM = "'wasm-unsafe-eval'"
 
 PAGE_SIZE = 25
 PACKAGE_CHOICES = 200  # folders offered as packages, at most
+# Without JavaScript the job page shows metrics as tables: the last points of the first trainers,
+# read from the end of each file (a bound on the work one page view does).
+NOSCRIPT_POINTS = 10
+NOSCRIPT_TRAINERS = 8
+NOSCRIPT_TAIL_BYTES = 64 * 1024
 
 
 def _job_for(request: HttpRequest, ref: str) -> Job:
@@ -118,12 +123,44 @@ def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
     }
 
 
+def last_points(job: Job, worker: str, count: int = NOSCRIPT_POINTS) -> list[dict[str, Any]]:
+    """The worker's last `count` metric points, read from the end of its metrics file (for pages without JS)."""
+    try:
+        handle = open_log(job, worker, metrics.FILE_NAME)
+    except LogRefused:
+        return []  # the metrics API answers why (403); a page without JavaScript just shows none
+    if handle is None:
+        return []
+    with handle:
+        size = handle.seek(0, 2)
+    # From a whole number of lines before the end: a cut first line is skipped as the API skips bad lines.
+    answer = metrics.read_points(job, worker, str(max(0, size - NOSCRIPT_TAIL_BYTES)), NOSCRIPT_TAIL_BYTES)
+    points: list[dict[str, Any]] = answer["points"][-count:]
+    return points
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"  # as many digits as a chart's reader uses
+
+
+def metrics_tables(job: Job) -> list[dict[str, Any]]:
+    """Per trainer (the first few), its last points as rows under the metric names: the charts without JS."""
+    tables = []
+    for worker in job.worker_names[: min(job.trainers, NOSCRIPT_TRAINERS)]:
+        points = last_points(job, worker)
+        if points:
+            names = sorted({name for point in points for name in point["values"]})
+            rows = [(point["step"], [_number(point["values"].get(name)) for name in names]) for point in points]
+            tables.append({"worker": worker, "names": names, "rows": rows})
+    return tables
+
+
 @login_required
 def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     job = _job_for(request, ref)
     context = _detail_context(request, job)
     runs = Job.objects.filter(owner_id=job.owner_id, name=job.name).order_by("-created_at")[:20]
-    context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()))
+    context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), metric_tables=metrics_tables(job))
     return render(request, "jobs/detail.html", context)
 
 

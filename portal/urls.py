@@ -2,6 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
@@ -15,6 +18,12 @@ from portal.notifications.api import NotifyPreferenceView
 from portal.registry import views as registry_views
 from portal.registry.api import RegistrySecretViewSet
 from storage import views as storage_views
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers, bookmarks and crawlers ask for /favicon.ico whatever a page links: the static icon."""
+    return redirect(static("favicon.ico"))
+
 
 router = SimpleRouter()
 router.trailing_slash = "/?"  # paddlectl calls paths both with and without the slash
@@ -35,6 +44,7 @@ api_v1 = [
 
 urlpatterns = [
     path("", accounts_views.home, name="home"),
+    path("favicon.ico", favicon, name="favicon"),
     path("login/", accounts_views.login_page, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("signup/", accounts_views.signup, name="signup"),

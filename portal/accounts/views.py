@@ -109,9 +109,9 @@ def signup(request: HttpRequest) -> HttpResponse:
 def home(request: HttpRequest) -> HttpResponse:
     datacenters = list(Datacenter.objects.usable_by(request.user))
     recent = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")[:8]
-    return render(
-        request, "home.html", {"quotas": [quota.report(request.user, dc) for dc in datacenters], "recent_jobs": recent}
-    )
+    quotas = [quota.report(request.user, dc) for dc in datacenters]
+    any_active = any(job.is_active for job in recent)  # the page polls faster then
+    return render(request, "home.html", {"quotas": quotas, "recent_jobs": recent, "any_active": any_active})
 
 
 def _user(request: HttpRequest) -> User:

@@ -19,6 +19,8 @@
   const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, OLDER_EACH_MIN = 64 * 1024, TICK_MS = 500,
     FETCH_MS = 10000;
   const TIMES_KEY = "paddlecloud.logTimes";
+  // The worker chosen on this job's page, kept for this tab: a kill or delete reloads the page.
+  const CHOICE_KEY = `paddlecloud.logWorker:${api}`;
   const encoder = new TextEncoder(), decoder = new TextDecoder();
 
   // `lines` stays sorted by (key, seq): key is the line's time (kept ascending within a worker), seq
@@ -191,12 +193,28 @@
     try {
       await Promise.all(all.map((st) => follow(st, gen)));
       if (gen !== generation) return;
-      if (all.every((st) => st.complete)) { setStatus("complete: the whole log is shown"); return; }
+      if (all.every((st) => st.complete)) { ended(all); return; }
       setStatus("following");
     } catch (error) {
       setStatus(`retrying: ${error.message}`);  // the cursor is kept: nothing is lost or repeated
     }
     timer = setTimeout(() => tick(gen), TICK_MS);
+  }
+
+  function size(n) {
+    const units = ["bytes", "KB", "MB", "GB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+    return i ? `${n.toFixed(n < 10 ? 1 : 0)} ${units[i]}` : `${n} bytes`;
+  }
+
+  // Nothing more will be written: no following any more, and the status says how much of the log is loaded.
+  function ended(all) {
+    followButton.hidden = true;
+    const total = all.reduce((sum, st) => sum + Number(st.cursor), 0);
+    const loaded = all.reduce((sum, st) => sum + Number(st.cursor) - st.start, 0);
+    setStatus(loaded >= total ? "ended: the whole log is shown"
+      : `ended: the last ${size(loaded)} of ${size(total)} is shown ("Load older" for more)`);
   }
 
   // The bytes of `st` before its `start`, cut at a line start, as lines with their times.
@@ -233,6 +251,8 @@
       if (gen !== generation) return;
       if (search.value) render();
       pane.scrollTop += pane.scrollHeight - height;  // keep the reader's place
+      const all = Object.values(streams);
+      if (all.every((st) => st.complete)) ended(all);
     } catch (error) {
       setStatus(`could not load older text: ${error.message}`);
     } finally {
@@ -249,6 +269,7 @@
     names.forEach((name) => { streams[name] = stream(name, choice === "*" ? `[${name}] ` : ""); });
     download.href = `${viewer.dataset.base}${encodeURIComponent(names[0])}/download`;
     download.hidden = choice === "*";
+    followButton.hidden = false;
     setStatus("loading the end of the log…");
     try {
       await Promise.all(Object.values(streams).map((st) => open(st, gen, choice === "*" ? TAIL_EACH : TAIL_ONE)));
@@ -276,7 +297,14 @@
   document.getElementById("log-end").addEventListener("click", toEnd);
   olderButton.addEventListener("click", loadOlder);
   search.addEventListener("input", () => { render(); if (!search.value) toEnd(); });
-  select.addEventListener("change", () => choose(select.value));
+  select.addEventListener("change", () => {
+    try { sessionStorage.setItem(CHOICE_KEY, select.value); } catch (error) { /* not remembered */ }
+    choose(select.value);
+  });
+  try {
+    const kept = sessionStorage.getItem(CHOICE_KEY);
+    if (kept && Array.from(select.options).some((o) => o.value === kept)) select.value = kept;
+  } catch (error) { /* storage off: the first worker */ }
   try { timesBox.checked = localStorage.getItem(TIMES_KEY) !== "0"; } catch (error) { timesBox.checked = true; }
   showTimes(timesBox.checked);
   timesBox.addEventListener("change", () => showTimes(timesBox.checked));

@@ -240,3 +240,19 @@ def test_profile_config_names_the_real_datacenters(world: Job, alice: User) -> N
 def test_the_admin_links_job_rows_to_the_job_page(world: Job, carol: User) -> None:
     page = page_client(carol).get("/admin/jobs/job/").content.decode()
     assert 'href="/jobs/fit-ab12c/"' in page
+
+
+def test_the_job_page_without_javascript_tables_the_last_metric_points_of_a_long_file(
+    world: Job, local_dc: Datacenter, alice: User
+) -> None:
+    folder = Path(local_dc.storage_root, "home", "alice", "jobs", "fit", "output", world.uid, "trainer_0")
+    folder.mkdir(parents=True)
+    point = '{{"step": {}, "time": 0, "values": {{"loss": {}, "lr": 0.1}}}}\n'
+    lines = [point.format(step, 1 / (step + 1)) for step in range(3000)]
+    (folder / "metrics.jsonl").write_text("".join(lines))  # more than the 64 KiB read from its end
+    text = page_client(alice).get(f"/jobs/{world.uid}/").content.decode()
+    table = text.split('data-testid="metrics-table" data-worker="trainer-0">', 1)[1].split("</table>", 1)[0]
+    assert '<th scope="col">loss</th><th scope="col">lr</th>' in table
+    steps = [cell.split("</td>", 1)[0] for cell in table.split("<tr><td>")[1:]]
+    assert steps == [str(step) for step in range(2990, 3000)]
+    assert "<td>0.000333333</td><td>0.1</td>" in table

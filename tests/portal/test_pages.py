@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.contrib.staticfiles import finders
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
@@ -120,3 +121,12 @@ def test_every_template_comment_closes_on_its_own_line() -> None:
 
 def test_the_login_page_shows_no_template_comment(db: None) -> None:
     assert "{#" not in Client().get("/login/").content.decode()
+
+
+def test_the_favicon_is_linked_from_every_page_and_answers_at_favicon_ico(db: None) -> None:
+    client = Client()
+    response = client.get("/favicon.ico")  # asked for by browsers and crawlers, logged in or not
+    assert response.status_code == 302 and response["Location"].endswith("/favicon.ico")
+    icon = finders.find("favicon.ico")
+    assert icon and Path(str(icon)).read_bytes()[:4] == b"\0\0\1\0"  # an ICO header
+    assert 'rel="icon" href="/static/favicon.svg"' in client.get("/login/").content.decode()

@@ -1,0 +1,101 @@
+"""Every page in a real browser: the favicon, the layout at a phone's width, the pages without JavaScript."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from jobs.models import Job, Worker
+from portal.datacenters.models import Datacenter
+from portal.registry.models import RegistrySecret
+from tests.browser.conftest import Page, login
+from tests.browser.test_metrics_chart import append_points, running_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_favicon_is_shown_and_favicon_ico_is_an_icon(logged_in: Page) -> None:
+    page = logged_in.page
+    logged_in.goto("/jobs/")
+    icon = page.get_attribute('link[rel="icon"]', "href") or ""
+    assert page.request.get(logged_in.url + icon).headers["content-type"] == "image/svg+xml"
+    answer = page.request.get(logged_in.url + "/favicon.ico")  # redirected to the static file
+    assert answer.status == 200 and answer.body()[:4] == b"\0\0\1\0"
+    logged_in.goto("/admin/")  # a page that links no icon: the browser asks /favicon.ico itself
+    assert logged_in.problems == []
+
+
+def portal_world(local_dc: Datacenter, alice: User) -> Job:
+    """A running job with a log and metrics, a registry secret and a file: every main page has content."""
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(30))
+    log = Path(local_dc.storage_root, "home", "alice", "jobs", job.name, "output", job.uid, "trainer_0", "log.txt")
+    log.write_text("".join(f"step {step} loss {1 / (step + 1):.4f}\n" for step in range(30)))
+    Worker.objects.filter(job=job).update(host="node-with-a-long-host-name.cluster.example.com",
+                                          message="running since a while, with a message long enough to wrap")
+    RegistrySecret.objects.create(owner=alice, name="private", server="registry.example.com:5000",
+                                  username="alice-robot-account", password="x")
+    (Path(local_dc.storage_root, "home", "alice") / "a-file-with-a-rather-long-name-for-a-phone.csv").write_text("1\n")
+    return job
+
+
+def main_pages(job: Job) -> list[str]:
+    return ["/", "/jobs/", f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs", "/jobs/new", "/files/", "/quota/",
+            "/registries/", "/profile/"]
+
+
+@pytest.mark.parametrize(("device", "width"), [("phone", 390), ("desktop", 1200)])
+def test_no_page_scrolls_sideways_and_log_out_is_reachable(
+    browser: Any, live_server: Any, local_dc: Datacenter, alice: User, device: str, width: int
+) -> None:
+    job = portal_world(local_dc, alice)
+    user = login(browser, live_server.url, alice, viewport={"width": width, "height": 844})
+    wide: dict[str, int] = {}
+    for path in main_pages(job):
+        user.goto(path)
+        user.page.wait_for_load_state("networkidle")
+        scroll_width = user.page.evaluate("document.scrollingElement.scrollWidth")
+        if scroll_width > width:
+            wide[path] = scroll_width
+        user.screenshot(device + (path.replace("/", "-").rstrip("-") or "-home"))
+    assert wide == {}
+    logout = user.page.locator(".logout button")
+    box = logout.bounding_box()
+    assert logout.is_visible() and box and box["x"] + box["width"] <= width
+    logout.click()
+    user.page.wait_for_url("**/login/**")
+    assert user.problems == []
+
+
+def test_without_javascript_the_job_page_links_the_logs_and_shows_metrics_as_tables(
+    browser: Any, live_server: Any, local_dc: Datacenter, alice: User
+) -> None:
+    job = portal_world(local_dc, alice)
+    append_points(job, 1, range(5))
+    plain = login(browser, live_server.url, alice, java_script_enabled=False)
+    page = plain.page
+    for path in (f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs"):
+        plain.goto(path)
+        assert not page.is_visible('[data-testid="log-pane"]') and not page.is_visible('[data-testid="log-follow"]')
+        links = page.locator('[data-testid="log-noscript"] a')
+        assert links.all_text_contents() == ["trainer-0", "trainer-1"]
+        with page.expect_download() as download:
+            links.first.click()
+        assert Path(download.value.path()).read_text().startswith("step 0 loss 1.0000\n")
+    plain.goto(f"/jobs/{job.uid}/")
+    plain.screenshot("job-page-no-js")
+    assert not page.is_visible("#metrics-empty")
+    table = '[data-testid="metrics-table"][data-worker="trainer-{}"]'
+    rows = page.eval_on_selector_all(table.format(0) + " tr", "rows => rows.map(r => r.innerText.split('\\t'))")
+    assert rows[0] == ["Step", "loss"] and [row[0] for row in rows[1:]] == [str(step) for step in range(20, 30)]
+    assert rows[-1][1] == "0.0333333"  # 6 significant digits
+    assert page.locator(table.format(1) + " tr").count() == 1 + 5
+
+    empty = Job.objects.create(owner=alice, datacenter=local_dc, name="quiet", uid="quiet-aa111",
+                               spec={"parallelism": 1, "pservers": 0, "entry": "python train.py"})
+    plain.goto(f"/jobs/{empty.uid}/")
+    assert page.is_visible("#metrics-empty") and page.locator('[data-testid="metrics-table"]').count() == 0
+    assert plain.problems == []

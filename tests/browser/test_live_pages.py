@@ -1,0 +1,84 @@
+"""Pages that follow the portal themselves: dashboard and quota refresh, the log viewer follows the job's state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from jobs.models import Job, JobState
+from portal.datacenters.models import Datacenter
+from tests.browser.conftest import Page
+from tests.browser.test_metrics_chart import running_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NOT_RELOADED = "() => { window.__notReloaded = true; }"
+
+
+def write_log(job: Job, worker: str, text: str) -> None:
+    role, _, index = worker.partition("-")
+    folder = Path(job.datacenter.storage_root, "home", job.owner.username, "jobs", job.name, "output", job.uid,
+                  f"{role}_{index}")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "log.txt").write_text(text)
+
+
+def test_the_dashboard_shows_a_new_job_and_its_end_without_a_reload(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    page = logged_in.page
+    logged_in.goto("/")
+    page.evaluate(NOT_RELOADED)
+    job = running_job(local_dc, alice)  # submitted elsewhere (paddlectl, another tab)
+    page.wait_for_selector(f'[data-testid="recent-job"][data-job="{job.uid}"]', timeout=15_000)
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
+    page.wait_for_selector('[data-testid="recent-job-state"]:text-is("succeeded")', timeout=15_000)
+    assert page.evaluate("window.__notReloaded") is True and logged_in.problems == []
+
+
+def test_the_quota_page_follows_the_jobs_in_use_without_a_reload(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    page = logged_in.page
+    logged_in.goto("/quota/")
+    page.evaluate(NOT_RELOADED)
+    assert page.text_content('[data-testid="jobs-in-use"]') == "0"
+    running_job(local_dc, alice)
+    page.wait_for_selector('[data-testid="jobs-in-use"]:text-is("1")', timeout=15_000)
+    assert page.evaluate("window.__notReloaded") is True and logged_in.problems == []
+
+
+def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_the_job_ended(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    write_log(job, "trainer-0", "from trainer 0\n")
+    text = "from trainer 1\n" + "".join(f"line {i}\n" for i in range(30_000))  # more than the viewer opens with
+    write_log(job, "trainer-1", text)
+    page = logged_in.page
+    logged_in.goto(f"/jobs/{job.uid}/")
+    page.select_option("#log-worker", "trainer-1")
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('line 29999')")
+    assert page.is_visible('[data-testid="log-follow"]')
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation():
+        page.click('[data-testid="kill"]')  # the page reloads after the kill
+    assert page.input_value("#log-worker") == "trainer-1"
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('line 29999')")
+    assert "from trainer 0" not in page.text_content("#log")
+
+    Job.objects.filter(pk=job.pk).update(released=True)  # what the worker's kill_job does once all stopped
+    page.wait_for_selector('[data-testid="log-follow"]', state="hidden", timeout=15_000)
+    status = page.text_content('[data-testid="log-status"]') or ""
+    assert status.startswith("ended: the last ") and f"of {len(text) / 1024:.0f} KB" in status, status
+    for _ in range(3):  # 256 KiB a click
+        page.click('[data-testid="log-older"]')
+        page.wait_for_function("() => !document.getElementById('log-older').disabled || "
+                               "document.getElementById('log').textContent.includes('from trainer 1')")
+        if "from trainer 1" in (page.text_content("#log") or ""):
+            break
+    assert page.text_content('[data-testid="log-status"]') == "ended: the whole log is shown"
+    assert logged_in.problems == []
