@@ -1,4 +1,4 @@
-"""The `local` engine: every pserver and trainer is a process on the worker's host, on 127.0.0.1.
+"""The `local` engine: every pserver and trainer is a process on the worker's host, in the job's own network.
 
 It is its own controller: `poll` restarts failed trainers up to max_retries, and reports a job failed
 as soon as a pserver dies (trainers would otherwise exit 0 with nothing learned). Every process runs
