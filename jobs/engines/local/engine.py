@@ -486,15 +486,34 @@ class LocalEngine(Engine):
             worker.restarts -= 1  # not restarted: the job's message must not count it
             raise
 
-    def _groups(self, job: Job) -> list[tuple[int, int, int, int]]:
+    def _groups(self, job: Job, network: bool = True) -> list[tuple[int, int, int, int]]:
+        """(pid, start, supervisor, start) of every process group the job has: its workers, and its network's."""
         return [
             (r["pid"], r["pid_start"], r["supervisor"], r["supervisor_start"])
-            for r in job.engine_data.values()
-            if isinstance(r, dict) and "supervisor" in r
+            for key, r in job.engine_data.items()
+            if isinstance(r, dict) and "supervisor" in r and (network or key != "network")
         ]
+
+    def _end_network_once_alone(self, job: Job) -> None:
+        """The job's network serves only its processes: once none is left it ends at once, without the
+        grace, so a finished job is released in the same cycle (its pservers shown as they ended)."""
+        network_record = job.engine_data.get("network")
+        if not isinstance(network_record, dict) or any(
+            processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3]) for g in self._groups(job, network=False)
+        ):
+            return
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and (
+            processes.is_alive(network_record["pid"], network_record["pid_start"])
+            or processes.is_alive(network_record["supervisor"], network_record["supervisor_start"])
+        ):
+            if processes.is_alive(network_record["pid"], network_record["pid_start"]):
+                processes.signal_groups([network_record["pid"]], signal.SIGKILL)  # its namespace and slirp4netns too
+            time.sleep(0.05)
 
     def stop(self, job: Job) -> bool:
         """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
+        self._end_network_once_alone(job)
         alive = [g for g in self._groups(job) if processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3])]
         if not alive:
             gpus.release(job)  # only now: a GPU is free once no process of the job can use it
