@@ -53,11 +53,11 @@ def main() -> None:
 
     from django.contrib.auth.models import User
 
+    from datacenters.models import Datacenter, Engine, StorageKind
     from jobs import gpus
     from jobs.engines import engine_for
     from jobs.models import TERMINAL_STATES, Job, Runtime
     from jobs.reconcile import reconcile_datacenter
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
 
     found = args.assume_gpus.split(",") if args.assume_gpus else gpus.detect()
     print(f"GPUs given to the datacenter: {found or 'none'}")

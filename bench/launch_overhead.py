@@ -61,10 +61,10 @@ def use_sandbox(on: bool) -> None:
 
 def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
     """Median seconds of `true` in a job's sandbox and of plain `true`."""
+    from datacenters.models import Datacenter
     from jobs.engines.local import sandbox
     from jobs.engines.local import world as local_world
     from jobs.runtimes import RuntimePaths
-    from portal.datacenters.models import Datacenter
     from storage import places
 
     probe = sandbox.probe()
@@ -101,11 +101,11 @@ def network_cost(egress: bool, repeat: int = 10) -> float:
 def run_ours(package: Path, steps: int, run: str) -> float:
     from django.contrib.auth.models import User
 
+    from datacenters.models import Datacenter, Engine, StorageKind
     from jobs.engines import engine_for
     from jobs.models import TERMINAL_STATES, Job
     from jobs.reconcile import reconcile_datacenter
     from jobs.spec import JobSpecSerializer
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
 
     user, _ = User.objects.get_or_create(username="bench")
     root = Path(os.environ["PADDLECLOUD_VAR_DIR"]) / "pfs"

@@ -63,9 +63,9 @@ def main() -> None:
         from django.contrib.auth.models import User
         from rest_framework.test import APIClient
 
+        from datacenters.models import Datacenter, Engine, StorageKind
         from jobs import packages
         from jobs.models import Job, JobState
-        from portal.datacenters.models import Datacenter, Engine, StorageKind
         from tests.workers import start_worker
 
         root = work / "pfs"

@@ -51,8 +51,8 @@ def populate(count: int, storage: Path) -> Any:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from datacenters.models import Datacenter, Engine, StorageKind
     from jobs.models import Job, JobState
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
 
     (storage / "home").mkdir(parents=True)
     dc = Datacenter.objects.create(name="local", engine=Engine.LOCAL, storage_kind=StorageKind.LOCAL,
@@ -104,8 +104,8 @@ def main() -> None:
         from django.test import Client
         from rest_framework.test import APIClient
 
+        from accounts.models import issue_token
         from jobs import views
-        from portal.accounts.models import issue_token
 
         user = populate(args.jobs, Path(tmp) / "pfs")
         page = Client()

@@ -90,7 +90,7 @@ def main() -> int:
     setup_django(work / "var")
     from django.contrib.auth.models import User
 
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
+    from datacenters.models import Datacenter, Engine, StorageKind
     from tools.k8s.images import read_manifest
     from tools.k8s.testcluster import RealNode, TestCluster, default_bin_dir, node_missing
 

@@ -64,11 +64,11 @@ def run(cluster: object, work: Path, count: int, cycles: int, fate: str, profile
     from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
+    from datacenters.models import Datacenter, Engine, StorageKind
     from jobs.engines import engine_for
     from jobs.engines.kubernetes import client as kube
     from jobs.models import Job
     from jobs.reconcile import reconcile_datacenter
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
     from tests.k8s.engine_helpers import new_job, start
 
     root = work / "pfs"

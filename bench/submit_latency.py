@@ -109,8 +109,8 @@ def run(cluster: TestCluster, work: Path, count: int, interval: float) -> None:
     from django.contrib.auth.models import User
     from rest_framework.test import APIClient
 
+    from datacenters.models import Datacenter, Engine, StorageKind
     from jobs.models import Job
-    from portal.datacenters.models import Datacenter, Engine, StorageKind
     from tests.workers import start_worker
     from tools.k8s.testcluster import FATE
 

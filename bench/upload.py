@@ -86,7 +86,7 @@ class Portal:
                     "manage.py",
                     "shell",
                     "-c",
-                    "from django.contrib.auth.models import User; from portal.accounts.models import issue_token; "
+                    "from django.contrib.auth.models import User; from accounts.models import issue_token; "
                     "print(issue_token(User.objects.create_user('bench', 'bench@example.com', 'bench-password')).key)",
                 ],
                 cwd=ROOT,

@@ -14,10 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.params import by_state, flag
+from core.api.serializers import StrictSerializer
 from images import builder, services
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
-from portal.api.params import by_state, flag
-from portal.api.serializers import StrictSerializer
 
 
 class BuildRequestSerializer(StrictSerializer):

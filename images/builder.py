@@ -15,6 +15,8 @@ from django.utils import timezone
 from paddlecloud.contract.dockerfile import REQUIREMENTS, runtime_dockerfile
 from paddlecloud.contract.units import parse_time
 
+from core.errors import DomainError
+from datacenters.models import Datacenter
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from jobs.engines.base import EngineError, LogChunk, TransientEngineError
@@ -24,8 +26,6 @@ from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.engines.kubernetes.manifests import Storage, owner_reference
 from jobs.logfiles import parse_cursor, read_chunk
-from portal.datacenters.models import Datacenter
-from portal.errors import DomainError
 from storage import paths
 
 log = logging.getLogger(__name__)

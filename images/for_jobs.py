@@ -14,10 +14,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from core.errors import Invalid
 from images.models import BuildState, ImageBuild
 from jobs.models import Job, JobState, Reason
 from jobs.states import transition
-from portal.errors import Invalid
 
 
 def check_build(user: Any, datacenter: Any, spec: dict[str, Any]) -> None:

@@ -20,15 +20,15 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from paddlecloud.contract.imageref import BadReference, parse_image, push_problem
 
+from core.errors import Conflict, Invalid
+from datacenters.models import Datacenter
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from images.tasks import start_build, stop_build
 from jobs.engines import rules_for
 from jobs.packages import package_place
 from jobs.services import choose_datacenter
-from portal.datacenters.models import Datacenter
-from portal.errors import Conflict, Invalid
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from storage import paths
 
 MAX_ACTIVE_BUILDS = 5  # per user: queued or building at once

@@ -7,6 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core import transitions
 from images.models import TERMINAL_BUILD_STATES, BuildState, ImageBuild
 from jobs.models import Job, JobState
 from jobs.tasks import submit_job
@@ -26,9 +27,7 @@ def transition(build_id: int, to: BuildState, **fields: Any) -> bool:
     now = timezone.now()
     if to in TERMINAL_BUILD_STATES:
         fields.setdefault("finished_at", now)
-    moved = bool(
-        ImageBuild.objects.filter(pk=build_id, state__in=ALLOWED_FROM[to]).update(state=to, updated_at=now, **fields)
-    )
+    moved = transitions.move(ImageBuild, build_id, to, ALLOWED_FROM, **fields)
     if moved and to in TERMINAL_BUILD_STATES:
         transaction.on_commit(lambda: wake_jobs(build_id))
     return moved

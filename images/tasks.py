@@ -9,12 +9,12 @@ from celery.app.task import Task
 from django.db.models import Q
 from django.utils import timezone
 
+from core.locks import exclusive
+from datacenters.models import Datacenter
 from images import builder
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from jobs.engines.base import EngineError, TransientEngineError
-from jobs.locks import exclusive
-from portal.datacenters.models import Datacenter
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.errors import quote
+from core.api.params import by_state, flag
 from images import for_jobs
 from jobs import metrics, packages, services
 from jobs.engines import engine_for
@@ -19,8 +21,6 @@ from jobs.engines.base import LogChunk
 from jobs.logfiles import line_count
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
-from portal.api.errors import quote
-from portal.api.params import by_state, flag
 
 MAX_TAIL = 100_000  # lines ?tail= may ask for
 

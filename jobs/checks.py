@@ -7,7 +7,7 @@ from typing import Any
 from django.core.checks import Warning, register
 from django.db import DatabaseError
 
-from portal.datacenters.models import Datacenter, Engine
+from datacenters.models import Datacenter, Engine
 
 
 @register()

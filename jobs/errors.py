@@ -1,8 +1,8 @@
-"""The jobs side's own refusals, beside the domain errors in portal/errors.py that it raises as they are."""
+"""The jobs side's own refusals, beside the domain errors in core/errors.py that it raises as they are."""
 
 from __future__ import annotations
 
-from portal.errors import Forbidden
+from core.errors import Forbidden
 
 
 class LogRefused(Forbidden):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
+from datacenters.models import Datacenter
 from jobs.models import GpuAssignment, Job
-from portal.datacenters.models import Datacenter
 
 _GPU_LINE = re.compile(r"^GPU (\d+):")
 # Device nodes every CUDA process needs besides its own /dev/nvidia<N>.

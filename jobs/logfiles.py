@@ -20,12 +20,12 @@ from paddlecloud import logcap, logtimes
 from paddlecloud.contract import quantity
 from paddlecloud.contract.quantity import quote
 
+from core.errors import Forbidden, Invalid
+from datacenters.models import Datacenter
 from jobs import errorline
 from jobs.engines.base import LogChunk, TransientEngineError
 from jobs.errors import LogRefused
 from jobs.models import Job, Worker
-from portal.datacenters.models import Datacenter
-from portal.errors import Forbidden, Invalid
 from storage import backends, paths
 from storage.backends import storage_for
 from storage.beneath import NotRegularFile

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from portal.validators import validate_dns_label
+from core.validators import validate_dns_label
 
 
 class JobState(models.TextChoices):

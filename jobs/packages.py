@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from portal.datacenters.models import Datacenter
-from portal.errors import Forbidden, Invalid
+from core.errors import Forbidden, Invalid
+from datacenters.models import Datacenter
 from storage import paths
 
 

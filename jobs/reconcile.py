@@ -18,13 +18,13 @@ from django.db import transaction
 from django.utils import timezone
 from paddlecloud.contract.units import human_bytes
 
+from core.locks import exclusive, job_lock
+from datacenters import quota
+from datacenters.models import Datacenter
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
-from jobs.locks import exclusive, job_lock
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Worker, WorkerState
 from jobs.states import transition
-from portal.datacenters import quota
-from portal.datacenters.models import Datacenter
 from storage import backends, usage
 from storage.models import StorageUsage
 from storage.tasks import recompute_usage

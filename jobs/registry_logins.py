@@ -10,7 +10,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from jobs.tasks import revoke_registry_login
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 
 
 @receiver(post_delete, sender=RegistrySecret, dispatch_uid="jobs.revoke_registry_login")

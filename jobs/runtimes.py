@@ -17,8 +17,8 @@ from django.conf import settings
 from paddlecloud import venvcache
 from paddlecloud.contract.jobenv import env_name
 
+from datacenters.models import Datacenter
 from jobs.models import Job, Runtime
-from portal.datacenters.models import Datacenter
 
 DEFAULT_RUNTIME = "default"
 DEFAULT_REQUIREMENTS = "paddlepaddle==3.0.0\nprotobuf<7\n"

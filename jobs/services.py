@@ -19,6 +19,9 @@ from django.db import IntegrityError, transaction
 from kombu.exceptions import OperationalError as KombuOperationalError
 from paddlecloud.contract.units import quantity_bytes
 
+from core.errors import Conflict, Invalid
+from datacenters import quota
+from datacenters.models import Datacenter, usable_datacenter
 from images import for_jobs
 from jobs import packages, spec
 from jobs.engines import rules_for
@@ -26,10 +29,7 @@ from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import submit_later, workers_stopping
 from jobs.states import merge_engine_data, transition
 from jobs.tasks import kill_job, submit_job
-from portal.datacenters import quota
-from portal.datacenters.models import Datacenter, usable_datacenter
-from portal.errors import Conflict, Invalid
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 from paddlecloud.contract import spec as rules
 from rest_framework import serializers
 
-from portal.api.serializers import StrictSerializer
+from core.api.serializers import StrictSerializer
 
 
 def _raise(problem: str | None) -> None:

@@ -12,14 +12,14 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from core.locks import exclusive, job_lock
+from datacenters.models import Datacenter
 from images import for_jobs
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
-from jobs.locks import exclusive, job_lock
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import enforce_storage_quota, reconcile_datacenter, release, stuck_submissions
 from jobs.states import transition
-from portal.datacenters.models import Datacenter
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from datacenters.models import Datacenter
+from datacenters.quota import Amounts
 from jobs.models import ACTIVE_STATES, Job
 from jobs.spec import requested
-from portal.datacenters.models import Datacenter
-from portal.datacenters.quota import Amounts
 
 
 def compute_in_use(user: Any, datacenter: Datacenter) -> Amounts:

@@ -16,6 +16,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from rest_framework import exceptions
 
+from core.csp import WASM
+from core.errors import DomainError
+from datacenters import quota
+from datacenters.models import Datacenter
 from images import for_jobs
 from jobs import metrics, packages, services
 from jobs.errors import LogRefused
@@ -23,13 +27,10 @@ from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec
 from jobs.logfiles import open_log
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
 from jobs.spec import JobSpecSerializer
-from portal.datacenters.models import Datacenter
-from portal.errors import DomainError
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from storage import files, paths
 
 # Browser uploads hash with XXH3-128 in WebAssembly (hash-wasm): compiling it needs this, eval() does not get it.
-WASM = "'wasm-unsafe-eval'"
 
 PAGE_SIZE = 25
 PACKAGE_CHOICES = 200  # folders offered as packages, at most
@@ -69,6 +70,14 @@ def _decorate(jobs: list[Job]) -> list[Job]:
         job.duration = duration(job, now)  # type: ignore[attr-defined]
     return jobs
 
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    datacenters = list(Datacenter.objects.usable_by(request.user))
+    recent = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")[:8]
+    quotas = [quota.report(request.user, dc) for dc in datacenters]
+    any_active = any(job.is_active for job in recent)  # the page polls faster then
+    return render(request, "home.html", {"quotas": quotas, "recent_jobs": recent, "any_active": any_active})
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:

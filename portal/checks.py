@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.checks import Error, Warning, register
 from django.db import DatabaseError
 
-from portal.accounts.throttle import parse_rate
-from portal.datacenters.models import Datacenter, Engine
+from accounts.throttle import parse_rate
+from datacenters.models import Datacenter, Engine
 
 
 def _missing_production_settings() -> list[str]:

@@ -10,7 +10,7 @@ from cryptography.fernet import Fernet
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_int, env_list, env_secret, env_str, generated_secret
+from core.env import env_bool, env_int, env_list, env_secret, env_str, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PADDLECLOUD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -63,11 +63,11 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "portal",
-    "portal.accounts",
-    "portal.datacenters",
-    "portal.registry",
-    "portal.health",
-    "portal.notifications",
+    "accounts",
+    "datacenters",
+    "registry",
+    "health",
+    "notifications",
     "jobs",
     "images",
     "storage",
@@ -75,7 +75,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # First: the kubelet's probes name the pod's IP as Host, which ALLOWED_HOSTS rightly refuses.
-    "portal.health.probes.probes",
+    "health.probes.probes",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
@@ -102,7 +102,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "portal.accounts.context.site",
+                "accounts.context.site",
             ],
         },
     },
@@ -152,13 +152,13 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 PADDLECLOUD_CACHE_URL = env_secret("PADDLECLOUD_CACHE_URL")
-# Values are JSON, never pickles (portal/cache.py): whoever can write an entry cannot make the portal run code.
+# Values are JSON, never pickles (core/cache.py): whoever can write an entry cannot make the portal run code.
 CACHES = {
     "default": (
-        {"BACKEND": "portal.cache.RedisCache", "LOCATION": PADDLECLOUD_CACHE_URL}
+        {"BACKEND": "core.cache.RedisCache", "LOCATION": PADDLECLOUD_CACHE_URL}
         if PADDLECLOUD_CACHE_URL
         # File-based so login throttling is shared by every web worker on one host.
-        else {"BACKEND": "portal.cache.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}
+        else {"BACKEND": "core.cache.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}
     )
 }
 
@@ -213,7 +213,7 @@ PADDLECLOUD_INSTANCE = env_str("PADDLECLOUD_INSTANCE", "")
 PADDLECLOUD_SIGNUP_ENABLED = env_bool("PADDLECLOUD_SIGNUP_ENABLED", True)
 PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL = env_bool("PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL", False)
 PADDLECLOUD_TOKEN_TTL_DAYS = env_int("PADDLECLOUD_TOKEN_TTL_DAYS", 30, minimum=1)
-# Failed logins allowed (portal/accounts/throttle.py): per (client address, username), per username
+# Failed logins allowed (accounts/throttle.py): per (client address, username), per username
 # from anywhere, and per client address over all usernames (high: many users may share one address).
 PADDLECLOUD_LOGIN_RATE = env_str("PADDLECLOUD_LOGIN_RATE", "10/min")
 PADDLECLOUD_LOGIN_USER_RATE = env_str("PADDLECLOUD_LOGIN_USER_RATE", "30/min")
@@ -222,7 +222,7 @@ PADDLECLOUD_LOGIN_ADDRESS_RATE = env_str("PADDLECLOUD_LOGIN_ADDRESS_RATE", "100/
 PADDLECLOUD_TRUSTED_PROXIES = env_int("PADDLECLOUD_TRUSTED_PROXIES", 0, minimum=0)
 PADDLECLOUD_PUBLIC_URL = env_str("PADDLECLOUD_PUBLIC_URL", "http://127.0.0.1:8000")
 
-# --- Notifications (portal/notifications) ---------------------------------------------------------
+# --- Notifications (notifications) ---------------------------------------------------------
 # Email: the console backend (printed to the worker's log) unless an SMTP host is named.
 EMAIL_HOST = env_str("EMAIL_HOST", "")
 EMAIL_BACKEND = env_str(
@@ -237,22 +237,22 @@ EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "paddlecloud@localhost")
 # Webhooks go to public addresses only unless this is true (a portal on a private network).
 PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = env_bool("PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE", False)
-# One deadline for each POST, from connect to the end of the answer (portal/notifications/webhook.py).
+# One deadline for each POST, from connect to the end of the answer (notifications/webhook.py).
 PADDLECLOUD_WEBHOOK_TIMEOUT = env_int("PADDLECLOUD_WEBHOOK_TIMEOUT", 10, minimum=1)
 
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.accounts.authentication.ApiTokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.pagination.Pagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.ErrorDocumentingSchema",
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "core.api.schema.ErrorDocumentingSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -270,7 +270,7 @@ _broker_url = env_secret("CELERY_BROKER_URL")
 CELERY_BROKER_URL = _broker_url or "pcfs://"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if not _broker_url:
-    # kombu's filesystem transport made safe (portal/broker.py): a broker with no server.
+    # kombu's filesystem transport made safe (core/broker.py): a broker with no server.
     _broker_dir = VAR_DIR / "celery" / "broker"
     _processed = VAR_DIR / "celery" / "processed"
     _control = VAR_DIR / "celery" / "control"  # kombu's default is ./control in the cwd
@@ -286,7 +286,7 @@ if not _broker_url:
 CELERY_TASK_IGNORE_RESULT = True
 # Notifications go to a queue of their own (`<default queue>-notify`, its own worker process): a slow
 # webhook receiver never holds a slot that starts jobs.
-CELERY_TASK_ROUTES = ["portal.notifications.tasks.route"]
+CELERY_TASK_ROUTES = ["notifications.tasks.route"]
 # Messages are JSON only: a message someone else put on the broker is never unpickled.
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

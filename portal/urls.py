@@ -9,14 +9,15 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
-from portal.accounts import api as accounts_api
-from portal.accounts import views as accounts_views
-from portal.api.views import VersionView
-from portal.datacenters import api as datacenters_api
-from portal.datacenters import views as datacenters_views
-from portal.notifications.api import NotifyPreferenceView
-from portal.registry import views as registry_views
-from portal.registry.api import RegistrySecretViewSet
+from accounts import api as accounts_api
+from accounts import views as accounts_views
+from datacenters import api as datacenters_api
+from datacenters import views as datacenters_views
+from jobs import views as job_views
+from notifications.api import NotifyPreferenceView
+from portal.views import VersionView
+from registry import views as registry_views
+from registry.api import RegistrySecretViewSet
 from storage import views as storage_views
 
 
@@ -43,7 +44,7 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", accounts_views.home, name="home"),
+    path("", job_views.home, name="home"),
     path("favicon.ico", favicon, name="favicon"),
     path("login/", accounts_views.login_page, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -70,6 +71,6 @@ admin.site.site_header = "PaddleCloud operators"
 admin.site.site_title = "PaddleCloud admin"
 
 # Outside DRF's views (no route matched, a request refused before any view) the API still answers JSON.
-handler400 = "portal.api.errors.bad_request"
-handler404 = "portal.api.errors.not_found"
-handler500 = "portal.api.errors.server_error"
+handler400 = "core.api.errors.bad_request"
+handler404 = "core.api.errors.not_found"
+handler500 = "core.api.errors.server_error"

@@ -76,7 +76,7 @@ start_portal() {
 }
 
 # Two workers: `worker` (with beat) starts and follows jobs on the default queue `celery`; `notify`
-# sends job-end notifications from `celery-notify` (portal/notifications/tasks.py) with slots of its
+# sends job-end notifications from `celery-notify` (notifications/tasks.py) with slots of its
 # own, so a webhook receiver that answers slowly never holds a job's slot.
 start_worker() {
   mkdir -p "$VAR_DIR/celery"  # beat's schedule file lives here whatever the broker (Redis too)

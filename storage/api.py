@@ -22,10 +22,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api.errors import quote
-from portal.api.pagination import PageQuery, Pagination
-from portal.api.serializers import StrictSerializer
-from portal.errors import Invalid
+from core.api.errors import quote
+from core.api.pagination import PageQuery, Pagination
+from core.api.serializers import StrictSerializer
+from core.errors import Invalid
 from storage import conf, files, paths, uploads
 from storage.checksums import format_checksum
 from storage.descriptors import PIECE

@@ -9,7 +9,7 @@ class StorageConfig(AppConfig):
 
     def ready(self) -> None:
         # In ready(), not at the top: these import models, which Django allows only once its app registry is ready.
-        from portal.datacenters.quota import register_usage_provider  # noqa: PLC0415
+        from datacenters.quota import register_usage_provider  # noqa: PLC0415
         from storage.usage import usage_provider  # noqa: PLC0415
 
         register_usage_provider(usage_provider)

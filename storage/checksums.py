@@ -7,7 +7,7 @@ from typing import Any
 
 import xxhash
 
-from portal.errors import Invalid
+from core.errors import Invalid
 
 CHECKSUM_ALGORITHM = "xxh3_128"
 _CHECKSUM = re.compile(r"^(?:xxh3_128:)?([0-9a-fA-F]{32})$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_int
+from core.env import env_int
 
 KIB = 1024
 MIB = 1024 * KIB

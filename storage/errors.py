@@ -6,7 +6,7 @@ import errno
 from collections.abc import Callable
 from typing import NoReturn
 
-from portal.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, TooLarge, Unavailable
+from core.errors import Conflict, DomainError, Forbidden, InsufficientStorage, Invalid, NotFound, TooLarge, Unavailable
 from storage.beneath import NotRegularFile
 
 
@@ -16,19 +16,9 @@ class QuotaExceeded(TooLarge):
     default_message = "storage quota exceeded"
 
 
-class InsufficientStorage(DomainError):
-    code = "insufficient_storage"
-    default_message = "the datacenter's storage is full; tell the operators"
-
-
 class StorageUnavailable(Unavailable):
     code = "storage_unavailable"
     default_message = "the datacenter's storage is not mounted on the portal; tell the operators"
-
-
-class LengthRequired(DomainError):
-    code = "length_required"
-    default_message = "Content-Length is required (chunks are not sent with chunked transfer encoding)"
 
 
 _NOT_REGULAR = "not_a_regular_file"

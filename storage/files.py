@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import IO, Any
 
-from portal.errors import Conflict, Forbidden, NotFound
+from core.errors import Conflict, Forbidden, NotFound
 from storage import paths, uploads, usage
 from storage.backends import Entry, entry_of
 from storage.errors import raise_os_error

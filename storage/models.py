@@ -7,7 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 
 
 class StorageUsage(models.Model):

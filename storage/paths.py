@@ -17,8 +17,8 @@ from typing import Any
 
 from paddlecloud.contract.quantity import quote
 
-from portal.datacenters.models import Datacenter
-from portal.errors import Forbidden, Invalid
+from core.errors import Forbidden, Invalid
+from datacenters.models import Datacenter
 from storage import backends
 from storage import errors as storage_errors
 from storage.backends import TEMP_PREFIX, PfsStorage, storage_for

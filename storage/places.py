@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from storage import paths
 from storage.backends import storage_for
 

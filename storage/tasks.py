@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from storage import uploads
 from storage.usage import recompute_user
 

@@ -31,12 +31,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from portal.errors import Conflict, DomainError, Invalid, NotFound
+from core.errors import Conflict, DomainError, Invalid, LengthRequired, NotFound
 from storage import conf, descriptors, paths, usage
 from storage.backends import TEMP_PREFIX, PfsStorage, storage_for
 from storage.checksums import format_checksum, parse_checksum
 from storage.descriptors import hash_fd, hash_range, write_at
-from storage.errors import LengthRequired, raise_os_error
+from storage.errors import raise_os_error
 from storage.models import LIVE_STATES, Upload, UploadChunk, UploadState
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 from paddlecloud.contract.units import human_bytes
 
-from portal.datacenters import quota
-from portal.datacenters.models import Datacenter
+from datacenters import quota
+from datacenters.models import Datacenter
 from storage import paths
 from storage.backends import storage_for
 from storage.errors import QuotaExceeded
@@ -97,7 +97,7 @@ def record_usage(user: Any, datacenter: Datacenter, bytes_delta: int, files_delt
 
 
 def usage_provider(user: Any, datacenter: Datacenter) -> quota.Amounts:
-    """Registered with portal.datacenters.quota: reservations of open uploads count as used."""
+    """Registered with datacenters.quota: reservations of open uploads count as used."""
     row = StorageUsage.objects.filter(user=user, datacenter=datacenter).first()
     if row is None:
         return quota.Amounts()

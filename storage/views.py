@@ -14,10 +14,10 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from jobs.views import WASM
-from portal.datacenters import quota
-from portal.datacenters.models import Datacenter
-from portal.errors import DomainError, Forbidden, NotFound
+from core.csp import WASM
+from core.errors import DomainError, Forbidden, NotFound
+from datacenters import quota
+from datacenters.models import Datacenter
 from storage import files, paths
 
 PAGE_SIZE = 200

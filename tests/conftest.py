@@ -14,8 +14,8 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from portal.accounts.models import ApiToken, issue_token
-from portal.datacenters.models import Datacenter, Engine, StorageKind
+from accounts.models import ApiToken, issue_token
+from datacenters.models import Datacenter, Engine, StorageKind
 
 PASSWORD = "correct horse battery staple"
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.db import connection
 
-from portal.notifications.tasks import notify_queue
+from notifications.tasks import notify_queue
 
 ROOT = Path(__file__).resolve().parents[1]
 

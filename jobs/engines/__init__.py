@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import models
 
 if TYPE_CHECKING:
+    from datacenters.models import Datacenter
     from jobs.engines.base import Engine
     from jobs.engines.rules import EngineRules
-    from portal.datacenters.models import Datacenter
 
 
 class EngineName(models.TextChoices):

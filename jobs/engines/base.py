@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from core.errors import DomainError, Invalid
+from datacenters.models import Datacenter
 from jobs import packages
 from jobs.models import Job, JobState, Role, WorkerState
-from portal.datacenters.models import Datacenter
-from portal.errors import DomainError, Invalid
 
 
 class EngineError(Exception):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from portal.datacenters.models import Datacenter
-from portal.errors import Invalid
+from core.errors import Invalid
+from datacenters.models import Datacenter
 
 
 class EngineRules:
@@ -20,7 +20,7 @@ class EngineRules:
 
     @classmethod
     def check_spec(cls, datacenter: Datacenter, spec: dict[str, Any]) -> None:
-        """Refuse (portal.errors.Invalid, naming the field) a spec this engine cannot run on `datacenter`."""
+        """Refuse (core.errors.Invalid, naming the field) a spec this engine cannot run on `datacenter`."""
 
     @classmethod
     def check_builds(cls, datacenter: Datacenter) -> None:

@@ -20,12 +20,12 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from accounts.models import ApiToken
+from datacenters.models import Datacenter, Quota
 from images.models import ImageBuild
 from jobs.models import Job, Worker
-from portal.accounts.models import ApiToken
-from portal.datacenters.models import Datacenter, Quota
-from portal.notifications.models import NotifyPreference
-from portal.registry.models import RegistrySecret
+from notifications.models import NotifyPreference
+from registry.models import RegistrySecret
 from storage.models import Upload, UploadChunk
 from tests.conftest import client_for
 from tests.storage.conftest import CHUNK, checksum

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from portal.accounts.models import issue_token
+from accounts.models import issue_token
 from tests.adversarial.conftest import World
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.browser.conftest import SCREENS, Page, login
 from tests.browser.test_layout import main_pages, portal_world
 from tests.conftest import PASSWORD

@@ -17,8 +17,8 @@ from django.contrib.auth.models import User
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.browser import jobdump
 from tests.browser.conftest import Page
 from tests.browser.test_metrics_chart import append_points, running_job

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from tests.browser.conftest import Page
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from datacenters.models import Datacenter
 from jobs.models import Job, Worker
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.browser.conftest import Page, login
 from tests.browser.test_metrics_chart import append_points, running_job
 

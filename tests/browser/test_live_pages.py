@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from datacenters.models import Datacenter
 from jobs.models import Job, JobState
-from portal.datacenters.models import Datacenter
 from tests.browser.conftest import Page
 from tests.browser.test_metrics_chart import running_job
 

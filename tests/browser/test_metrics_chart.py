@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from datacenters.models import Datacenter
 from jobs.models import Job, JobState, Role, Worker
-from portal.datacenters.models import Datacenter
 from tests.browser.conftest import Page
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from tests.browser.conftest import Page
 from tests.browser.test_metrics_chart import append_points, running_job
 

@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from paddlecloud.ctl import output
 from paddlecloud.ctl.commands import cli
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from tests.conftest import PASSWORD
 from tests.workers import WorkerProcess, start_worker
 

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from paddlecloud import logtimes
 
+from accounts.models import ApiToken
+from datacenters.models import Datacenter, Engine, StorageKind
 from jobs.models import Job, Worker
-from portal.accounts.models import ApiToken
-from portal.datacenters.models import Datacenter, Engine, StorageKind
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.cli.conftest import NOW, Portal, golden, one_line_error
 
 pytestmark = pytest.mark.django_db(transaction=True)

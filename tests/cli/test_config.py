@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from paddlecloud.ctl import config as configfile
 from paddlecloud.ctl.commands import cli
 
-from portal.accounts.models import ApiToken
+from accounts.models import ApiToken
 from tests.cli.conftest import Portal, config_text, one_line_error, write_config
 from tests.conftest import PASSWORD
 

@@ -12,10 +12,10 @@ from paddlecloud.ctl import images, jobs
 from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.errors import APIError, UsageProblem
 
+from datacenters.models import Datacenter
 from images.models import ImageBuild
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.cli.conftest import Portal
 from tests.images import REGISTRY, builder_datacenter
 

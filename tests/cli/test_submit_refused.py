@@ -11,8 +11,8 @@ from paddlecloud import PaddleJob
 from paddlecloud.ctl import files as client_files
 from paddlecloud.ctl.errors import APIError
 
+from datacenters.models import Quota
 from jobs.models import Job
-from portal.datacenters.models import Quota
 from storage.models import Upload
 from tests.cli.conftest import Portal, one_line_error
 

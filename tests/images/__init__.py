@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from datacenters.models import Datacenter, StorageKind
 from jobs.engines import EngineName as Engine
-from portal.datacenters.models import Datacenter, StorageKind
 
 REGISTRY = "r.example:5000"
 

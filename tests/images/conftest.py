@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from datacenters.models import Datacenter
+from registry.models import RegistrySecret
 from tests.images import REGISTRY, builder_datacenter
 
 PACKAGE = "/pfs/kdc/home/alice/jobs/fit"

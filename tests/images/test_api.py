@@ -12,12 +12,12 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from images import builder, for_jobs, services, states
 from images.models import BuildState, ImageBuild
 from jobs.models import Job, JobState, Reason
 from jobs.tasks import submit_job
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.images import REGISTRY
 from tests.images.conftest import PACKAGE, build_request
 

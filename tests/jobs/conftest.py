@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from datacenters.models import Datacenter
 from jobs.engines.local import processes, sandbox
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.workers import WorkerProcess, start_worker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

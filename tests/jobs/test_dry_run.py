@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter, Quota
 from jobs.models import Job
-from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.conftest import put_package
 
 GOOD: dict[str, Any] = {"jobname": "fake", "entry": "python train.py", "parallelism": 2, "pservers": 2}

@@ -12,9 +12,9 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter, Quota
 from jobs import gpus
 from jobs.models import GpuAssignment, Job
-from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess

@@ -11,10 +11,10 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs import tasks
 from jobs.models import Job, Worker
 from jobs.reconcile import stuck_submissions
-from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import alive
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,9 +18,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter, Quota
 from jobs.engines.local import network, processes
 from jobs.models import Job, JobState, Reason
-from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess

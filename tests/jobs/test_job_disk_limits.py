@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter, Quota
 from jobs.models import Job, JobState, Reason
-from portal.datacenters.models import Datacenter, Quota
 from tests.jobs.conftest import alive
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for

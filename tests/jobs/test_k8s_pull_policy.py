@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from datacenters.models import Datacenter
 from jobs.engines.kubernetes.manifests import pull_policy
-from portal.datacenters.models import Datacenter
 
 DC = Datacenter(name="k", cpu_image="r.io/paddle:3.0.0", gpu_image="r.io/paddle:3.0.0-gpu")
 

@@ -15,10 +15,10 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.test import APIClient
 
+from core.locks import exclusive, job_lock
 from jobs import tasks
 from jobs.engines import engine_for
 from jobs.engines.local import processes
-from jobs.locks import exclusive, job_lock
 from jobs.models import Job, JobState, Worker
 from jobs.states import transition
 from tests.wait import wait_for

@@ -16,9 +16,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters import quota
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters import quota
-from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import alive
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker

@@ -1,4 +1,4 @@
-"""The try-locks of jobs/locks.py: one holder at a time, and no lock file left behind (one per job ever run)."""
+"""The try-locks of core/locks.py: one holder at a time, and no lock file left behind (one per job ever run)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from jobs.locks import exclusive, job_lock
+from core.locks import exclusive, job_lock
 
 pytestmark = pytest.mark.django_db
 

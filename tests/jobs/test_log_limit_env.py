@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
+from datacenters.models import Datacenter
 from jobs.engines.kubernetes import manifests
 from jobs.engines.local.engine import LocalEngine
 from jobs.logfiles import log_limit
 from jobs.models import Job, Role
-from portal.datacenters.models import Datacenter
 from tests.jobs.test_log_links import kube_dc  # noqa: F401 - a fixture
 
 SPEC = {"parallelism": 1, "pservers": 0, "entry": "python train.py"}

@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter, Engine
 from jobs.logfiles import write_archive
 from jobs.models import Job, JobState, Role, Worker
-from portal.datacenters.models import Datacenter, Engine
 
 SECRET = "the portal's private key: do-not-show-me"
 

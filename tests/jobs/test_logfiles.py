@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import Invalid
 from jobs.engines.base import LogChunk
 from jobs.logfiles import parse_cursor, read_chunk
-from portal.errors import Invalid
 
 
 def read_after(path: Path, cursor: str, final: bool, limit: int = 256 * 1024) -> LogChunk:

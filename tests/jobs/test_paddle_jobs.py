@@ -16,8 +16,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.jobs.conftest import EXAMPLES, alive, put_package
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for

@@ -8,8 +8,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 
 SPEC = {"jobname": "fake", "entry": "python train.py", "parallelism": 2, "pservers": 1}
 

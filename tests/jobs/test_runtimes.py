@@ -11,10 +11,10 @@ from django.core.exceptions import ValidationError
 from paddlecloud import venvcache
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter, Engine
 from jobs import runtimes
 from jobs.engines import rules_for
 from jobs.models import Job, Runtime
-from portal.datacenters.models import Datacenter, Engine
 from tests.jobs.test_local_engine import finished
 from tests.workers import WorkerProcess
 

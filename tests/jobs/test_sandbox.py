@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from datacenters.models import Datacenter
 from jobs.checks import unsandboxed_datacenters
 from jobs.engines.base import EngineError
 from jobs.engines.local import cgroups, network, sandbox
 from jobs.engines.local import world as local_world
 from jobs.engines.local.engine import LocalEngine
 from jobs.engines.local.sandbox import Bind, Sandbox
-from portal.datacenters.models import Datacenter
 from storage import places
 
 

@@ -15,9 +15,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.engines.local import cgroups
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess

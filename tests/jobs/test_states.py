@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from datacenters.models import Datacenter
 from jobs.models import Job, JobState, Role, Worker
 from jobs.states import transition
-from portal.datacenters.models import Datacenter
 
 
 @pytest.fixture

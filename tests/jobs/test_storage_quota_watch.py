@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from datacenters.models import Datacenter, Quota
 from jobs.models import Job, JobState, Reason
 from jobs.reconcile import enforce_storage_quota
-from portal.datacenters.models import Datacenter, Quota
 from storage import usage
 from storage.models import StorageUsage
 

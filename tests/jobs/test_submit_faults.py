@@ -18,9 +18,9 @@ import requests
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from accounts.models import issue_token
 from jobs import services
 from jobs.models import Job
-from portal.accounts.models import issue_token
 from tests import workers
 from tests.wait import WatchedProcess, wait_for
 

@@ -15,9 +15,9 @@ from typing import Any
 import requests
 from django.contrib.auth.models import User
 
+from accounts.models import issue_token
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.accounts.models import issue_token
-from portal.datacenters.models import Datacenter
 from tests.conftest import PASSWORD
 
 SPEC = {"jobname": "fit", "entry": "python train.py"}

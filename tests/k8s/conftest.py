@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from portal.datacenters.models import Datacenter, Engine, StorageKind
+from datacenters.models import Datacenter, Engine, StorageKind
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `tools` lives at the repo root, which plain `pytest` does not put on sys.path

@@ -11,12 +11,12 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from kubernetes import client as k8s
 
+from datacenters.models import Datacenter
 from jobs.engines import engine_for
 from jobs.models import TERMINAL_STATES, Job, JobState
 from jobs.reconcile import reconcile_datacenter, release
 from jobs.spec import JobSpecSerializer
 from jobs.states import transition
-from portal.datacenters.models import Datacenter
 from tests.wait import wait_for
 from tools.k8s.testcluster import DELAY, EXIT_CODE, FATE
 

@@ -97,7 +97,7 @@ def bootstrap_script(password: str, dc: dict[str, Any]) -> str:
     return (
         "from django.contrib.auth import get_user_model\n"
         "from django.db import connection\n"
-        "from portal.datacenters.models import Datacenter\n"
+        "from datacenters.models import Datacenter\n"
         f"get_user_model().objects.create_user('alice', password={password!r})\n"
         f"Datacenter.objects.create(**{dc!r})\n"
         "print('database', connection.vendor, connection.settings_dict['HOST'])\n"

@@ -18,14 +18,14 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
+from datacenters.models import Datacenter
 from jobs.engines import engine_for
 from jobs.engines.base import TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job, JobState
 from jobs.reconcile import reconcile_datacenter
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import (
     DELAY,
     EXIT_CODE,

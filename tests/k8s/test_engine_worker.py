@@ -13,8 +13,8 @@ from django.db import transaction
 from kubernetes import client as k8s
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.k8s.engine_helpers import DELAY, FATE, nothing_left, objects_of, put_package
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker

@@ -16,13 +16,13 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from images import builder
 from images.models import TERMINAL_BUILD_STATES, ImageBuild
 from images.tasks import start_build
 from jobs.engines.kubernetes.policies import REGISTRY_CIDRS_ENV
 from jobs.models import Job
 from jobs.tasks import submit_job
-from portal.datacenters.models import Datacenter
 from tests.k8s.conftest import hostpath_datacenter
 from tests.k8s.engine_helpers import drive, finished
 from tests.wait import wait_for

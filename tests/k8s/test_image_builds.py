@@ -15,11 +15,11 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
+from datacenters.models import Datacenter
 from images import builder, services
 from images.models import BuildState, ImageBuild
 from images.tasks import start_build, stop_build
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.wait import wait_for
 
 pytestmark = pytest.mark.django_db

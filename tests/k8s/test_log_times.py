@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from paddlecloud import logtimes
 
+from datacenters.models import Datacenter
 from jobs.engines import engine_for
-from portal.datacenters.models import Datacenter
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, new_job, start
 from tools.k8s.testcluster import TestCluster
 

@@ -11,12 +11,12 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
+from datacenters.models import Datacenter, StorageKind
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import names
-from portal.datacenters.models import Datacenter, StorageKind
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import kill, new_job, start
 from tests.wait import wait_for
 

@@ -20,8 +20,8 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.engines.kubernetes import manifests as m
-from portal.datacenters.models import Datacenter
 from tests.k8s.test_pods import EXAMPLES, done, log_of, pods_dc, put, state_of, submit, worker  # noqa: F401
 from tests.wait import wait_for
 from tests.workers import WorkerProcess

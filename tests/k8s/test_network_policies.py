@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
+from datacenters.models import Datacenter
 from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes import policies as p
-from portal.datacenters.models import Datacenter
 from tests.k8s.engine_helpers import kill, nothing_left, submit
 from tests.wait import wait_for
 

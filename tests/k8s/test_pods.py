@@ -20,8 +20,8 @@ from kubernetes import client as k8s
 from paddlecloud.ctl.commands import cli
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.cli.conftest import config_text, write_config
 from tests.k8s.conftest import hostpath_datacenter
 from tests.k8s.engine_helpers import nothing_left

@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from datacenters.models import Datacenter
 from images import builder
 from images import services as image_services
 from images.models import ImageBuild
@@ -22,8 +23,7 @@ from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import policies
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, submit
 from tests.wait import wait_for
 from tools.k8s.testcluster import TestCluster

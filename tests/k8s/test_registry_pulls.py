@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.k8s.conftest import hostpath_datacenter
 from tests.k8s.engine_helpers import drive, finished, kill, submit
 from tests.k8s.registry_fixtures import RUNTIME_REPOSITORY

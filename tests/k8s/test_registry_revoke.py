@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from tests.k8s.engine_helpers import kill, submit
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker

@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.datacenters.models import Datacenter
 from tests.k8s.engine_helpers import drive, kill, submit
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job, JobState, Role, Worker
-from portal.datacenters.models import Datacenter
 
 URL = "/api/v1/jobs/fit/metrics"
 

@@ -12,12 +12,12 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import STARTED_STATES, Job, JobState
 from jobs.states import transition
-from portal.datacenters.models import Datacenter
-from portal.notifications import webhook
-from portal.notifications.models import Delivery, DeliveryState
-from portal.notifications.tasks import notify_queue
+from notifications import webhook
+from notifications.models import Delivery, DeliveryState
+from notifications.tasks import notify_queue
 from tests.jobs.conftest import put_package
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker

@@ -13,12 +13,12 @@ from django.contrib.auth.models import User
 from django.core import mail
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.models import Job, JobState
 from jobs.states import transition
+from notifications import services, webhook
+from notifications.models import Delivery, DeliveryState, NotifyPreference
 from portal.celery import app as celery_app
-from portal.datacenters.models import Datacenter
-from portal.notifications import services, webhook
-from portal.notifications.models import Delivery, DeliveryState, NotifyPreference
 
 
 class Receiver:

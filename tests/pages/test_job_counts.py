@@ -6,8 +6,8 @@ import re
 
 from django.contrib.auth.models import User
 
+from datacenters.models import Datacenter
 from jobs.models import JobState
-from portal.datacenters.models import Datacenter
 from tests.pages.test_pages import make_job, page_client
 
 

@@ -9,10 +9,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter
 from jobs.logfiles import read_chunk
 from jobs.models import Job, JobState, Role, Worker
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 
 HTML = "<script>alert(1)</script><b>bold</b>"
 

@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from datacenters.models import Datacenter
+from registry.models import RegistrySecret
 
 ADMIN_PAGES = [
     "/admin/",

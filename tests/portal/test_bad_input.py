@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter, Quota
-from portal.registry.models import RegistrySecret
+from datacenters.models import Datacenter, Quota
+from registry.models import RegistrySecret
 
 GOOD = {"name": "harbor", "server": "harbor.example.com", "username": "robot", "password": "pw"}
 

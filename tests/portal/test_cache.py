@@ -15,7 +15,7 @@ from django.core.cache.backends.filebased import FileBasedCache as PicklingFileB
 from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
-from portal.cache import FileBasedCache, RedisCache
+from core.cache import FileBasedCache, RedisCache
 from tests.portal.test_login_throttle import parallel_guesses
 
 # The CI services' Redis; a database of its own and a prefix per run, so nothing else is touched.
@@ -109,7 +109,7 @@ def test_the_file_cache_expires_and_touches(tmp_path: Path) -> None:
 
 def throttle_in_redis(settings: SettingsWrapper) -> None:
     """The portal's cache is the JSON Redis cache (under this run's prefix); 3 failed logins a minute."""
-    settings.CACHES = {"default": {"BACKEND": "portal.cache.RedisCache", "LOCATION": REDIS_URL,
+    settings.CACHES = {"default": {"BACKEND": "core.cache.RedisCache", "LOCATION": REDIS_URL,
                                    "KEY_PREFIX": f"cache-test-{os.getpid()}"}}  # fmt: skip
     settings.PADDLECLOUD_LOGIN_RATE = "3/min"
 

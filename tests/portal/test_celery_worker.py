@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from portal.health.models import WorkerHeartbeat
-from portal.health.tasks import heartbeat
+from health.models import WorkerHeartbeat
+from health.tasks import heartbeat
 from tests.wait import wait_for
 from tests.workers import start_worker
 

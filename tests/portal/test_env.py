@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_int, env_list, env_secret, generated_secret
+from core.env import env_bool, env_int, env_list, env_secret, generated_secret
 
 ROOT = Path(__file__).resolve().parents[2]
 

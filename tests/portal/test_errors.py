@@ -14,11 +14,11 @@ from django.contrib.auth.models import User
 from django.db import connection
 from rest_framework.test import APIClient
 
+from core.api.errors import MAX_ERRORS
+from core.api.parsers import MAX_DEPTH
+from datacenters.models import Datacenter
 from jobs.models import Job
-from portal.api.errors import MAX_ERRORS
-from portal.api.parsers import MAX_DEPTH
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from storage.models import Upload
 
 MAX_BODY = 8 * 1024  # what any error body stays under, whatever was sent

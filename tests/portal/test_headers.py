@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from tests.conftest import PASSWORD
 
 

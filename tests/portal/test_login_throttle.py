@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from portal.accounts.throttle import parse_rate
+from accounts.throttle import parse_rate
 from tests.conftest import PASSWORD
 
 if TYPE_CHECKING:  # the test client's response type exists only in django-stubs
@@ -184,13 +184,13 @@ def parallel_guesses(count: int, route: str = "/api/v1/auth/token") -> list[int]
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
-    "backend", ["django.core.cache.backends.filebased.FileBasedCache", "portal.cache.FileBasedCache"]
+    "backend", ["django.core.cache.backends.filebased.FileBasedCache", "core.cache.FileBasedCache"]
 )
 @pytest.mark.parametrize("route", ["/login/", "/api/v1/auth/token"])
 def test_parallel_guesses_get_no_more_password_checks_than_the_rate(
     carol: User, route: str, backend: str, settings: SettingsWrapper, tmp_path: Path
 ) -> None:
-    # Django's own file cache has no lock: the throttle's process lock; portal.cache's: its flock.
+    # Django's own file cache has no lock: the throttle's process lock; core.cache's: its flock.
     settings.CACHES = {"default": {"BACKEND": backend, "LOCATION": str(tmp_path / "cache")}}
     statuses = parallel_guesses(20, route)
     wrong = 401 if route.startswith("/api") else 200

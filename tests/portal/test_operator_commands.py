@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.db import connection
 from pytest_django.fixtures import Settings
 
-from portal.crypto import _fernet
-from portal.datacenters.models import Datacenter
-from portal.registry.models import RegistrySecret
+from core.crypto import _fernet
+from datacenters.models import Datacenter
+from registry.models import RegistrySecret
 
 
 def test_bootstrap_creates_the_local_datacenter_and_demo_user_once(

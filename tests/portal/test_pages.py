@@ -10,8 +10,8 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from portal.accounts.models import ApiToken
-from portal.datacenters.models import Datacenter
+from accounts.models import ApiToken
+from datacenters.models import Datacenter
 from tests.conftest import PASSWORD
 
 

@@ -15,8 +15,8 @@ from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
-from portal.accounts.models import ApiToken, issue_token
-from portal.accounts.services import current_token
+from accounts.models import ApiToken, issue_token
+from accounts.services import current_token
 from tests.conftest import PASSWORD
 
 NEW_PASSWORD = "a new and much longer passphrase"

@@ -17,8 +17,8 @@ from paddlecloud.contract import quantity
 from paddlecloud.contract import spec as rules
 from rest_framework.test import APIClient
 
+from datacenters.models import Datacenter, Quota
 from jobs.models import Job
-from portal.datacenters.models import Datacenter, Quota
 from tests.conftest import PASSWORD
 
 GOOD = [

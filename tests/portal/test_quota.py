@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from portal.datacenters import quota
-from portal.datacenters.models import Datacenter
+from datacenters import quota
+from datacenters.models import Datacenter
 
 
 def test_alice_sees_the_datacenter_defaults(alice_api: APIClient, local_dc: Datacenter) -> None:

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 
 SECRET = {"name": "harbor", "server": "harbor.example.com:5000", "username": "robot", "password": "s3cr3t-Pa55"}
 

@@ -8,8 +8,8 @@ import psutil
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from datacenters.models import Datacenter, Engine
 from portal.checks import local_jobs_beside_open_services, unprotected_local_services
-from portal.datacenters.models import Datacenter, Engine
 
 
 def an_address_of_this_host() -> str | None:

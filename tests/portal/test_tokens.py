@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.accounts.models import ApiToken
+from accounts.models import ApiToken
 from tests.conftest import PASSWORD
 
 

@@ -11,7 +11,7 @@ import xxhash
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from storage.models import StorageUsage
 
 CHUNK = 64 * 1024  # the smallest chunk size the portal accepts: keeps tests fast and multi-chunk

@@ -22,8 +22,8 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 from pytest_django.live_server_helper import LiveServer
 
-from portal.accounts.models import issue_token
-from portal.datacenters.models import Datacenter, Quota
+from accounts.models import issue_token
+from datacenters.models import Datacenter, Quota
 from storage import uploads
 from storage.models import Upload
 from storage.tasks import cleanup_uploads

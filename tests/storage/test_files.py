@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from tests.storage.conftest import HOME, recorded, start, upload_file
 
 

@@ -19,8 +19,8 @@ import pytest
 import requests
 from django.contrib.auth.models import User
 
-from portal.accounts.models import issue_token
-from portal.datacenters.models import Datacenter
+from accounts.models import issue_token
+from datacenters.models import Datacenter
 from tests import workers
 from tests.storage.conftest import CHUNK, HOME, checksum, recorded
 from tests.wait import WatchedProcess, wait_for

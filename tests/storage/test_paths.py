@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from storage import paths
 from storage.backends import storage_for
 from tests.storage.conftest import HOME, checksum, start, upload_file

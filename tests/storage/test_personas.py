@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from tests.adversarial.conftest import operations
 from tests.storage.conftest import CHUNK, put_chunk, start, upload_file
 

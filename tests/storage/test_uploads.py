@@ -12,7 +12,7 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter, Quota
+from datacenters.models import Datacenter, Quota
 from storage import uploads
 from storage.models import Upload
 from storage.tasks import cleanup_uploads

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from storage import usage
 from storage.models import StorageUsage
 from tests.storage.conftest import CHUNK, HOME, recorded, start, upload_file

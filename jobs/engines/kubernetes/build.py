@@ -30,9 +30,9 @@ from typing import Any
 
 from cryptography import x509
 
+from datacenters.models import StorageKind
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.manifests import Storage, owner_reference, resources, user_labels
-from portal.datacenters.models import StorageKind
 
 CONTAINER = "build"
 CONTEXT = "/kaniko/buildcontext"  # under /kaniko: never part of the image (the package goes to /workspace/package)

@@ -27,8 +27,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from datacenters.models import Datacenter
 from jobs.engines.base import EngineError, TransientEngineError
-from portal.datacenters.models import Datacenter
 
 TIMEOUT = (5, 30)  # (connect, read) seconds for every call but logs
 LOG_TIMEOUT = (5, 60)

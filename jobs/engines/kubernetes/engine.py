@@ -35,6 +35,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from datacenters import quota
 from jobs import errorline, packages
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
@@ -43,8 +44,7 @@ from jobs.engines.kubernetes import names, policies
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.logfiles import MAX_CHUNK, log_tail, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
-from portal.datacenters import quota
-from portal.registry.models import RegistrySecret
+from registry.models import RegistrySecret
 from storage import places
 
 log = logging.getLogger(__name__)

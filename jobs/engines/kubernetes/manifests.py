@@ -32,11 +32,11 @@ from django.conf import settings
 from paddlecloud.contract.jobenv import JobEnv, env_name
 from paddlecloud.contract.units import exact_quantity_bytes
 
+from datacenters.models import Datacenter, StorageKind
+from datacenters.quota import Amounts
 from jobs import logfiles, packages
 from jobs.engines.kubernetes import names
 from jobs.models import Job
-from portal.datacenters.models import Datacenter, StorageKind
-from portal.datacenters.quota import Amounts
 
 LAUNCHER = "paddlecloud-launch"
 # Every pod has its own IP, so fixed ports never collide.

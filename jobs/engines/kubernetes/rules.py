@@ -6,10 +6,10 @@ from typing import Any
 
 from paddlecloud.contract.imageref import image_problem
 
+from core.errors import Invalid
+from datacenters.models import Datacenter, StorageKind
 from jobs.engines.kubernetes.build import ca_problem
 from jobs.engines.rules import EngineRules
-from portal.datacenters.models import Datacenter, StorageKind
-from portal.errors import Invalid
 
 _REQUIRED_BY_KIND: dict[StorageKind, list[str]] = {
     StorageKind.HOSTPATH: ["host_path"],

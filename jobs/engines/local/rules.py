@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import Invalid
+from datacenters.models import Datacenter
 from jobs import runtimes
 from jobs.engines.rules import EngineRules
 from jobs.gpus import detect
 from jobs.models import Runtime
-from portal.datacenters.models import Datacenter
-from portal.errors import Invalid
 
 
 class LocalRules(EngineRules):

@@ -14,10 +14,10 @@ from pathlib import Path
 from django.conf import settings
 from paddlecloud.contract import quantity
 
+from datacenters.models import Datacenter
 from jobs.engines.base import EngineError
 from jobs.engines.local import cgroups, network, sandbox
 from jobs.runtimes import RuntimePaths
-from portal.datacenters.models import Datacenter
 from storage.places import Places
 
 log = logging.getLogger(__name__)

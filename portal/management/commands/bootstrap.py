@@ -16,8 +16,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from datacenters.models import Datacenter, Engine, StorageKind
 from jobs.gpus import detect
-from portal.datacenters.models import Datacenter, Engine, StorageKind
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ from django.apps import apps
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from portal.crypto import encrypted_fields
+from core.crypto import encrypted_fields
 
 
 class Command(BaseCommand):

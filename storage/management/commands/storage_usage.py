@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import QuerySet
 from paddlecloud.contract.units import human_bytes
 
-from portal.datacenters.models import Datacenter
+from datacenters.models import Datacenter
 from storage.backends import StorageUnavailable
 from storage.usage import Drift, recompute
 

@@ -19,10 +19,10 @@ import pytest
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
+from datacenters.models import Datacenter
 from jobs.engines.base import Observation
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.models import Job, JobState, Reason
-from portal.datacenters.models import Datacenter
 from tests.jobs.k8s_status_cases import save, to_case
 from tests.k8s.engine_helpers import DELAY, EXIT_CODE, FATE, drive, kill, submit
 

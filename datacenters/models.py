@@ -1,0 +1,209 @@
+"""Datacenter (engine, cluster credentials, storage, defaults) and per-user Quota overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from core.crypto import EncryptedTextField
+from core.errors import Invalid
+from core.validators import (
+    validate_cpu_quantity,
+    validate_dns_label,
+    validate_memory_quantity,
+    validate_storage_quantity,
+)
+from jobs.engines import ENGINES, EngineName, rules_for
+
+Engine = EngineName  # the engine table's choices, by the name the portal uses
+
+
+class StorageKind(models.TextChoices):
+    LOCAL = "local", "local directory (embedded engine)"
+    HOSTPATH = "hostpath", "hostPath on every node"
+    NFS = "nfs", "NFS"
+    CEPHFS = "cephfs", "CephFS"
+    PVC = "pvc", "existing PersistentVolumeClaim"
+
+
+def validate_prefix(value: str) -> None:
+    # The prefix is joined to a user name to make a namespace; it must be a label start.
+    if value:
+        validate_dns_label(value.rstrip("-") or "x", max_length=20)
+
+
+class DatacenterQuerySet(models.QuerySet["Datacenter"]):
+    def usable_by(self, user: settings.AUTH_USER_MODEL) -> DatacenterQuerySet:  # type: ignore[name-defined]
+        """Enabled datacenters this user may submit to (operators see every enabled one)."""
+        enabled = self.filter(enabled=True)
+        if getattr(user, "is_staff", False):
+            return enabled
+        return enabled.filter(Q(all_users=True) | Q(allowed_users=user)).distinct()
+
+
+class Datacenter(models.Model):
+    name = models.CharField(
+        max_length=40,
+        unique=True,
+        validators=[validate_dns_label],
+        help_text="DNS-safe: lowercase letters, digits and '-'. Appears in /pfs/<name>/... paths.",
+    )
+    description = models.CharField(max_length=200, blank=True)
+    engine = models.CharField(max_length=20, choices=Engine.choices, default=Engine.KUBERNETES)
+    enabled = models.BooleanField(default=True)
+    all_users = models.BooleanField(default=True, help_text="Every user may use it; otherwise only those listed.")
+    allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="datacenters")
+
+    # Cluster credentials (engine kubernetes).
+    in_cluster = models.BooleanField(
+        default=False, help_text="Use the portal pod's service account instead of a kubeconfig."
+    )
+    kubeconfig = EncryptedTextField(blank=True, help_text="Stored encrypted; never shown again after saving.")
+    kube_context = models.CharField(max_length=200, blank=True)
+    namespace_prefix = models.CharField(
+        max_length=20,
+        default="paddle-",
+        blank=True,
+        validators=[validate_prefix],
+        help_text="Each user's namespace is this prefix + the DNS-safe user name.",
+    )
+
+    # Storage: where the portal mounts it, and how pods mount the same filesystem.
+    storage_kind = models.CharField(max_length=20, choices=StorageKind.choices, default=StorageKind.LOCAL)
+    storage_root = models.CharField(
+        max_length=500, help_text="Absolute path where the portal and workers see this datacenter's storage."
+    )
+    public_path = models.CharField(
+        max_length=200, default="public", help_text="Read-only public area, relative to the storage root."
+    )
+    host_path = models.CharField(max_length=500, blank=True, help_text="hostPath: the directory on every node.")
+    nfs_server = models.CharField(max_length=200, blank=True)
+    nfs_path = models.CharField(max_length=500, blank=True)
+    cephfs_monitors = models.CharField(max_length=500, blank=True, help_text="Comma-separated host:port list.")
+    cephfs_user = models.CharField(max_length=100, blank=True, default="admin")
+    cephfs_secret_name = models.CharField(max_length=253, blank=True)
+    cephfs_path = models.CharField(max_length=500, blank=True, default="/")
+    pvc_name = models.CharField(max_length=253, blank=True)
+
+    # Local engine: the sandbox every job process runs in, and the host's GPUs jobs are given.
+    run_without_sandbox = models.BooleanField(
+        default=False,
+        help_text="Local engine only: run jobs without the bubblewrap sandbox where the host cannot create "
+        "one. Jobs then run as the worker's OS user and see its files: trusted users only.",
+    )
+    gpus = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Local engine only: the host GPUs jobs may be given, as a JSON list of indexes such as ["0", "1"]. '
+        "Filled from `nvidia-smi -L` when the datacenter is created.",
+    )
+
+    # What every job may use of what the host or cluster shares (issue: isolation).
+    job_egress = models.BooleanField(
+        default=True,
+        help_text="Jobs may open connections to the outside world (pip, datasets). Never to the host's own "
+        "services, the portal's, or other jobs: each job has a network of its own either way.",
+    )
+    job_pids_limit = models.PositiveIntegerField(
+        default=1024,
+        validators=[MinValueValidator(16), MaxValueValidator(1_000_000)],
+        help_text="Processes and threads one worker (pserver or trainer) may hold at once.",
+    )
+    job_log_limit = models.CharField(
+        max_length=20,
+        default="256Mi",
+        validators=[validate_storage_quantity],
+        help_text="Bytes of one worker's log kept on disk; past it the head and the end are kept and the "
+        "log says how much was dropped between them.",
+    )
+
+    # Job defaults.
+    cpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0")
+    gpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6")
+    pending_timeout = models.PositiveIntegerField(default=600, help_text="Seconds a job may stay pending.")
+
+    # In-cluster image builds (kubernetes engine; images/).
+    builder_image = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The image builder Jobs run: a Kaniko executor (tools/k8s/build-builder.sh packs one). "
+        "Empty: in-cluster builds are off in this datacenter.",
+    )
+    builder_ca = models.TextField(
+        blank=True,
+        max_length=100_000,
+        help_text="PEM certificates the builder trusts besides its own (a private registry's CA), for pulling "
+        "base images and pushing results.",
+    )
+    finished_ttl = models.PositiveIntegerField(
+        default=86400, help_text="Seconds finished jobs' cluster objects are kept (logs are archived first)."
+    )
+
+    # Default quotas for every user of this datacenter (a user's Quota row overrides any of them).
+    default_cpu = models.CharField(max_length=20, default="16", validators=[validate_cpu_quantity])
+    default_memory = models.CharField(max_length=20, default="64Gi", validators=[validate_memory_quantity])
+    default_gpu = models.PositiveIntegerField(default=0)
+    default_jobs = models.PositiveIntegerField(default=10, help_text="Concurrent active jobs.")
+    default_storage = models.CharField(max_length=20, default="100Gi", validators=[validate_storage_quantity])
+    default_storage_files = models.PositiveIntegerField(default=1_000_000)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DatacenterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if not Path(self.storage_root or "").is_absolute():
+            errors["storage_root"] = "must be an absolute path"
+        if self.engine in ENGINES:  # an unknown one is refused by the field's choices
+            errors.update(rules_for(self.engine).validate_datacenter(self))
+        if self.public_path.startswith("/") or ".." in Path(self.public_path).parts:
+            errors["public_path"] = "must be relative to the storage root, without '..'"
+        if errors:
+            raise ValidationError(errors)
+
+    def user_may_use(self, user: object) -> bool:
+        return Datacenter.objects.usable_by(user).filter(pk=self.pk).exists()
+
+
+def usable_datacenter(user: Any, name: str, field: str = "datacenter") -> Datacenter:
+    """The datacenter named, if this user may use it; else refused (Invalid) naming the field."""
+    datacenter = Datacenter.objects.usable_by(user).filter(name=name).first()
+    if datacenter is None:
+        names = ", ".join(Datacenter.objects.usable_by(user).values_list("name", flat=True)) or "none"
+        raise Invalid(f"unknown datacenter {name!r}; you may use: {names}", field)
+    return datacenter
+
+
+class Quota(models.Model):
+    """A user's limits in one datacenter; an empty field means the datacenter's default."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="quotas")
+    datacenter = models.ForeignKey(Datacenter, on_delete=models.CASCADE, related_name="quotas")
+    cpu = models.CharField(max_length=20, blank=True, validators=[validate_cpu_quantity])
+    memory = models.CharField(max_length=20, blank=True, validators=[validate_memory_quantity])
+    gpu = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
+    jobs = models.PositiveIntegerField(null=True, blank=True, help_text="Concurrent active jobs.")
+    storage = models.CharField(max_length=20, blank=True, validators=[validate_storage_quantity])
+    storage_files = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "datacenter"], name="one_quota_per_user_datacenter")]
+        ordering = ["datacenter__name", "user__username"]
+
+    def __str__(self) -> str:
+        return f"quota of {self.user} in {self.datacenter}"

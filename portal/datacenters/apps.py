@@ -1,9 +1,0 @@
-"""Datacenters: the clusters jobs run on, their storage, and per-user quotas."""
-
-from django.apps import AppConfig
-
-
-class DatacentersConfig(AppConfig):
-    name = "portal.datacenters"
-    label = "datacenters"
-    verbose_name = "Datacenters and quotas"
