@@ -36,8 +36,10 @@ run: install
 stop:
 	@scripts/stop.sh
 
+# ruff, then the floor plan: what each package may import (pyproject.toml [tool.importlinter]).
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 typecheck: install
 	$(VENV)/bin/mypy .

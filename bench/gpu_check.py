@@ -1,7 +1,7 @@
 """GPU check on a real GPU host: a 1-trainer `gpu: 1` job through the local engine, and what it sees.
 
 Makes a private SQLite portal under a temp dir, a local datacenter whose GPUs come from `nvidia-smi -L`
-(jobs.gpus.detect), and runs one trainer with gpu=1 through engine.start() and the reconciler. The job
+(jobs.engines.local.gpus.detect), and runs one trainer with gpu=1 through engine.start() and the reconciler. The job
 prints CUDA_VISIBLE_DEVICES, `paddle.device.get_device()` and `nvidia-smi -L` as it sees them; this
 script prints the job's log and its final state. The default runtime has the CPU wheel of Paddle: for a
 real CUDA check register a runtime with `paddlepaddle-gpu==3.0.0` and pass `--image NAME --requirements FILE`.
@@ -54,8 +54,8 @@ def main() -> None:
     from django.contrib.auth.models import User
 
     from datacenters.models import Datacenter, Engine, StorageKind
-    from jobs import gpus
     from jobs.engines import engine_for
+    from jobs.engines.local import gpus
     from jobs.models import TERMINAL_STATES, Job, Runtime
     from jobs.reconcile import reconcile_datacenter
 

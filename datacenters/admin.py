@@ -9,10 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.secret_widgets import WriteOnlySecretField, WriteOnlySecretsForm
+from datacenters.engines import rules_for
 from datacenters.models import Datacenter, Engine, Quota
-from jobs.engines import rules_for
-from jobs.engines.local.world import host_report
-from jobs.gpus import detect
 
 
 class DatacenterForm(WriteOnlySecretsForm):
@@ -104,11 +102,11 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="this host")
     def local_host(self, obj: Datacenter) -> str:
-        return host_report()
+        return rules_for(Engine.LOCAL).host_report()
 
     @admin.action(description="Detect GPUs (nvidia-smi -L on this host)")
     def detect_gpus(self, request: HttpRequest, queryset: QuerySet[Datacenter]) -> None:
-        found = detect()
+        found = rules_for(Engine.LOCAL).detect_gpus()
         updated = queryset.filter(engine=Engine.LOCAL).update(gpus=found)
         listed = ", ".join(found) or "none"
         self.message_user(

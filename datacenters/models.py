@@ -19,7 +19,7 @@ from core.validators import (
     validate_memory_quantity,
     validate_storage_quantity,
 )
-from jobs.engines import ENGINES, EngineName, rules_for
+from datacenters.engines import ENGINES, EngineName, rules_for
 
 Engine = EngineName  # the engine table's choices, by the name the portal uses
 

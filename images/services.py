@@ -21,11 +21,11 @@ from django.db import transaction
 from paddlecloud.contract.imageref import BadReference, parse_image, push_problem
 
 from core.errors import Conflict, Invalid
+from datacenters.engines import rules_for
 from datacenters.models import Datacenter
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from images.tasks import start_build, stop_build
-from jobs.engines import rules_for
 from jobs.packages import package_place
 from jobs.services import choose_datacenter
 from registry.models import RegistrySecret

@@ -21,10 +21,10 @@ from paddlecloud.contract.units import quantity_bytes
 
 from core.errors import Conflict, Invalid
 from datacenters import quota
+from datacenters.engines import rules_for
 from datacenters.models import Datacenter, usable_datacenter
 from images import for_jobs
 from jobs import packages, spec
-from jobs.engines import rules_for
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import submit_later, workers_stopping
 from jobs.states import merge_engine_data, transition

@@ -1,7 +1,8 @@
 """What an engine requires of a datacenter and of a job spec: checked in the admin and before a submit.
 
 Rules never call a cluster and import nothing heavy; each engine's own live beside it
-(local/rules.py, kubernetes/rules.py) and jobs.engines.rules_for(name) finds them.
+(local/rules.py, kubernetes/rules.py) and datacenters.engines.rules_for(name) finds them. The admin's
+engine-specific bits (the host report, GPU detection) are asked of them too.
 """
 
 from __future__ import annotations
@@ -33,3 +34,13 @@ class EngineRules:
     @classmethod
     def prepare_new(cls, datacenter: Datacenter) -> None:
         """Fill in what a datacenter of this engine starts with when an operator creates it."""
+
+    @classmethod
+    def host_report(cls) -> str:
+        """What the admin's datacenter page says about the host this engine runs jobs on."""
+        return "not applicable: this engine runs jobs on its cluster's nodes"
+
+    @classmethod
+    def detect_gpus(cls) -> list[str]:
+        """The host GPUs a datacenter of this engine may give jobs (the admin's "Detect GPUs")."""
+        return []

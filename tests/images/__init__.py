@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from datacenters.engines import EngineName as Engine
 from datacenters.models import Datacenter, StorageKind
-from jobs.engines import EngineName as Engine
 
 REGISTRY = "r.example:5000"
 

@@ -13,7 +13,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter, Quota
-from jobs import gpus
+from jobs.engines.local import gpus
 from jobs.models import GpuAssignment, Job
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for

@@ -20,9 +20,9 @@ from django.utils import timezone
 from paddlecloud.contract.jobenv import JobEnv
 from paddlecloud.contract.units import free_ports
 
-from jobs import errorline, gpus, packages, runtimes
+from jobs import errorline, packages, runtimes
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
-from jobs.engines.local import network, processes, sandbox
+from jobs.engines.local import gpus, network, processes, sandbox
 from jobs.engines.local import world as local_world
 from jobs.logfiles import log_limit, log_tail, open_log_fd, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState

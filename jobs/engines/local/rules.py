@@ -7,8 +7,8 @@ from typing import Any
 from core.errors import Invalid
 from datacenters.models import Datacenter
 from jobs import runtimes
+from jobs.engines.local.gpus import detect
 from jobs.engines.rules import EngineRules
-from jobs.gpus import detect
 from jobs.models import Runtime
 
 
@@ -32,3 +32,13 @@ class LocalRules(EngineRules):
     def prepare_new(cls, datacenter: Datacenter) -> None:
         if not datacenter.gpus:
             datacenter.gpus = detect()  # a new local datacenter starts with this host's GPUs
+
+    @classmethod
+    def host_report(cls) -> str:
+        from jobs.engines.local.world import host_report  # noqa: PLC0415 - only the admin page asks; it runs probes
+
+        return host_report()
+
+    @classmethod
+    def detect_gpus(cls) -> list[str]:
+        return detect()

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from datacenters.models import Datacenter, Engine, StorageKind
-from jobs.gpus import detect
+from jobs.engines.local.gpus import detect
 
 
 class Command(BaseCommand):

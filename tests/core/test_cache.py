@@ -16,7 +16,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from core.cache import FileBasedCache, RedisCache
-from tests.portal.test_login_throttle import parallel_guesses
+from tests.accounts.test_throttle import parallel_guesses
 
 # The CI services' Redis; a database of its own and a prefix per run, so nothing else is touched.
 REDIS_URL = os.environ.get("PADDLECLOUD_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
