@@ -9,8 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.secret_widgets import WriteOnlySecretField, WriteOnlySecretsForm
-from datacenters.engines import rules_for
-from datacenters.models import Datacenter, Engine, Quota
+from datacenters.models import Datacenter, Engine, Quota, rules_for
 
 
 class DatacenterForm(WriteOnlySecretsForm):

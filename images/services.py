@@ -21,8 +21,7 @@ from django.db import transaction
 from paddlecloud.contract.imageref import BadReference, parse_image, push_problem
 
 from core.errors import Conflict, Invalid
-from datacenters.engines import rules_for
-from datacenters.models import Datacenter
+from datacenters.models import Datacenter, rules_for
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from images.tasks import start_build, stop_build

@@ -21,8 +21,7 @@ from paddlecloud.contract.units import quantity_bytes
 
 from core.errors import Conflict, Invalid
 from datacenters import quota
-from datacenters.engines import rules_for
-from datacenters.models import Datacenter, usable_datacenter
+from datacenters.models import Datacenter, rules_for, usable_datacenter
 from images import for_jobs
 from jobs import packages, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason

@@ -1,4 +1,4 @@
-"""An engine for a datacenter, from the engine table beside `Datacenter.engine` (datacenters/engines.py)."""
+"""An engine for a datacenter, from the engine table beside `Datacenter.engine` (datacenters/models.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from django.utils.module_loading import import_string
 
-from datacenters.engines import ENGINES
+from datacenters.models import ENGINES
 
 if TYPE_CHECKING:
     from datacenters.models import Datacenter

@@ -1,7 +1,7 @@
 """What an engine requires of a datacenter and of a job spec: checked in the admin and before a submit.
 
 Rules never call a cluster and import nothing heavy; each engine's own live beside it
-(local/rules.py, kubernetes/rules.py) and datacenters.engines.rules_for(name) finds them. The admin's
+(local/rules.py, kubernetes/rules.py) and datacenters.models.rules_for(name) finds them. The admin's
 engine-specific bits (the host report, GPU detection) are asked of them too.
 """
 

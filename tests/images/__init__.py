@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from datacenters.engines import EngineName as Engine
-from datacenters.models import Datacenter, StorageKind
+from datacenters.models import Datacenter, Engine, StorageKind
 
 REGISTRY = "r.example:5000"
 

@@ -11,8 +11,7 @@ from django.core.exceptions import ValidationError
 from paddlecloud import venvcache
 from rest_framework.test import APIClient
 
-from datacenters.engines import rules_for
-from datacenters.models import Datacenter, Engine
+from datacenters.models import Datacenter, Engine, rules_for
 from jobs import runtimes
 from jobs.models import Job, Runtime
 from tests.jobs.test_local_engine import finished
