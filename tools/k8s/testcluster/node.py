@@ -112,31 +112,28 @@ class NodeRunner:
     def import_images(self) -> None:
         """Import the runtime and pause images (OCI layouts) into containerd's k8s.io namespace."""
         for entry in self.images.values():
-            tar = subprocess.Popen(["tar", "-C", entry["layout"], "-cf", "-", "."], stdout=subprocess.PIPE)
-            try:
-                result = subprocess.run(
-                    [
-                        str(self.node.bin_dir / "ctr"),
-                        "--address",
-                        str(self.sock),
-                        "-n",
-                        NAMESPACE,
-                        "images",
-                        "import",
-                        "--no-unpack=false",
-                        "-",
-                    ],
-                    stdin=tar.stdout,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-            finally:
-                if tar.stdout:
-                    tar.stdout.close()
-                tar.wait()
+            result = self.import_layout(Path(entry["layout"]))
             if result.returncode != 0:
                 raise NodeError(f"ctr images import {entry['ref']} failed: {result.stderr[-2000:]}")
+
+    def import_layout(self, layout: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """`ctr images import` of an OCI layout (tarred on the fly) into containerd's k8s.io namespace, unpacked
+        for the CRI; the image keeps the name its index's `io.containerd.image.name` annotation gives it."""
+        tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
+        ctr = [str(self.node.bin_dir / "ctr"), "--address", str(self.sock), "-n", NAMESPACE, "images", "import"]
+        try:
+            return subprocess.run(
+                [*ctr, "--no-unpack=false", "-"],
+                stdin=tar.stdout,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=timeout,
+            )
+        finally:
+            if tar.stdout:
+                tar.stdout.close()
+            tar.wait()
 
     def coredns_ready(self) -> bool:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
