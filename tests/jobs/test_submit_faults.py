@@ -4,13 +4,6 @@ gets the job it created, never a second one or a name conflict."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,51 +15,12 @@ from accounts.models import issue_token
 from jobs import services
 from jobs.models import Job
 from tests import workers
-from tests.wait import WatchedProcess, wait_for
+from tests.servers import closed_port, portal
+from tests.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SPEC = {"jobname": "fake", "entry": "python train.py", "parallelism": 1, "pservers": 0, "env": {"FAKE_STEPS": "600"}}
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 where nothing listens (bound, then let go)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def portal(log_dir: Path, **env: str) -> Iterator[str]:
-    """The portal under gunicorn in its own process, on the test database unless `env` says otherwise."""
-    port = closed_port()
-    full = {**os.environ, "DATABASE_URL": workers.test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings",
-            **env}  # fmt: skip
-    log = log_dir / f"gunicorn-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-             "--threads", "2", "--timeout", "60"],
-            cwd=workers.ROOT, env=full, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            return requests.get(f"{url}/api/v1/version", timeout=2).status_code < 500
-        except requests.RequestException:
-            return False
-
-    try:
-        wait_for(ready, "gunicorn to answer", 60, watch=WatchedProcess("gunicorn", process, log))
-        yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @pytest.mark.celery

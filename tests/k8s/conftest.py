@@ -22,6 +22,7 @@ from kubernetes import client as k8s  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
 from tests.k8s.registry_fixtures import k8s_registry, k8s_registry_image  # noqa: E402, F401
+from tools.k8s.images import read_manifest  # noqa: E402
 from tools.k8s.testcluster import RealNode, TestCluster, default_bin_dir, missing_binaries, node_missing  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -132,6 +133,16 @@ def hostpath_datacenter(cluster: TestCluster, root: Path, name: str, ns: str, **
         storage_root=str(root),
         **fields,
     )
+
+
+def node_datacenter(cluster: TestCluster, root: Path, name: str, ns: str, **fields: Any) -> Any:
+    """hostpath_datacenter on the real node: CPU and GPU jobs run this checkout's runtime image (the node
+    imported it), 8 CPUs and 16Gi by default, finished jobs kept 5 s; `fields` add to or override these."""
+    manifest = read_manifest()
+    assert manifest is not None
+    runtime = manifest["runtime"]["ref"]
+    defaults = {"cpu_image": runtime, "gpu_image": runtime, "default_cpu": "8", "default_memory": "16Gi"}
+    return hostpath_datacenter(cluster, root, name, ns, **{**defaults, "finished_ttl": 5, **fields})
 
 
 @pytest.fixture

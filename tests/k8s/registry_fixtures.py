@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tools.k8s.images import read_manifest
-from tools.k8s.testcluster.node import REGISTRY_HOSTS_DIR
+from tools.k8s.testcluster.node_config import REGISTRY_HOSTS_DIR
 from tools.k8s.testcluster.registry import TestRegistry, registry_missing
 
 USERS = ("alice", "bob")

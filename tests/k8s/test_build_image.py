@@ -7,7 +7,6 @@ imported with `ctr images import`, tools/k8s/testcluster/node.py), so no registr
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,12 +46,7 @@ def import_into_node(cluster: TestCluster, layout: Path) -> None:
     for manifest in index["manifests"]:
         manifest.setdefault("annotations", {})["io.containerd.image.name"] = IMAGE
     (layout / "index.json").write_text(json.dumps(index))
-    tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
-    ctr = [str(runner.node.bin_dir / "ctr"), "--address", str(runner.sock), "-n", "k8s.io", "images", "import", "-"]
-    done = subprocess.run(ctr, stdin=tar.stdout, capture_output=True, text=True, check=False, timeout=600)
-    assert tar.stdout is not None
-    tar.stdout.close()
-    tar.wait()
+    done = runner.import_layout(layout, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
 
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from django.conf import settings
 
-from tools.k8s.images import SUPPORTED, parse_dockerfile
+from tools.k8s.dockerfile import SUPPORTED, parse_dockerfile
 from tools.k8s.testcluster import TestCluster, default_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from images.tasks import start_build
 from jobs.engines.kubernetes.policies import REGISTRY_CIDRS_ENV
 from jobs.models import Job
 from jobs.tasks import submit_job
-from tests.k8s.conftest import hostpath_datacenter
+from tests.k8s.conftest import node_datacenter
 from tests.k8s.engine_helpers import drive, finished
 from tests.wait import wait_for
 from tools.k8s.images import read_manifest
@@ -51,18 +51,13 @@ def build_dc(
     assert manifest is not None
     if "builder" not in manifest:
         pytest.fail("the builder image is not built: run tools/k8s/build.sh as root", pytrace=False)
-    dc: Datacenter = hostpath_datacenter(
+    dc: Datacenter = node_datacenter(
         k8s_node_cluster,
         tmp_path / "bpfs",
         "bld",
         "b",
-        cpu_image=manifest["runtime"]["ref"],
-        gpu_image=manifest["runtime"]["ref"],
         builder_image=manifest["builder"]["ref"],
         builder_ca=k8s_registry.ca_pem,
-        default_cpu="8",
-        default_memory="16Gi",
-        finished_ttl=5,
     )
     return dc
 

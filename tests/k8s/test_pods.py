@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 from datacenters.models import Datacenter
 from jobs.models import Job
 from tests.cli.conftest import config_text, write_config
-from tests.k8s.conftest import hostpath_datacenter
+from tests.k8s.conftest import node_datacenter
 from tests.k8s.engine_helpers import nothing_left
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
@@ -46,20 +46,7 @@ def losses(text: str) -> list[float]:
 @pytest.fixture
 def pods_dc(db: None, k8s_node_cluster: TestCluster, tmp_path: Path) -> Iterator[Datacenter]:
     """A `kubernetes` datacenter on the real node: hostPath storage at the test's PFS root, the built image."""
-    manifest = read_manifest()
-    assert manifest is not None
-    dc = hostpath_datacenter(
-        k8s_node_cluster,
-        tmp_path / "podpfs",
-        "pods",
-        "p",
-        cpu_image=manifest["runtime"]["ref"],
-        gpu_image=manifest["runtime"]["ref"],
-        default_cpu="8",
-        default_memory="16Gi",
-        default_jobs=10,
-        finished_ttl=5,
-    )
+    dc = node_datacenter(k8s_node_cluster, tmp_path / "podpfs", "pods", "p", default_jobs=10)
     yield dc
 
 

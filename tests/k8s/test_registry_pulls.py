@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
 from jobs.models import Job
-from tests.k8s.conftest import hostpath_datacenter
+from tests.k8s.conftest import node_datacenter
 from tests.k8s.engine_helpers import drive, finished, kill, submit
 from tests.k8s.registry_fixtures import RUNTIME_REPOSITORY
 from tools.k8s.images import read_manifest
@@ -31,19 +31,7 @@ PULL_TIMEOUT = 300  # seconds: layers the node already holds are not fetched aga
 @pytest.fixture
 def registry_dc(db: None, k8s_node_cluster: TestCluster, tmp_path: Path) -> Iterator[Datacenter]:
     """A `kubernetes` datacenter on the real node (its default image is the node's imported one)."""
-    manifest = read_manifest()
-    assert manifest is not None
-    yield hostpath_datacenter(
-        k8s_node_cluster,
-        tmp_path / "regpfs",
-        "reg",
-        "r",
-        cpu_image=manifest["runtime"]["ref"],
-        gpu_image=manifest["runtime"]["ref"],
-        default_cpu="8",
-        default_memory="16Gi",
-        finished_ttl=5,
-    )
+    yield node_datacenter(k8s_node_cluster, tmp_path / "regpfs", "reg", "r")
 
 
 def add_secret(api: APIClient, name: str, registry: TestRegistry, username: str, password: str) -> None:

@@ -8,10 +8,6 @@ reading, the next request on the same connection must be parsed where it starts.
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,41 +17,17 @@ from django.contrib.auth.models import User
 
 from accounts.models import issue_token
 from datacenters.models import Datacenter
-from tests import workers
+from tests.servers import portal
 from tests.storage.conftest import CHUNK, HOME, checksum, recorded
-from tests.wait import WatchedProcess, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 
 @pytest.fixture
 def gunicorn(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "DATABASE_URL": workers.test_database_url(), "DJANGO_SETTINGS_MODULE": "portal.settings"}
-    log = tmp_path / "gunicorn.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-             "--threads", "4", "--timeout", "60"],
-            cwd=workers.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        # Any failure (refused, reset, timed out while the worker boots, a 5xx) means "not yet".
-        try:
-            return requests.get(f"{url}/api/v1/version", timeout=2).ok
-        except requests.RequestException:
-            return False
-
-    try:
-        wait_for(ready, "gunicorn to answer", 60, watch=WatchedProcess("gunicorn", process, log))
+    # The production settings module, as `make run` serves the portal.
+    with portal(tmp_path, threads=4, settings="portal.settings") as url:
         yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(30)
 
 
 def test_chunks_over_one_kept_alive_gunicorn_connection(

@@ -12,44 +12,24 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# Env overrides win over the pinned file (lets one try another minor without editing the file).
-_k8s="${K8S_VERSION:-}"; _etcd="${ETCD_VERSION:-}"; _kwok="${KWOK_VERSION:-}"
-# shellcheck source=versions.env
-source "$here/versions.env"
-K8S_VERSION="${_k8s:-$K8S_VERSION}"; ETCD_VERSION="${_etcd:-$ETCD_VERSION}"; KWOK_VERSION="${_kwok:-$KWOK_VERSION}"
-
-cache_root="${PADDLECLOUD_K8S_CACHE:-$HOME/.cache/paddlecloud/k8s}"
-key="${K8S_VERSION}-etcd${ETCD_VERSION#v}-kwok${KWOK_VERSION#v}"
-out="$cache_root/$key"
-bin="$out/bin"
-binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok)
-
-if [[ "${1:-}" == "--print-bin-dir" ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-complete() {
-  [[ -f "$out/.complete" ]] || return 1
-  local b
-  for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
-}
+# shellcheck source=lib-build.sh
+source "$here/lib-build.sh"
+pin_versions K8S_VERSION ETCD_VERSION KWOK_VERSION
+use_cache "${K8S_VERSION}-etcd${ETCD_VERSION#v}-kwok${KWOK_VERSION#v}" \
+  kube-apiserver kube-controller-manager kube-scheduler etcd kwok
+print_bin_dir_if_asked "$@"
 
 # kubectl (its kustomize renders deploy/ for tests/k8s/test_deploy.py) is built from the same module as
 # the control plane, so client and server versions match; a cache built before it gets it added here.
 build_kubectl() {
   [[ -x "$bin/kubectl" ]] && return 0
-  local gobin="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+  find_go
   if ! grep -q 'k8s.io/kubernetes/cmd/kubectl' "$out/src/kube/go.mod"; then
     sed -i 's#^\(\t\)k8s.io/kubernetes/cmd/kube-scheduler$#&\n\1k8s.io/kubernetes/cmd/kubectl#' "$out/src/kube/go.mod"
-    cp "$here/gosum/kube-$K8S_VERSION.sum" "$out/src/kube/go.sum"
-    (cd "$out/src/kube" && GOTOOLCHAIN=local "$gobin" mod tidy)
-    cmp -s "$out/src/kube/go.sum" "$here/gosum/kube-$K8S_VERSION.sum" \
-      || { cp "$out/src/kube/go.sum" "$here/gosum/kube-$K8S_VERSION.sum"; echo "note: updated gosum/kube-$K8S_VERSION.sum"; }
+    tidy_pinned "$out/src/kube" "$here/gosum/kube-$K8S_VERSION.sum"
   fi
   echo "go build kubectl ($K8S_VERSION)"
-  (cd "$out/src/kube" && CGO_ENABLED=0 GOTOOLCHAIN=local "$gobin" build -trimpath -ldflags "-s -w" \
-    -o "$bin/kubectl" k8s.io/kubernetes/cmd/kubectl)
+  (cd "$out/src/kube" && "$GO" build -trimpath -ldflags "-s -w" -o "$bin/kubectl" k8s.io/kubernetes/cmd/kubectl)
 }
 
 build_node() {
@@ -65,34 +45,11 @@ if complete; then
   exit 0
 fi
 
-if [[ -z "${GO:-}" ]]; then
-  if command -v go >/dev/null 2>&1; then GO="$(command -v go)"; else GO=/usr/local/go/bin/go; fi
-fi
-export CGO_ENABLED=0
-# Never let a dependency's `toolchain` line download another Go behind our back.
-export GOTOOLCHAIN=local
-
-start=$(date +%s)
-src="$out/src"
-mkdir -p "$bin" "$src/kube" "$src/etcd" "$src/kwok"
-rm -f "$out/.complete"
-echo "building $key with $("$GO" version) into $bin"
-
-# Committed go.sum files seed each wrapper so checksums are pinned in the repo; `go mod tidy`
-# still verifies anything new against GOSUMDB as configured on the machine.
-seed_sum() {  # <wrapper dir> <committed sum file>
-  if [[ -f "$2" ]]; then cp "$2" "$1/go.sum"; else : > "$1/go.sum"; fi
-}
-save_sum() {  # <wrapper dir> <committed sum file>
-  if ! cmp -s "$1/go.sum" "$2"; then
-    mkdir -p "$(dirname "$2")"
-    cp "$1/go.sum" "$2"
-    echo "note: updated ${2#"$here"/} (commit it)"
-  fi
-}
+find_go
+start_build kube etcd kwok
 
 # ---- Kubernetes: wrapper module with replace lines generated from k8s.io/kubernetes's go.mod ----
-kube_mod="$("$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+kube_mod="$(go_mod_of "k8s.io/kubernetes@$K8S_VERSION")"
 [[ -f "$kube_mod" ]] || { echo "cannot find go.mod of k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
 staging_version="v0.${K8S_VERSION#v1.}"          # v1.36.3 -> v0.36.3
 minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"  # v1.36.3 -> 36
@@ -121,9 +78,7 @@ go_line="$(grep -m1 '^go ' "$kube_mod")"
 } > "$src/kube/go.mod"
 n_replace=$(grep -c ' => k8s.io/' "$src/kube/go.mod")
 [[ "$n_replace" -gt 20 ]] || { echo "only $n_replace staging replace lines generated" >&2; exit 1; }
-seed_sum "$src/kube" "$here/gosum/kube-$K8S_VERSION.sum"
-(cd "$src/kube" && "$GO" mod tidy)
-save_sum "$src/kube" "$here/gosum/kube-$K8S_VERSION.sum"
+tidy_pinned "$src/kube" "$here/gosum/kube-$K8S_VERSION.sum"
 
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 ldflags=""
@@ -148,9 +103,7 @@ require go.etcd.io/etcd/server/v3 $ETCD_VERSION
 
 tool go.etcd.io/etcd/server/v3
 MOD
-seed_sum "$src/etcd" "$here/gosum/etcd-$ETCD_VERSION.sum"
-(cd "$src/etcd" && "$GO" mod tidy)
-save_sum "$src/etcd" "$here/gosum/etcd-$ETCD_VERSION.sum"
+tidy_pinned "$src/etcd" "$here/gosum/etcd-$ETCD_VERSION.sum"
 echo "go build etcd $ETCD_VERSION"
 (cd "$src/etcd" && "$GO" build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
 
@@ -165,22 +118,18 @@ require sigs.k8s.io/kwok $KWOK_VERSION
 
 tool sigs.k8s.io/kwok/cmd/kwok
 MOD
-seed_sum "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum"
-(cd "$src/kwok" && "$GO" mod tidy)
-save_sum "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum"
+tidy_pinned "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum"
 echo "go build kwok $KWOK_VERSION"
 (cd "$src/kwok" && "$GO" build -trimpath \
   -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
   -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
 
-for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || { echo "missing $bin/$b" >&2; exit 1; }; done
+require_binaries
 "$bin/kube-apiserver" --version
 # The whole output, then its first line: `| head -1` under pipefail kills the writer with SIGPIPE
 # (exit 141) whenever it prints more than head reads, which failed about one cold build in two.
 first_line() { local text; text=$("$@" 2>/dev/null || true); printf '%s\n' "${text%%$'\n'*}"; }
 first_line "$bin/etcd" --version
 first_line "$bin/kwok" --version
-elapsed=$(( $(date +%s) - start ))
-echo "$key built $(date -u +%FT%TZ) in ${elapsed}s with $("$GO" version)" > "$out/.complete"
-echo "build of $key took ${elapsed}s ($((elapsed / 60))m$((elapsed % 60))s); binaries in $bin"
+finish_build binaries
 build_node "${1:-}"

@@ -1,6 +1,7 @@
 """Build the test node's OCI images without Docker: the runtime image from deploy/Dockerfile, and pause.
 
-`python3 tools/k8s/images.py build` (root; standard library only, so it runs before the venv exists);
+`python3 tools/k8s/images.py build` (root; standard library only, so it runs before the venv exists; the Dockerfile
+subset is carried out by dockerfile.py, the layouts written by oci_layout.py);
 `... build-portal` builds the portal image from deploy/Dockerfile.portal the same way, and `... build-services`
 the PostgreSQL + Redis stand-in of tools/k8s/Dockerfile.services (both only for the deploy tests):
 
@@ -13,7 +14,7 @@ the PostgreSQL + Redis stand-in of tools/k8s/Dockerfile.services (both only for 
 
 Layers, configs and manifests are written as OCI layouts under `<cache>/images/`, keyed by the hash
 of what went in; `<cache>/images/images.json` names the current refs and layout directories, which
-tools/k8s/node.py imports into containerd (`ctr images import`).
+tools/k8s/testcluster/node.py imports into containerd (`ctr images import`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,19 @@ import fcntl
 import hashlib
 import json
 import os
-import shlex
 import shutil
-import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    # Run as a script (`python3 tools/k8s/images.py build`, before the venv exists): make `tools.k8s` importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tools.k8s.bin_dirs import builder_bin_dir, node_bin_dir
+from tools.k8s.dockerfile import Chroot, apply, digest_of, parse_dockerfile
+from tools.k8s.oci_layout import cached_sha256, overlay_whiteouts_to_oci, tar_layer, write_layout
+from tools.k8s.shell import run
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -43,7 +50,6 @@ PAUSE_REF = "paddlecloud.local/pause:1"
 BUILDER_REPO = "paddlecloud.local/kaniko-executor"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DEBIAN_MIRROR = "http://deb.debian.org"
-SUPPORTED = {"FROM", "ENV", "RUN", "COPY", "USER", "WORKDIR", "CMD"}
 
 
 def cache_root() -> Path:
@@ -77,203 +83,6 @@ def read_manifest() -> dict[str, Any] | None:
     if not all(Path(entry["layout"], "index.json").exists() for entry in data.values()):
         return None
     return data
-
-
-def parse_dockerfile(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, argument) pairs; continuation lines joined, comments dropped."""
-    steps: list[tuple[str, str]] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not pending and (not line or line.startswith("#")):
-            continue
-        if line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        line = pending + line
-        pending = ""
-        op, _, arg = line.partition(" ")
-        op = op.upper()
-        if op not in SUPPORTED:
-            raise SystemExit(f"{op} is not supported by tools/k8s/images.py ({sorted(SUPPORTED)})")
-        steps.append((op, arg.strip()))
-    if not steps or steps[0][0] != "FROM" or not steps[0][1].startswith("debian:"):
-        raise SystemExit("a Dockerfile for tools/k8s/images.py must start with FROM debian:<suite>-slim")
-    return steps
-
-
-def parse_env(arg: str) -> dict[str, str]:
-    return dict(item.split("=", 1) for item in shlex.split(arg))
-
-
-def run(*cmd: str, **kwargs: Any) -> None:
-    print("+", " ".join(cmd)[:200], flush=True)
-    subprocess.run(cmd, check=True, **kwargs)
-
-
-def tree_files(rel: str) -> list[str]:
-    """Files of a repo folder that git tracks or would track (no caches, no build output)."""
-    out = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "--", rel],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return sorted(p for p in out.splitlines() if (REPO / p).is_file())
-
-
-def digest_of(steps: list[tuple[str, str]]) -> str:
-    h = hashlib.sha256()
-    for op, arg in steps:
-        h.update(f"{op} {arg}\n".encode())
-        if op == "COPY":
-            src = arg.split()[0].rstrip("/")
-            for rel in tree_files(src):
-                h.update(rel.encode() + b"\0" + (REPO / rel).read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-class Chroot:
-    """Runs RUN steps in a root filesystem with bubblewrap (host network, for apt and pip)."""
-
-    def __init__(self, root: Path, env: dict[str, str], pip_cache: Path) -> None:
-        self.root = root
-        self.env = env
-        self.pip_cache = pip_cache
-        self.workdir = "/"
-        self.user = "0"
-
-    def run(self, script: str) -> None:
-        env = {k: v for k, v in self.env.items() if k != "PIP_NO_CACHE_DIR"}  # the build may cache wheels
-        # Build-time only: wheel cache, and this machine's CA bundle (its registries may sit behind a TLS proxy).
-        env.update(HOME="/root", PIP_CACHE_DIR="/var/cache/pip-build", PIP_CERT="/etc/pip-build-ca.crt")
-        cmd = [
-            "bwrap",
-            "--bind",
-            str(self.root),
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--perms",
-            "1777",
-            "--tmpfs",
-            "/tmp",  # noqa: S108  # the chroot's own /tmp
-        ]
-        cmd += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf", "--cap-add", "ALL", "--clearenv"]
-        cmd += ["--bind", str(self.pip_cache), "/var/cache/pip-build"]
-        cmd += ["--ro-bind", "/etc/ssl/certs/ca-certificates.crt", "/etc/pip-build-ca.crt"]
-        apt_conf = Path("/etc/apt/apt.conf.d/99artifact-registry")
-        if apt_conf.exists():  # this machine's apt settings (e.g. a snapshot mirror's validity)
-            cmd += ["--ro-bind", str(apt_conf), "/etc/apt/apt.conf.d/99host"]
-        for key, value in env.items():
-            cmd += ["--setenv", key, value]
-        cmd += ["--chdir", self.workdir, "/bin/sh", "-ec", script]
-        run(*cmd)
-        # bwrap leaves empty mount points behind; keep them out of the layer.
-        for leftover in ("var/cache/pip-build", "etc/apt/apt.conf.d/99host", "etc/pip-build-ca.crt"):
-            path = self.root / leftover
-            if path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
-            elif path.is_file() and path.stat().st_size == 0:
-                path.unlink()
-
-
-def apply(steps: list[tuple[str, str]], chroot: Chroot, config: dict[str, Any]) -> None:
-    """Carry out Dockerfile steps in the chroot, recording ENV/USER/WORKDIR/CMD in the image config."""
-    for op, arg in steps:
-        if op == "ENV":
-            chroot.env.update(parse_env(arg))
-            config["Env"] = [f"{k}={v}" for k, v in chroot.env.items()]
-        elif op == "RUN":
-            if chroot.user != "0":
-                raise SystemExit("RUN after USER is not supported by tools/k8s/images.py")
-            chroot.run(arg)
-        elif op == "COPY":
-            src, dest = arg.split()
-            for rel in tree_files(src.rstrip("/")):
-                target = chroot.root / dest.lstrip("/") / Path(rel).relative_to(src.rstrip("/"))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(REPO / rel, target)
-        elif op == "USER":
-            chroot.user = arg
-            config["User"] = arg
-        elif op == "WORKDIR":
-            chroot.workdir = arg
-            (chroot.root / arg.lstrip("/")).mkdir(parents=True, exist_ok=True)
-            config["WorkingDir"] = arg
-        elif op == "CMD":
-            config["Cmd"] = json.loads(arg)
-
-
-def overlay_whiteouts_to_oci(upper: Path) -> None:
-    """overlayfs marks deletions with 0:0 character devices and opaque dirs with an xattr; OCI uses .wh. files."""
-    for dirpath, dirnames, filenames in os.walk(upper):
-        for name in [*dirnames, *filenames]:
-            path = Path(dirpath) / name
-            st = path.lstat()
-            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-                path.unlink()
-                (Path(dirpath) / f".wh.{name}").touch()
-            elif stat.S_ISDIR(st.st_mode):
-                try:
-                    opaque = os.getxattr(path, "trusted.overlay.opaque", follow_symlinks=False) == b"y"
-                except OSError:
-                    opaque = False
-                if opaque:
-                    (path / ".wh..wh..opq").touch()
-
-
-def tar_layer(src: Path, dest: Path) -> tuple[str, int]:
-    """Tar a directory as an uncompressed layer; returns (sha256 hex, size)."""
-    run("tar", "--numeric-owner", "--xattrs", "--sort=name", "-C", str(src), "-cf", str(dest), ".")
-    h = hashlib.sha256()
-    with dest.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest(), dest.stat().st_size
-
-
-def write_layout(layout: Path, ref: str, layers: list[tuple[Path, str, int]], config: dict[str, Any]) -> None:
-    """An OCI image layout (hard links to the layer tars) whose index names `ref` for ctr images import."""
-    if layout.exists():
-        shutil.rmtree(layout)
-    blobs = layout / "blobs" / "sha256"
-    blobs.mkdir(parents=True)
-    for path, digest, _ in layers:
-        os.link(path, blobs / digest)
-
-    def blob(data: dict[str, Any]) -> dict[str, Any]:
-        raw = json.dumps(data, sort_keys=True).encode()
-        digest = hashlib.sha256(raw).hexdigest()
-        (blobs / digest).write_bytes(raw)
-        return {"digest": f"sha256:{digest}", "size": len(raw)}
-
-    image_config = {
-        "architecture": "amd64",
-        "os": "linux",
-        "config": config,
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for _, d, _ in layers]},
-    }
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(image_config)},
-        "layers": [
-            {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": f"sha256:{d}", "size": s}
-            for _, d, s in layers
-        ],
-    }
-    descriptor = {
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        **blob(manifest),
-        "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref},
-    }
-    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
-    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
 
 
 def build_base(steps: list[tuple[str, str]], env: dict[str, str], config: dict[str, Any]) -> tuple[Path, Path]:
@@ -374,23 +183,11 @@ def build_image(dockerfile: Path, ref: str, name: str) -> dict[str, str]:
     top_layer = work / "layer.tar"
     layers = []
     for path in (base_layer, top_layer):
-        digest, size = tar_layer(upper, path) if path is top_layer else (_sha256(path), path.stat().st_size)
+        digest, size = tar_layer(upper, path) if path is top_layer else (cached_sha256(path), path.stat().st_size)
         layers.append((path, digest, size))
     write_layout(layout, ref, layers, config)
     shutil.rmtree(upper)
     return {"ref": ref, "layout": str(layout)}
-
-
-def _sha256(path: Path) -> str:
-    cached = path.with_suffix(".sha256")
-    if cached.exists() and cached.stat().st_mtime >= path.stat().st_mtime:
-        return cached.read_text().strip()
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    cached.write_text(h.hexdigest())
-    return h.hexdigest()
 
 
 def build_pause(node_bin: Path) -> dict[str, str]:
@@ -408,11 +205,6 @@ def build_pause(node_bin: Path) -> dict[str, str]:
     digest, size = tar_layer(work / "root", layer)
     write_layout(layout, PAUSE_REF, [(layer, digest, size)], {"Entrypoint": ["/pause"], "User": "65535:65535"})
     return {"ref": PAUSE_REF, "layout": str(layout)}
-
-
-def builder_bin_dir() -> Path:
-    out = subprocess.run(["bash", str(HERE / "build-builder.sh"), "--print-bin-dir"], check=True, capture_output=True)
-    return Path(out.stdout.decode().strip())
 
 
 def builder_entry() -> dict[str, str]:
@@ -457,11 +249,6 @@ def build_builder() -> dict[str, str] | None:
     }
     write_layout(layout, entry["ref"], [(layer, digest, size)], config)
     return entry
-
-
-def node_bin_dir() -> Path:
-    out = subprocess.run(["bash", str(HERE / "build-node.sh"), "--print-bin-dir"], check=True, capture_output=True)
-    return Path(out.stdout.decode().strip())
 
 
 def main(argv: list[str]) -> int:

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.k8s.testcluster.cluster import TestCluster, default_bin_dir, missing_binaries
-from tools.k8s.testcluster.node import NodeRunner, RealNode, node_missing
+from tools.k8s.bin_dirs import default_bin_dir
+from tools.k8s.testcluster.cluster import TestCluster, missing_binaries
+from tools.k8s.testcluster.node import NodeRunner, node_missing
+from tools.k8s.testcluster.node_config import RealNode
 from tools.k8s.testcluster.processes import kill_group, pid_is
 
 

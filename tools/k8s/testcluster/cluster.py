@@ -1,4 +1,5 @@
-"""The test control plane: etcd, apiserver, controller-manager, scheduler and kwok on free ports (plus a real node)."""
+"""The test control plane: etcd, apiserver, controller-manager, scheduler and kwok on free ports (plus a real node),
+started in order and torn down whole; the processes themselves are run by components.py."""
 
 from __future__ import annotations
 
@@ -6,24 +7,22 @@ import atexit
 import contextlib
 import os
 import secrets
-import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from tools.k8s.pki import make_pki
+from tools.k8s.testcluster.components import ClusterError, Components
+from tools.k8s.testcluster.fake_nodes import DEFAULT_NODES, FakeNode, node_body, nodes_ready
 from tools.k8s.testcluster.kwok_logs import KwokLogs
-from tools.k8s.testcluster.node import NETPOL_BINARY, NodeRunner, RealNode
-from tools.k8s.testcluster.processes import die_with_parent, free_ports, kill_group
+from tools.k8s.testcluster.node import NodeRunner
+from tools.k8s.testcluster.node_config import NETPOL_BINARY, RealNode
+from tools.k8s.testcluster.processes import free_ports
 
 HERE = Path(__file__).resolve().parent.parent
 STAGES_FILE = HERE / "stages.yaml"
@@ -39,49 +38,9 @@ DELAY = "paddlecloud.org/fake-delay"
 EXIT_CODE = "paddlecloud.org/fake-exit-code"
 
 
-def pinned_versions() -> dict[str, str]:
-    """Versions from tools/k8s/versions.env, overridable by the same env vars build.sh honours."""
-    versions: dict[str, str] = {}
-    for line in (HERE / "versions.env").read_text().splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep and not key.startswith("#"):
-            versions[key] = os.environ.get(key) or value
-    return versions
-
-
-def default_bin_dir() -> Path:
-    """Where build.sh puts the binaries: $PADDLECLOUD_K8S_BIN_DIR, else the version-keyed cache dir."""
-    explicit = os.environ.get("PADDLECLOUD_K8S_BIN_DIR")
-    if explicit:
-        return Path(explicit)
-    v = pinned_versions()
-    cache = Path(os.environ.get("PADDLECLOUD_K8S_CACHE") or Path.home() / ".cache" / "paddlecloud" / "k8s")
-    key = f"{v['K8S_VERSION']}-etcd{v['ETCD_VERSION'].removeprefix('v')}-kwok{v['KWOK_VERSION'].removeprefix('v')}"
-    return cache / key / "bin"
-
-
 def missing_binaries(bin_dir: Path) -> list[str]:
     """Names of the control-plane binaries not present (or not executable) in bin_dir."""
     return [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
-
-
-@dataclass(frozen=True)
-class FakeNode:
-    """A kwok node: capacity is what the scheduler sees; nothing runs on it."""
-
-    name: str
-    cpu: str = "32"
-    memory: str = "256Gi"
-    pods: str = "110"
-    gpus: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-DEFAULT_NODES = (FakeNode("kwok-node-0", gpus=4), FakeNode("kwok-node-1", gpus=4), FakeNode("kwok-node-2"))
-
-
-class ClusterError(RuntimeError):
-    """A component failed to start or become ready; the message names its log file."""
 
 
 _LIVE: set[TestCluster] = set()
@@ -94,7 +53,7 @@ def _stop_all_at_exit() -> None:
         cluster.stop()
 
 
-class TestCluster(KwokLogs):
+class TestCluster(Components, KwokLogs):
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok, on 127.0.0.1 with free ports.
 
     After start(): `server` (https URL), `token` (bearer, group system:masters), `ca_file`, `kubeconfig_path`
@@ -112,22 +71,16 @@ class TestCluster(KwokLogs):
         die_with_parent: bool = True,
         node: RealNode | None = None,
     ) -> None:
-        self.bin_dir = Path(bin_dir)
-        self.work_dir = Path(work_dir).resolve()
+        super().__init__(Path(bin_dir), Path(work_dir).resolve(), die_with_parent)
         self.nodes = tuple(nodes)
         self.stages_file = Path(stages_file)
-        self.die_with_parent = die_with_parent
         self.context = CONTEXT
         self.token = secrets.token_hex(24)
         self.kubeconfig_path = self.work_dir / "kubeconfig"
         self.ca_file = self.work_dir / "pki" / "ca.crt"
-        self.log_dir = self.work_dir / "logs"
         self.pod_log_dir = self.work_dir / "pod-logs"
         self.server = ""
-        self.ports: dict[str, int] = {}
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._args: dict[str, tuple[str, ...]] = {}  # each component's arguments, for start_component
-        self.exes: dict[str, Path] = {}  # each component's binary
+        self.ports = {}
         self.node = node
         self.node_runner: NodeRunner | None = None
 
@@ -179,12 +132,6 @@ class TestCluster(KwokLogs):
             runner.cleanup_host()
         _LIVE.discard(self)
 
-    def _kill(self, name: str) -> None:
-        proc = self.procs.pop(name)
-        kill_group(proc.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=1)
-
     def detach(self) -> None:
         """Leave the components running after this Python process exits (used by `up`)."""
         _LIVE.discard(self)
@@ -195,11 +142,6 @@ class TestCluster(KwokLogs):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    @property
-    def pids(self) -> dict[str, int]:
-        """Component name -> pid (each is also the id of the component's own process group)."""
-        return {name: proc.pid for name, proc in self.procs.items()}
 
     def api_client(self) -> k8s.ApiClient:
         """A new kubernetes ApiClient authenticated as cluster admin (close it, or use it as a context manager)."""
@@ -262,7 +204,7 @@ class TestCluster(KwokLogs):
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
         )
-        self._wait("kube-apiserver", deadline, lambda: self._http_get(f"{self.server}/readyz") == b"ok")
+        self._wait_healthy("kube-apiserver", deadline)
 
         common = [f"--kubeconfig={self.kubeconfig_path}", "--leader-elect=false", "--bind-address=127.0.0.1"]
         self._spawn(
@@ -299,22 +241,13 @@ class TestCluster(KwokLogs):
             f"--server-address=127.0.0.1:{kwok_port}",
             "--enable-crds=Logs,ClusterLogs",
         )
-        self._wait(
-            "kube-controller-manager",
-            deadline,
-            lambda: self._http_get(f"https://127.0.0.1:{self.ports['controller-manager']}/healthz") == b"ok",
-        )
-        self._wait(
-            "kube-scheduler",
-            deadline,
-            lambda: self._http_get(f"https://127.0.0.1:{self.ports['scheduler']}/healthz") == b"ok",
-        )
-        self._wait("kwok", deadline, lambda: self._http_get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok")
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self._wait_healthy(name, deadline)
         with self.api_client() as api:
             core = k8s.CoreV1Api(api)
             for node in self.nodes:
-                core.create_node(self._node_body(node))  # type: ignore[arg-type]  # dict bodies are accepted
-            self._wait("kwok", deadline, lambda: self._nodes_ready(core), what="nodes Ready")
+                core.create_node(node_body(node))  # type: ignore[arg-type]  # dict bodies are accepted
+            self._wait("kwok", deadline, lambda: nodes_ready(core, self.nodes), what="nodes Ready")
             # The controller-manager's token and service-account controllers are up once this exists,
             # and pods cannot be created in a namespace before its `default` ServiceAccount.
             self._wait(
@@ -346,56 +279,6 @@ class TestCluster(KwokLogs):
         # After the Node object exists (kube-router reads its InternalIP), before any test makes a pod.
         self._spawn("kube-router", *args["kube-router"], exe=node.netpol_bin_dir / NETPOL_BINARY)
         self._wait("kube-router", deadline, runner.netpol_ready, what="policy chains in the filter table")
-
-    def _spawn(self, name: str, *args: str, exe: Path | None = None, env: dict[str, str] | None = None) -> None:
-        self._args[name] = args
-        self.exes[name] = exe = exe or self.bin_dir / name
-        log = (self.log_dir / f"{name}.log").open("ab")
-        try:
-            self.procs[name] = subprocess.Popen(
-                [str(exe), *args],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.work_dir,
-                start_new_session=True,  # own process group: stop() kills the whole group
-                preexec_fn=die_with_parent if self.die_with_parent else None,
-            )
-        finally:
-            log.close()
-
-    def _wait(self, name: str, deadline: float, ready: Callable[[], bool], what: str = "ready") -> None:
-        while True:
-            proc = self.procs.get(name)
-            if proc is not None and proc.poll() is not None:
-                raise ClusterError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
-            with contextlib.suppress(OSError, ApiException, ValueError):
-                if ready():
-                    return
-            if time.monotonic() > deadline:
-                raise ClusterError(f"timed out waiting for {name} ({what}):\n{self.log_tail(name)}")
-            time.sleep(0.1)
-
-    def log_tail(self, name: str, lines: int = 30) -> str:
-        """Last lines of a component's log file (for error messages)."""
-        path = self.log_dir / f"{name}.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return f"--- {path} (last {lines} lines) ---\n" + "\n".join(text.splitlines()[-lines:])
-
-    def _http_get(self, url: str) -> bytes:
-        ctx = ssl.create_default_context(cafile=str(self.ca_file))
-        if "127.0.0.1:" + str(self.ports["apiserver"]) not in url:
-            # controller-manager/scheduler serve self-signed certs of their own; only liveness matters here.
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"})  # noqa: S310
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
-        try:
-            with opener.open(req, timeout=5) as resp:
-                return bytes(resp.read())
-        except urllib.error.HTTPError:
-            return b""
 
     def _write_kubeconfig(self) -> None:
         conf = {
@@ -429,42 +312,6 @@ class TestCluster(KwokLogs):
 
         self._wait("kube-apiserver", deadline, established, what="kwok CRDs Established")
 
-    def _node_body(self, node: FakeNode) -> dict[str, Any]:
-        resources = {"cpu": node.cpu, "memory": node.memory, "pods": node.pods, "ephemeral-storage": "1Ti"}
-        if node.gpus:
-            resources["nvidia.com/gpu"] = str(node.gpus)
-        labels = {
-            "kubernetes.io/hostname": node.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "type": "kwok",
-            **node.labels,
-        }
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": node.name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}},
-            "status": {
-                "allocatable": resources,
-                "capacity": resources,
-                "addresses": [
-                    {"type": "InternalIP", "address": "127.0.0.1"},
-                    {"type": "Hostname", "address": node.name},
-                ],
-            },
-        }
-
-    def _nodes_ready(self, core: k8s.CoreV1Api) -> bool:
-        items = core.list_node().items
-        ready = {
-            n.metadata.name
-            for n in items
-            if n.metadata
-            and n.status
-            and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-        }
-        return ready >= {n.name for n in self.nodes}
-
     @staticmethod
     def _has_default_sa(core: k8s.CoreV1Api, namespace: str) -> bool:
         try:
@@ -476,26 +323,6 @@ class TestCluster(KwokLogs):
         return True
 
     # ----- helpers for tests -----
-
-    def stop_component(self, name: str) -> None:
-        """Stop one running component (e.g. "kube-apiserver": an unreachable cluster) and wait until it is gone."""
-        self._kill(name)
-
-    def start_component(self, name: str, timeout: float = 60.0) -> None:
-        """Start a component stopped by stop_component again (same arguments, same port) and wait until it serves."""
-        if name in self.procs:
-            return
-        self._spawn(name, *self._args[name], exe=self.exes[name])
-        deadline = time.monotonic() + timeout
-        urls = {
-            "kube-apiserver": (f"{self.server}/readyz", b"ok"),
-            "kube-controller-manager": (f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", b"ok"),
-            "kube-scheduler": (f"https://127.0.0.1:{self.ports['scheduler']}/healthz", b"ok"),
-            "kwok": (f"http://127.0.0.1:{self.ports['kwok']}/healthz", b"ok"),
-        }
-        if name in urls:
-            url, want = urls[name]
-            self._wait(name, deadline, lambda: self._http_get(url) == want)
 
     def wait_for_default_service_account(self, namespace: str, timeout: float = 30.0) -> None:
         """Block until the controller-manager made the namespace's `default` SA (needed to create bare pods)."""

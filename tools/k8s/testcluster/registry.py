@@ -22,25 +22,14 @@ from pathlib import Path
 
 import yaml
 
+from tools.k8s.bin_dirs import registry_bin_dir
 from tools.k8s.pki import make_serving_pki
-from tools.k8s.testcluster.node import REGISTRY_HOSTS_DIR, RealNode
+from tools.k8s.testcluster.node_config import REGISTRY_HOSTS_DIR, RealNode
 from tools.k8s.testcluster.processes import die_with_parent, kill_group
 
-HERE = Path(__file__).resolve().parent.parent
 REGISTRY_BINARIES = ("registry", "crane", "registry-htpasswd")
 IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)  # Linux; Python names it only from 3.12 on
 PUSH_TIMEOUT = 900  # seconds: the runtime image's base layer is about 1.2 GB
-
-
-def registry_bin_dir() -> Path:
-    """Where build-registry.sh puts its binaries: $PADDLECLOUD_REGISTRY_BIN_DIR or the cache."""
-    explicit = os.environ.get("PADDLECLOUD_REGISTRY_BIN_DIR")
-    if explicit:
-        return Path(explicit)
-    out = subprocess.run(
-        ["bash", str(HERE / "build-registry.sh"), "--print-bin-dir"], check=True, capture_output=True, text=True
-    )
-    return Path(out.stdout.strip())
 
 
 def registry_missing(bin_dir: Path | None = None) -> list[str]:
