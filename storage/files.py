@@ -98,14 +98,7 @@ def mkdir(user: Any, path: str, parents: bool) -> tuple[dict[str, Any], bool]:
         if len(missing) > 1 and not parents:
             parent = target.logical.rsplit("/", 1)[0]
             raise NotFound(f"{parent} does not exist; pass parents to create it too")
-        clash_name = "/".join(target.name.split("/")[: len(target.name.split("/")) - len(missing) + 1])
-        clash = storage.normalization_clash(clash_name)
-        if clash is not None:
-            raise Conflict(
-                f"{target.logical}: {clash_name.rsplit('/', 1)[-1]!r} differs only by Unicode normalization "
-                f"from the existing {clash!r}; rename one of them",
-                code="normalization_clash",
-            )
+        paths.refuse_normalization_clash(target, len(missing))
         with usage.ledger(user, target.datacenter, counts=target.area == paths.HOME) as book:
             book.check(add_files=len(missing))
             created = storage.makedirs(target.name)
