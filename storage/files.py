@@ -86,10 +86,7 @@ def mkdir(user: Any, path: str, parents: bool) -> tuple[dict[str, Any], bool]:
     target = paths.resolve(user, path, write=True, follow_last=False)
     storage = target.storage
     try:
-        try:
-            st = storage.lstat(target.name)
-        except FileNotFoundError:
-            st = None
+        st = storage.lstat_or_none(target.name)
         if st is not None:
             if parents and stat.S_ISDIR(st.st_mode):
                 return entry_json(target.logical, entry_of(target.name, st)), False

@@ -39,10 +39,7 @@ def missing_dirs(target: paths.ResolvedPath, parent: str) -> list[str]:
     """The directories an upload to `target` must create; 409 if a directory is there or a name clashes."""
     storage = target.storage
     try:
-        try:
-            existing = storage.lstat(target.name)
-        except FileNotFoundError:
-            existing = None
+        existing = storage.lstat_or_none(target.name)
         if existing is not None and _is_dir(existing):
             raise Conflict(f"{target.logical} is a directory", code="is_a_directory")
         missing = storage.missing_dirs(parent)
@@ -120,9 +117,7 @@ def changed_chunks(upload: Upload, recorded: list[tuple[int, str]]) -> set[int]:
 def file_replaced(storage: PfsStorage, upload: Upload) -> os.stat_result | None:
     """What is at the target now (None: nothing); 409 if a directory appeared there meanwhile."""
     try:
-        old: os.stat_result | None = storage.lstat(upload.target_name)
-    except FileNotFoundError:
-        old = None
+        old = storage.lstat_or_none(upload.target_name)
     except OSError as exc:
         raise_os_error(exc, upload.path)
     if old is not None and _is_dir(old):
