@@ -65,11 +65,11 @@ def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
     from jobs.engines.local import sandbox
     from jobs.engines.local import world as local_world
     from jobs.runtimes import RuntimePaths
-    from storage import places
+    from storage import paths
 
     probe = sandbox.probe()
     dc = Datacenter.objects.get(name="local")
-    where = places.places(dc, "bench")
+    where = paths.places(dc, "bench")
     runtime = RuntimePaths(sys.executable, [sys.prefix, sys.base_prefix], None)
     box = local_world.build(dc, where, where.home_inside, probe, runtime, [], (65534, 65534), (), False)
     argv = [a if a != sandbox.INFO_FD else "1" for a in sandbox.command(box, ["true"])]

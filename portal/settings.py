@@ -316,6 +316,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "heartbeat": {"task": "portal.heartbeat", "schedule": float(CELERY_HEARTBEAT_SECONDS), "options": {"expires": 60}},
 }
 
+# --- Storage uploads (storage/conf.py checks the chunk sizes are 64 KiB-aligned) ---------------
+PADDLECLOUD_UPLOAD_CHUNK = env_int("PADDLECLOUD_UPLOAD_CHUNK", 8 * 1024**2, minimum=64 * 1024)  # bytes, the default
+PADDLECLOUD_UPLOAD_MAX_CHUNK = env_int("PADDLECLOUD_UPLOAD_MAX_CHUNK", 64 * 1024**2, minimum=64 * 1024)  # bytes
+PADDLECLOUD_UPLOAD_EXPIRE_SECONDS = env_int("PADDLECLOUD_UPLOAD_EXPIRE_SECONDS", 24 * 3600, minimum=60)
+PADDLECLOUD_UPLOAD_VERIFY_INLINE = env_int("PADDLECLOUD_UPLOAD_VERIFY_INLINE", 4 * 1024**3, minimum=0)  # bytes
+
 # --- Jobs -------------------------------------------------------------------------------------
 PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, minimum=1)
 PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, minimum=0)

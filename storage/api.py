@@ -1,17 +1,16 @@
 """PFS API under /api/v1/files/: ls, stat, mkdir, rm, download (Range), chunked resumable uploads.
 
 Views stay thin: access and paths are decided in storage.paths, the work is done in storage.files and
-storage.uploads; the Range header is read by storage.http_range and chunk bodies by
-storage.gunicorn_body. Paths are logical (/pfs/<dc>/home/<user>/..., /pfs/<dc>/public/...).
+storage.uploads, and what the pages do too comes from storage.services; the Range header is read by
+storage.http_range and chunk bodies by storage.gunicorn_body. Paths are logical
+(/pfs/<dc>/home/<user>/..., /pfs/<dc>/public/...).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q
 from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
 from django.utils.http import http_date
@@ -26,7 +25,7 @@ from core.api.errors import quote
 from core.api.pagination import PageQuery, Pagination
 from core.api.serializers import StrictSerializer
 from core.errors import Invalid
-from storage import conf, files, paths, uploads
+from storage import files, services, upload_chunks, uploads
 from storage.checksums import format_checksum
 from storage.descriptors import PIECE
 from storage.gunicorn_body import request_body
@@ -80,7 +79,7 @@ class ListView(APIView):
     @extend_schema(parameters=[ListQuery], responses=_page_of("FileEntryPage", ENTRY))
     def get(self, request: Request) -> Response:
         query = _query(ListQuery, request)
-        listing = files.listing(request.user, query["path"], query["recursive"])
+        listing = services.open_folder(request.user, query["path"], query["recursive"]).listing
         paginator = Pagination()
         page: list[Any] | None = paginator.paginate_queryset(listing, request, view=self)
         return paginator.get_paginated_response(page)
@@ -205,11 +204,7 @@ def upload_json(upload: Upload, report: dict[str, Any] | None = None) -> dict[st
         "error": upload.error,
         "created_at": upload.created_at,
         "updated_at": upload.updated_at,
-        "expires_at": (
-            upload.updated_at + timedelta(seconds=conf.upload_expire_seconds())
-            if upload.state in (UploadState.OPEN, UploadState.VERIFYING)
-            else None
-        ),
+        "expires_at": uploads.expires_at(upload),
     }
     if report is not None:
         data.update(report)
@@ -245,15 +240,9 @@ class UploadListView(APIView):
     @extend_schema(parameters=[UploadListQuery], responses=_page_of("UploadPage", UPLOAD))
     def get(self, request: Request) -> Response:
         query = _query(UploadListQuery, request)
-        found = Upload.objects.filter(owner_id=request.user.pk).annotate(
-            received=Count("chunks", filter=Q(chunks__ok=True))
-        )
-        if "path" in query:
-            found = found.filter(path="/pfs/" + "/".join(paths.parse(query["path"])))
-        if "state" in query:
-            found = found.filter(state=query["state"])
+        found = services.uploads_of(request.user, query.get("path"), query.get("state"))
         paginator = Pagination()
-        page = paginator.paginate_queryset(found.order_by("-created_at"), request, view=self) or []
+        page = paginator.paginate_queryset(found, request, view=self) or []
         return paginator.get_paginated_response(
             [upload_json(upload, {"received": upload.received}) for upload in page]
         )
@@ -264,7 +253,7 @@ class UploadListView(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         upload = uploads.start(request.user, data["path"], data["size"], data["checksum"], data.get("chunk_size"))
-        return Response(upload_json(upload, uploads.chunk_report(upload)), status=status.HTTP_201_CREATED)
+        return Response(upload_json(upload, upload_chunks.report(upload)), status=status.HTTP_201_CREATED)
 
 
 class UploadDetailQuery(StrictSerializer):
@@ -278,7 +267,7 @@ class UploadDetailView(APIView):
     def get(self, request: Request, upload_id: str) -> Response:
         verify = _query(UploadDetailQuery, request)["verify"]
         upload = uploads.get_upload(request.user, upload_id)
-        return Response(upload_json(upload, uploads.chunk_report(upload, verify=verify)))
+        return Response(upload_json(upload, upload_chunks.report(upload, verify=verify)))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, upload_id: str) -> Response:
@@ -345,7 +334,7 @@ class UploadCompleteView(APIView):
 
     @extend_schema(request=None, responses={200: UPLOAD, 202: UPLOAD})
     def post(self, request: Request, upload_id: str) -> Response:
-        upload = uploads.complete(request.user, upload_id)
+        upload = services.complete_upload(request.user, upload_id)
         code = status.HTTP_200_OK if upload.state == UploadState.COMPLETED else status.HTTP_202_ACCEPTED
         upload.refresh_from_db()
         return Response(upload_json(upload), status=code)

@@ -182,12 +182,15 @@ class PfsStorage(FileSystemStorage):
         with self._parent_fd(name) as (parent, base):
             return os.stat(base, dir_fd=parent, follow_symlinks=False)
 
-    def exists(self, name: str) -> bool:
+    def lstat_or_none(self, name: str) -> os.stat_result | None:
+        """`lstat`, or None when nothing is there (other errors raise)."""
         try:
-            self.lstat(name)
+            return self.lstat(name)
         except FileNotFoundError:
-            return False
-        return True
+            return None
+
+    def exists(self, name: str) -> bool:
+        return self.lstat_or_none(name) is not None
 
     def delete(self, name: str) -> None:
         self.remove(name)

@@ -1,15 +1,14 @@
-"""Storage settings: environment variables read once, typed and loud; Django settings override them.
+"""Storage settings: the upload limits portal/settings.py reads from the environment, checked where used.
 
-Each value is looked up as `settings.<NAME>` first (so a test or portal/settings.py can set it), then
-from the environment variable of the same name, then the default.
+The values are Django settings (`PADDLECLOUD_UPLOAD_*`, typed by core.env in portal/settings.py), so a
+test overrides them as it overrides any setting; this module adds the rules only storage knows: chunk
+sizes are 64 KiB-aligned and a chunk is at most 1 GiB.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-
-from core.env import env_int
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -19,18 +18,9 @@ GIB = 1024 * MIB
 # of the shared filesystem (NFS and CephFS clients cache whole pages).
 CHUNK_ALIGN = 64 * KIB
 
-_ENV_DEFAULTS: dict[str, tuple[int, int]] = {
-    # name: (default, minimum)
-    "PADDLECLOUD_UPLOAD_CHUNK": (8 * MIB, CHUNK_ALIGN),
-    "PADDLECLOUD_UPLOAD_MAX_CHUNK": (64 * MIB, CHUNK_ALIGN),
-    "PADDLECLOUD_UPLOAD_EXPIRE_SECONDS": (24 * 3600, 60),
-    "PADDLECLOUD_UPLOAD_VERIFY_INLINE": (4 * GIB, 0),
-}
-_env: dict[str, int] = {name: env_int(name, default, minimum) for name, (default, minimum) in _ENV_DEFAULTS.items()}
-
 
 def _get(name: str) -> int:
-    value = getattr(settings, name, _env[name])
+    value = getattr(settings, name)
     if not isinstance(value, int):
         raise ImproperlyConfigured(f"{name}: {value!r} is not an integer")
     return value

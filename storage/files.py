@@ -86,10 +86,7 @@ def mkdir(user: Any, path: str, parents: bool) -> tuple[dict[str, Any], bool]:
     target = paths.resolve(user, path, write=True, follow_last=False)
     storage = target.storage
     try:
-        try:
-            st = storage.lstat(target.name)
-        except FileNotFoundError:
-            st = None
+        st = storage.lstat_or_none(target.name)
         if st is not None:
             if parents and stat.S_ISDIR(st.st_mode):
                 return entry_json(target.logical, entry_of(target.name, st)), False
@@ -98,14 +95,7 @@ def mkdir(user: Any, path: str, parents: bool) -> tuple[dict[str, Any], bool]:
         if len(missing) > 1 and not parents:
             parent = target.logical.rsplit("/", 1)[0]
             raise NotFound(f"{parent} does not exist; pass parents to create it too")
-        clash_name = "/".join(target.name.split("/")[: len(target.name.split("/")) - len(missing) + 1])
-        clash = storage.normalization_clash(clash_name)
-        if clash is not None:
-            raise Conflict(
-                f"{target.logical}: {clash_name.rsplit('/', 1)[-1]!r} differs only by Unicode normalization "
-                f"from the existing {clash!r}; rename one of them",
-                code="normalization_clash",
-            )
+        paths.refuse_normalization_clash(target, len(missing))
         with usage.ledger(user, target.datacenter, counts=target.area == paths.HOME) as book:
             book.check(add_files=len(missing))
             created = storage.makedirs(target.name)

@@ -4,10 +4,14 @@ The one place that decides who may touch which path. Every refusal names the rul
 path is a 400 on the field `path`, a path the user may not touch is a 403. Symlinks are resolved only
 while they stay inside the area they start in (the user's home, or public); one that leads out is
 refused, and at use time the backend opens every component with O_NOFOLLOW.
+
+Also where a user's areas are on the host and inside a job (`places`, `prepare_dirs`): both engines
+use them, as the local sandbox binds the same paths a pod mounts by hostPath.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -17,7 +21,7 @@ from typing import Any
 
 from paddlecloud.contract.quantity import quote
 
-from core.errors import Forbidden, Invalid
+from core.errors import Conflict, Forbidden, Invalid
 from datacenters.models import Datacenter
 from storage import backends
 from storage import errors as storage_errors
@@ -177,7 +181,7 @@ def resolve(
         owner, below, area_name = user, parts[3:], home_area(user)
         logical_root = home
     elif area == PUBLIC:
-        if write and not user.is_staff:
+        if write and not may_write(user, PUBLIC):
             raise Forbidden(f"{public} is read-only; only operators write it")
         owner, below, area_name = None, parts[2:], public_name(datacenter)
         logical_root = public
@@ -189,6 +193,11 @@ def resolve(
         raise Forbidden(f"paths must be under {home} or {public}")
 
     return _locate(datacenter, owner, area_name, logical_root, below, follow_last, "your home")
+
+
+def may_write(user: Any, area: str) -> bool:
+    """Everyone writes their own home; only operators write public."""
+    return area == HOME or bool(user.is_staff)
 
 
 def in_home(owner: Any, datacenter: Datacenter, below: Sequence[str], *, follow_last: bool = True) -> ResolvedPath:
@@ -233,3 +242,80 @@ def _locate(
         name=name,
         storage=storage,
     )
+
+
+def refuse_normalization_clash(target: ResolvedPath, new_names: int) -> None:
+    """409 if the first of the last `new_names` components of `target` (those about to be created)
+    differs from an existing sibling only by Unicode normalization: two names that look the same."""
+    if new_names <= 0:
+        return
+    parts = target.name.split("/")
+    candidate = "/".join(parts[: len(parts) - new_names + 1])
+    clash = target.storage.normalization_clash(candidate)
+    if clash is not None:
+        raise Conflict(
+            f"{target.logical}: {candidate.rsplit('/', 1)[-1]!r} differs only by Unicode normalization "
+            f"from the existing {clash!r}; rename one of them",
+            code="normalization_clash",
+        )
+
+
+# --- a user's areas for a job -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where a user's storage is on the host and inside the job."""
+
+    root: Path
+    home: Path
+    public: Path
+    home_inside: str
+    public_inside: str
+
+    def inside(self, host_path: Path) -> str:
+        """The path a job sees for ``host_path`` (a path in the user's home or the public area)."""
+        for host, seen in ((self.home, self.home_inside), (self.public, self.public_inside)):
+            if host_path == host or host in host_path.parents:
+                return seen + "/" + str(host_path.relative_to(host)) if host_path != host else seen
+        raise ValueError(f"{host_path} is neither in the user's home nor in the public area")
+
+
+def places(datacenter: Datacenter, username: str) -> Places:
+    root = Path(os.path.realpath(datacenter.storage_root))
+    public = public_name(datacenter)
+    home = home_of(username)  # refuses a name that cannot be a directory (".", "..", a slash)
+    return Places(
+        root=root,
+        home=root / home,
+        public=root / public,
+        home_inside=f"/pfs/{datacenter.name}/{HOME}/{username}",
+        public_inside=f"/pfs/{datacenter.name}/{public}",
+    )
+
+
+def prepare_dirs(
+    datacenter: Datacenter, where: Places, dirs: list[Path], runs_as_root: bool, owner: tuple[int, int]
+) -> None:
+    """Create ``dirs`` (in the user's home) without following links; as root, hand them and the
+    home to the job's uid and gid (``owner``) so the job can write there. The
+    job owns its home's contents, so each name is opened without following symlinks: a link it
+    planted cannot turn this into a chown of a host path."""
+    storage = storage_for(datacenter)
+    names = [str(where.home.relative_to(where.root))]
+    for directory in dirs:
+        names.append(str(directory.relative_to(where.root)))
+    uid, gid = owner
+    for name in names:
+        storage.makedirs(name)
+        if not runs_as_root:
+            continue
+        parts = name.split("/")
+        # Every directory from the home down, so each level of the job's folders is its own.
+        for depth in range(2, len(parts) + 1):
+            fd = storage.open_fd("/".join(parts[:depth]), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fchown(fd, uid, gid)
+            finally:
+                os.close(fd)
+    storage.makedirs(str(where.public.relative_to(where.root)))

@@ -1,9 +1,15 @@
-"""Storage work in the background: upload verification, and periodic expiry and recounts (beat)."""
+"""Storage work in the background: upload verification, and periodic expiry and recounts (beat).
+
+The upload lifecycle (storage.uploads) says what must happen next; this module only queues it.
+"""
 
 from __future__ import annotations
 
+import uuid
+
 from celery import shared_task
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from datacenters.models import Datacenter
 from storage import uploads
@@ -12,14 +18,25 @@ from storage.usage import recompute_user
 
 @shared_task(name="storage.cleanup_uploads", ignore_result=True)
 def cleanup_uploads() -> int:
-    """Expire abandoned uploads (temp file removed, reservation released); idempotent."""
-    return uploads.cleanup()
+    """Expire abandoned uploads (temp file removed, reservation released); idempotent.
+
+    Verifications whose worker died are claimed by the sweep and queued again here.
+    """
+    sweep = uploads.cleanup()
+    for upload_id in sweep.to_verify:
+        verify_upload.delay(str(upload_id))
+    return sweep.expired
 
 
 @shared_task(name="storage.verify_upload", ignore_result=True, acks_late=True)
 def verify_upload(upload_id: str) -> None:
     """Verify a large upload after `complete` answered 202; a worker that dies leaves it to the next one."""
     uploads.verify(upload_id)
+
+
+def verify_after_commit(upload_id: uuid.UUID) -> None:
+    """Queue the verification of an upload `complete` claimed, once its claim is committed."""
+    transaction.on_commit(lambda: verify_upload.delay(str(upload_id)))
 
 
 @shared_task(name="storage.recompute_usage", ignore_result=True)

@@ -1,4 +1,7 @@
-"""File browser pages: list a folder of the PFS home or public area, mkdir, delete; uploads go through the API."""
+"""File browser pages: list a folder of the PFS home or public area, mkdir, delete; uploads go through the API.
+
+What a folder shows and who may write it come from storage.services, as the API's listing does.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from core.csp import WASM
 from core.errors import DomainError, Forbidden, NotFound
 from datacenters import quota
 from datacenters.models import Datacenter
-from storage import files, paths
+from storage import files, paths, services
 
 PAGE_SIZE = 200
 MAX_PATH = paths.MAX_PATH_BYTES
@@ -40,11 +43,8 @@ def browser(request: HttpRequest) -> HttpResponse:
         return render(request, "storage/browser.html", {"datacenters": []})
     path = request.GET.get("path", "")[:MAX_PATH] or paths.home_logical(request.user, datacenters[0])
     try:
-        target = paths.resolve(request.user, path)
-        if target.is_area_root and target.area == paths.HOME:
-            paths.home_dir(request.user, target.datacenter)  # made on first use, as the API does
-        listing = files.listing(request.user, path, recursive=False)
-        page: Page[dict[str, Any]] = Paginator(listing, PAGE_SIZE).get_page(  # type: ignore[arg-type]
+        folder = services.open_folder(request.user, path)
+        page: Page[dict[str, Any]] = Paginator(folder.listing, PAGE_SIZE).get_page(  # type: ignore[arg-type]
             request.GET.get("page")
         )
     except (Forbidden, NotFound):
@@ -53,6 +53,7 @@ def browser(request: HttpRequest) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, _problem(exc))
         return render(request, "storage/browser.html", {"datacenters": datacenters, "path": path}, status=400)
+    target = folder.target
     logical = target.logical
     root = logical[: len(logical) - len("/".join(target.parts))].rstrip("/") if target.parts else logical
     crumbs = [{"name": root.removeprefix("/pfs/"), "path": root}]  # the area's root: nothing above is browsable
@@ -68,7 +69,7 @@ def browser(request: HttpRequest) -> HttpResponse:
         "parent": logical.rsplit("/", 1)[0] if not target.is_area_root else "",
         "crumbs": crumbs,
         "page": page,
-        "writable": request.user.is_staff or target.area == paths.HOME,
+        "writable": folder.writable,
         "storage": report,
         "uploads_api": reverse("files-uploads"),
         "download_api": reverse("files-download"),

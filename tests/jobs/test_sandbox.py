@@ -15,7 +15,7 @@ from jobs.engines.local import cgroups, network, sandbox
 from jobs.engines.local import world as local_world
 from jobs.engines.local.engine import LocalEngine
 from jobs.engines.local.sandbox import Bind, Sandbox
-from storage import places
+from storage import paths
 
 
 def _sandbox(root: bool) -> Sandbox:
@@ -121,7 +121,7 @@ def test_identity_files_name_the_job_user(tmp_path: Path) -> None:
 
 
 def test_places_map_host_paths_to_pfs_paths(tmp_path: Path) -> None:
-    where = places.Places(
+    where = paths.Places(
         tmp_path, tmp_path / "home" / "alice", tmp_path / "public", "/pfs/dc/home/alice", "/pfs/dc/public"
     )
     assert where.inside(tmp_path / "home" / "alice" / "jobs" / "fit") == "/pfs/dc/home/alice/jobs/fit"

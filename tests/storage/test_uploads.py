@@ -1,4 +1,4 @@
-"""Chunked uploads through the API: resume, checksums, quota at start and at completion, abort, expiry."""
+"""The upload lifecycle (storage.uploads) through the API: start, resume, complete, verify, abort, expiry."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
-from datacenters.models import Datacenter, Quota
+from datacenters.models import Datacenter
 from storage import uploads
 from storage.models import Upload
 from storage.tasks import cleanup_uploads
@@ -67,55 +67,6 @@ def test_an_upload_cut_at_half_resumes_with_only_the_missing_chunks(
     assert recorded(alice, local_dc) == (len(data), 1, 0, 0)
 
 
-def test_chunks_may_arrive_in_any_order(alice_api: APIClient, home: Path) -> None:
-    data = os.urandom(5 * CHUNK - 7)
-    upload = start(alice_api, f"{HOME}/shuffled", data).json()
-    for index in [4, 1, 3, 0, 2]:
-        assert put_chunk(alice_api, upload, index, data).status_code == 200
-    assert alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 200
-    assert (home / "shuffled").read_bytes() == data
-
-
-def test_a_chunk_with_a_wrong_checksum_is_reported_wrong_and_can_be_resent(alice_api: APIClient, home: Path) -> None:
-    data = os.urandom(2 * CHUNK)
-    upload = start(alice_api, f"{HOME}/f", data).json()
-    bad = put_chunk(alice_api, upload, 1, data, digest=checksum(b"something else"))
-    assert bad.status_code == 400
-    assert bad.json()["code"] == "checksum_mismatch" and bad.json()["errors"][0]["field"] == "X-Chunk-Checksum"
-    put_chunk(alice_api, upload, 0, data)
-    status = alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()
-    assert status["wrong"] == [[1, 2]] and status["missing"] == [] and status["present"] == [[0, 1]]
-    refused = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
-    assert refused.status_code == 409 and refused.json()["code"] == "incomplete"
-    assert "wrong chunks 1" in refused.json()["detail"]
-    assert put_chunk(alice_api, upload, 1, data).status_code == 200
-    assert alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 200
-    assert (home / "f").read_bytes() == data
-
-
-def test_completing_with_missing_chunks_keeps_the_upload_open(alice_api: APIClient, home: Path) -> None:
-    data = os.urandom(3 * CHUNK)
-    upload = start(alice_api, f"{HOME}/f", data).json()
-    put_chunk(alice_api, upload, 1, data)
-    refused = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
-    assert refused.status_code == 409 and "missing chunks 0, 2" in refused.json()["detail"]
-    assert alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()["state"] == "open"
-    assert not (home / "f").exists()
-
-
-def test_verify_rereads_chunks_and_reports_those_whose_bytes_changed(alice_api: APIClient, home: Path) -> None:
-    data = os.urandom(2 * CHUNK)
-    upload = start(alice_api, f"{HOME}/f", data).json()
-    put_chunk(alice_api, upload, 0, data)
-    put_chunk(alice_api, upload, 1, data)
-    temp = temp_files(home)[0]
-    with temp.open("r+b") as handle:  # bit rot on the temp file
-        handle.seek(CHUNK + 5)
-        handle.write(b"\xff\x00")
-    status = alice_api.get(f"/api/v1/files/uploads/{upload['id']}?verify=1").json()
-    assert status["wrong"] == [[1, 2]] and status["present"] == [[0, 1]]
-
-
 def test_a_whole_file_checksum_mismatch_fails_and_leaves_nothing(
     alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
 ) -> None:
@@ -147,23 +98,6 @@ def test_a_final_size_other_than_declared_is_refused_at_completion(
     assert failed.status_code == 400 and failed.json()["code"] == "size_mismatch"
     assert not (home / "f").exists() and temp_files(home) == []
     assert recorded(alice, local_dc) == (0, 0, 0, 0)
-
-
-def test_a_chunk_of_the_wrong_length_or_index_is_refused_before_writing(alice_api: APIClient, home: Path) -> None:
-    data = os.urandom(2 * CHUNK)
-    upload = start(alice_api, f"{HOME}/f", data).json()
-    url = f"/api/v1/files/uploads/{upload['id']}/chunks"
-    short = alice_api.put(
-        f"{url}/0", data[:100], content_type="application/octet-stream", HTTP_X_CHUNK_CHECKSUM=checksum(data[:100])
-    )
-    assert short.status_code == 400 and f"exactly {CHUNK} bytes" in short.json()["detail"]
-    beyond = alice_api.put(
-        f"{url}/2", data[:CHUNK], content_type="application/octet-stream", HTTP_X_CHUNK_CHECKSUM=checksum(data[:CHUNK])
-    )
-    assert beyond.status_code == 400 and "between 0 and 1" in beyond.json()["detail"]
-    no_sum = alice_api.put(f"{url}/0", data[:CHUNK], content_type="application/octet-stream")
-    assert no_sum.status_code == 400 and no_sum.json()["errors"][0]["field"] == "X-Chunk-Checksum"
-    assert temp_files(home)[0].stat().st_size == 0
 
 
 @pytest.mark.parametrize(
@@ -209,112 +143,6 @@ def test_completing_twice_returns_the_completed_upload(alice_api: APIClient, hom
     assert late.status_code == 409 and late.json()["code"] == "upload_completed"
 
 
-def test_overwriting_a_file_charges_only_the_difference(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    upload_file(alice_api, f"{HOME}/f", os.urandom(3 * CHUNK))
-    assert recorded(alice, local_dc) == (3 * CHUNK, 1, 0, 0)
-    upload_file(alice_api, f"{HOME}/f", os.urandom(CHUNK))
-    assert recorded(alice, local_dc) == (CHUNK, 1, 0, 0)
-    assert (home / "f").stat().st_size == CHUNK
-
-
-def test_uploading_onto_a_directory_is_refused(alice_api: APIClient, home: Path) -> None:
-    (home / "d").mkdir()
-    response = start(alice_api, f"{HOME}/d", b"x")
-    assert response.status_code == 409 and response.json()["code"] == "is_a_directory"
-    assert start(alice_api, HOME, b"x").status_code == 409
-
-
-def test_a_parent_that_is_a_file_is_refused(alice_api: APIClient, home: Path) -> None:
-    (home / "f").write_bytes(b"x")
-    response = start(alice_api, f"{HOME}/f/g", b"x")
-    assert response.status_code == 409 and response.json()["code"] == "not_a_directory"
-
-
-# --- quota -------------------------------------------------------------------------------------
-
-
-def _set_quota(alice: User, local_dc: Datacenter, storage: str = "", files: int | None = None) -> None:
-    Quota.objects.update_or_create(
-        user=alice, datacenter=local_dc, defaults={"storage": storage, "storage_files": files}
-    )
-
-
-def test_a_start_over_the_quota_is_refused_before_any_byte_lands(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    _set_quota(alice, local_dc, storage="256Ki")
-    upload_file(alice_api, f"{HOME}/kept", os.urandom(3 * CHUNK))
-    before = recorded(alice, local_dc)
-    refused = start(alice_api, f"{HOME}/new/too-big", os.urandom(2 * CHUNK))
-    assert refused.status_code == 413 and refused.json()["code"] == "quota_exceeded"
-    assert "storage quota exceeded" in refused.json()["detail"] and "64.0 KiB" in refused.json()["detail"]
-    assert not (home / "new").exists() and temp_files(home) == []
-    assert recorded(alice, local_dc) == before
-    assert Upload.objects.filter(path=f"{HOME}/new/too-big").count() == 0
-
-
-def test_open_uploads_reserve_their_size_so_two_cannot_both_fit(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    _set_quota(alice, local_dc, storage="256Ki")
-    data = os.urandom(3 * CHUNK)
-    assert start(alice_api, f"{HOME}/one", data).status_code == 201
-    assert recorded(alice, local_dc) == (0, 0, 3 * CHUNK, 1)
-    usage = alice_api.get("/api/v1/quota").json()["results"][0]["usage"]
-    assert usage["storage"] == 3 * CHUNK  # reservations count as used
-    assert start(alice_api, f"{HOME}/two", data).status_code == 413
-
-
-def test_the_file_count_quota_counts_new_directories(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    _set_quota(alice, local_dc, files=2)
-    refused = start(alice_api, f"{HOME}/a/b/c", b"x")
-    assert refused.status_code == 413 and "file count quota" in refused.json()["detail"]
-    assert not (home / "a").exists()
-    assert upload_file(alice_api, f"{HOME}/a/c", b"x").status_code == 200
-    assert recorded(alice, local_dc) == (1, 2, 0, 0)
-
-
-def test_a_quota_lowered_during_an_upload_refuses_it_at_completion(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    upload_file(alice_api, f"{HOME}/kept", os.urandom(CHUNK))
-    before = recorded(alice, local_dc)
-    data = os.urandom(3 * CHUNK)
-    upload = start(alice_api, f"{HOME}/late", data).json()
-    for index in range(3):
-        put_chunk(alice_api, upload, index, data)
-    _set_quota(alice, local_dc, storage="128Ki")  # an operator lowers it meanwhile
-    refused = alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete")
-    assert refused.status_code == 413 and refused.json()["code"] == "quota_exceeded"
-    assert not (home / "late").exists() and temp_files(home) == []
-    assert recorded(alice, local_dc) == before
-    assert alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()["state"] == "failed"
-
-
-def test_replacing_a_file_with_a_smaller_one_is_allowed_over_quota(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    upload_file(alice_api, f"{HOME}/f", os.urandom(3 * CHUNK))
-    _set_quota(alice, local_dc, storage="64Ki")
-    # At start the reservation must fit; over quota already, even a smaller file is refused there...
-    assert start(alice_api, f"{HOME}/f", os.urandom(CHUNK)).status_code == 413
-    _set_quota(alice, local_dc, storage="256Ki")
-    data = os.urandom(CHUNK)
-    upload = start(alice_api, f"{HOME}/f", data).json()
-    put_chunk(alice_api, upload, 0, data)
-    _set_quota(alice, local_dc, storage="64Ki")
-    # ...but completing one that shrinks usage is never refused.
-    assert alice_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 200
-    assert recorded(alice, local_dc) == (CHUNK, 1, 0, 0)
-
-
-# --- abort and expiry --------------------------------------------------------------------------
-
-
 def test_abort_removes_the_temp_file_and_releases_the_reservation(
     alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
 ) -> None:
@@ -349,32 +177,6 @@ def test_abandoned_uploads_are_cleaned_after_the_configured_time(
     assert not Upload.objects.filter(pk=old["id"]).exists()
 
 
-def test_removing_the_directory_of_an_upload_ends_it_and_its_reservation(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    data = os.urandom(2 * CHUNK)
-    upload = start(alice_api, f"{HOME}/dir/f", data).json()
-    assert recorded(alice, local_dc) == (0, 1, 2 * CHUNK, 1)
-    removed = alice_api.post("/api/v1/files/rm", {"path": f"{HOME}/dir", "recursive": True}, format="json")
-    assert removed.status_code == 200 and removed.json()["removed_entries"] == 1  # the temp file is not counted
-    # The reservation goes with the directory, not a day later when the upload would expire.
-    assert recorded(alice, local_dc) == (0, 0, 0, 0)
-    assert alice_api.get(f"/api/v1/files/uploads/{upload['id']}").json()["state"] == "failed"
-    gone = put_chunk(alice_api, upload, 0, data)
-    assert gone.status_code == 409 and gone.json()["code"] == "upload_failed"
-
-
-def test_a_temp_file_deleted_behind_the_portals_back_fails_the_upload_cleanly(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, home: Path
-) -> None:
-    data = os.urandom(2 * CHUNK)
-    upload = start(alice_api, f"{HOME}/f", data).json()
-    temp_files(home)[0].unlink()  # e.g. by a job cleaning up
-    gone = put_chunk(alice_api, upload, 0, data)
-    assert gone.status_code == 409 and gone.json()["code"] == "upload_failed"
-    assert recorded(alice, local_dc) == (0, 0, 0, 0)
-
-
 def test_uploads_are_listed_for_their_owner_only(
     alice_api: APIClient, bob_api: APIClient, bob: User, home: Path
 ) -> None:
@@ -389,15 +191,6 @@ def test_uploads_are_listed_for_their_owner_only(
     assert bob_api.post(f"/api/v1/files/uploads/{upload['id']}/complete").status_code == 404
     assert bob_api.delete(f"/api/v1/files/uploads/{upload['id']}").status_code == 404
     assert alice_api.get("/api/v1/files/uploads/not-a-uuid").status_code == 404
-
-
-def test_operators_upload_to_public_without_quota(
-    carol_api: APIClient, carol: User, local_dc: Datacenter, root: Path
-) -> None:
-    data = os.urandom(CHUNK)
-    assert upload_file(carol_api, "/pfs/local/public/datasets/mnist.bin", data).status_code == 200
-    assert (root / "public" / "datasets" / "mnist.bin").read_bytes() == data
-    assert recorded(carol, local_dc) == (0, 0, 0, 0)
 
 
 def test_a_verification_whose_process_died_is_taken_over_by_the_next_complete(

@@ -45,7 +45,7 @@ from jobs.engines.kubernetes import status as k8s_status
 from jobs.logfiles import MAX_CHUNK, log_tail, parse_cursor, read_log_file, write_archive
 from jobs.models import TERMINAL_STATES, Job, JobState, Role, Worker
 from registry.models import RegistrySecret
-from storage import places
+from storage import paths
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +138,9 @@ class KubernetesEngine(Engine):
         plan = m.plan_for(job, self.datacenter, ns)
         # The pods' uid must be able to write the job's folders (its log, its model); a root worker
         # would otherwise leave them root's and the launcher exits 71 (bug found by real pods).
-        places.prepare_dirs(
+        paths.prepare_dirs(
             self.datacenter,
-            places.places(self.datacenter, username),
+            paths.places(self.datacenter, username),
             [self._output(job)],
             runs_as_root=os.geteuid() == 0,
             owner=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),

@@ -2,7 +2,7 @@
 
 It is its own controller: `poll` restarts failed trainers up to max_retries, and reports a job failed
 as soon as a pserver dies (trainers would otherwise exit 0 with nothing learned). Every process runs
-in a bubblewrap sandbox as an unprivileged user, seeing only its user's /pfs paths (world.py, storage/places.py).
+in a bubblewrap sandbox as an unprivileged user, seeing only its user's /pfs paths (world.py, storage/paths.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from jobs.engines.local import world as local_world
 from jobs.logfiles import log_limit, log_tail, open_log_fd, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 from jobs.states import merge_engine_data
-from storage import places
+from storage import paths
 
 # Only these variables of the worker's own environment reach job processes: the worker's secrets
 # (DATABASE_URL, SECRET_KEY, ...) must never.
@@ -183,7 +183,7 @@ class LocalEngine(Engine):
         if runtime is None:
             home = str(packages.home_dir(self.datacenter, username))
         else:
-            home = places.places(self.datacenter, username).home_inside
+            home = paths.places(self.datacenter, username).home_inside
         env.update(
             JobEnv(
                 role=role.value,
@@ -228,8 +228,8 @@ class LocalEngine(Engine):
             env = self._env(job, role, worker.index, str(package), str(self._output(job)), runtime=None)
         else:
             ids = local_world.job_ids(job.owner_id)
-            where = places.places(self.datacenter, job.owner.get_username())
-            places.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0, owner=ids)
+            where = paths.places(self.datacenter, job.owner.get_username())
+            paths.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0, owner=ids)
             inside = where.inside(package)
             env = self._env(job, role, worker.index, inside, where.inside(self._output(job)), runtime=runtime)
             devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []

@@ -18,7 +18,7 @@ from datacenters.models import Datacenter
 from jobs.engines.base import EngineError
 from jobs.engines.local import cgroups, network, sandbox
 from jobs.runtimes import RuntimePaths
-from storage.places import Places
+from storage.paths import Places
 
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
