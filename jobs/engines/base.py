@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.errors import DomainError, Invalid
 from datacenters.models import Datacenter
-from jobs import packages
+from jobs import layout
 from jobs.models import Job, JobState, Role, WorkerState
 
 
@@ -66,7 +66,7 @@ class Engine(ABC):
     def package(self, job: Job) -> Path:
         """The job's package directory on the portal's mount, checked again as the job starts."""
         try:
-            return packages.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
+            return layout.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
         except Invalid as exc:
             raise EngineError(exc.message) from None
         except DomainError as exc:  # storage not mounted right now, say: try again later
