@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 from core.errors import DomainError, Invalid
 from datacenters.models import Datacenter
@@ -57,6 +58,23 @@ class LogChunk:
     # When each line that starts in `text` arrived (unix seconds; see paddlecloud.logtimes), None
     # where unknown; the whole list is None where the engine keeps no times for this log.
     times: list[float | None] | None = None
+
+
+class ImageBuilderSupport(Protocol):
+    """What an engine that can run image builders in its cluster offers images.builder (Engine.image_builder)."""
+
+    @property
+    def k8s(self) -> Any:
+        """The cluster's API client (jobs.engines.kubernetes.client.Kube)."""
+
+    def ensure_user_namespace(self, user: Any, ns: str) -> None:
+        """The user's namespace, its quota and policies, made or brought up to date."""
+
+    def ensure_registry_secret(self, user: Any, name: str, ns: str) -> None:
+        """The user's registry secret `name` in their namespace (the builder pushes with it)."""
+
+    def ensure_builder_egress(self, user: Any, registry: str, ns: str, uid: str, owner: dict[str, Any]) -> None:
+        """Build `uid`'s builder pod may reach its registry; the policy is owned by `owner` (its Job)."""
 
 
 class Engine(ABC):
@@ -108,6 +126,10 @@ class Engine(ABC):
     def reap(self) -> int:
         """Delete engine objects whose job row is gone or finished past its TTL; how many were deleted."""
         return 0
+
+    def image_builder(self) -> ImageBuilderSupport | None:
+        """What the engine offers image builds (a namespace, a registry secret, an API client); None: no builds."""
+        return None
 
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """The user deleted registry secret `name`: remove what the engine copied of it (nothing here)."""

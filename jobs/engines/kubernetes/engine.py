@@ -216,6 +216,10 @@ class KubernetesEngine(Engine):
         labels = {**m.user_labels(self.datacenter.name, user.get_username()), names.BUILD_LABEL: uid}
         self._ensure("NetworkPolicy", policies.build_policy(ns, uid, labels, owner, addresses, port))
 
+    def image_builder(self) -> KubernetesEngine:
+        """Builds run in the user's namespace of this cluster (images.builder), as the user's jobs do."""
+        return self
+
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """Blank `pcr-<name>` in the user's namespace, where one was written (replace only: the portal
         may not delete Secrets, and a namespace that never had it gets nothing)."""
