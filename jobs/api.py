@@ -231,6 +231,14 @@ class JobWorkers(generics.ListAPIView):  # type: ignore[type-arg]
         return get_job(self.request, self.kwargs["name"]).workers.order_by("role", "index")
 
 
+# What every answer read by cursor (logs, metrics) ends with.
+_CURSOR_FIELDS: dict[str, serializers.Field] = {  # type: ignore[type-arg]
+    "cursor": serializers.CharField(),
+    "complete": serializers.BooleanField(),
+    "state": serializers.ChoiceField(JobState.choices),
+}
+
+
 class JobLogs(APIView):
     """Text after `cursor` and the next cursor: a follower never misses or repeats a line."""
 
@@ -255,15 +263,12 @@ class JobLogs(APIView):
                     "last line, whose time that was), and so does each character after a newline; null where "
                     "no time was kept (a log written before times were, or a pod's own log)",
                 ),
-                "cursor": serializers.CharField(),
-                "complete": serializers.BooleanField(),
-                "state": serializers.ChoiceField(JobState.choices),
+                **_CURSOR_FIELDS,
             },
         ),
     )
     def get(self, request: Request, name: str) -> Response:
-        job = get_job(request, name)
-        worker = _worker_of(request, job)
+        job, worker = _job_and_worker(request, name)
         cursor = request.query_params.get("cursor", "")
         tail = request.query_params.get("tail")
         if tail is None:
@@ -285,15 +290,17 @@ class JobLogs(APIView):
         )
 
 
-def _worker_of(request: Request, job: Job) -> str:
-    """The ?worker= of a logs or metrics request (default trainer-0); a 400 naming it if the job has none such."""
+def _job_and_worker(request: Request, name: str) -> tuple[Job, str]:
+    """The job of a logs or metrics request and its ?worker= (default trainer-0); a 400 naming it if the job
+    has none such."""
+    job = get_job(request, name)
     worker = request.query_params.get("worker", "trainer-0")
     names = set(job.worker_names)
     if worker not in names:
         raise exceptions.ValidationError(
             {"worker": [f"{quote(worker)} is not a worker of {job.name}; it has {_listed(sorted(names))}"]}
         )
-    return worker
+    return job, worker
 
 
 class JobMetrics(APIView):
@@ -319,15 +326,12 @@ class JobMetrics(APIView):
                     many=True,
                 ),
                 "skipped": serializers.IntegerField(help_text="lines that were not metric points"),
-                "cursor": serializers.CharField(),
-                "complete": serializers.BooleanField(),
-                "state": serializers.ChoiceField(JobState.choices),
+                **_CURSOR_FIELDS,
             },
         ),
     )
     def get(self, request: Request, name: str) -> Response:
-        job = get_job(request, name)
-        worker = _worker_of(request, job)
+        job, worker = _job_and_worker(request, name)
         answer = metrics.read_points(job, worker, request.query_params.get("cursor", ""))
         return Response({"job": job.name, "worker": worker, **answer, "state": job.state})
 
