@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from paddlecloud import logtimes  # noqa: E402
+from paddlecloud.contract.layout import worker_folder  # noqa: E402
 
 from bench.pages import percentile, setup_django  # noqa: E402
 
@@ -64,7 +65,7 @@ def main() -> None:
         from rest_framework.test import APIClient
 
         from datacenters.models import Datacenter, Engine, StorageKind
-        from jobs import packages
+        from jobs import layout
         from jobs.models import Job, JobState
         from tests.workers import start_worker
 
@@ -98,7 +99,7 @@ def main() -> None:
         # A finished job with a 10 MB log: the viewer's first request asks for its last 1000 lines.
         big = Job.objects.create(owner=user, datacenter=dc, name="big", uid="big-00001", state=JobState.SUCCEEDED,
                                  released=True, spec={"parallelism": 1, "pservers": 0, "entry": "python train.py"})
-        folder = Path(packages.output_dir(dc, "bench", "big", big.uid)) / "trainer_0"
+        folder = Path(layout.output_dir(dc, "bench", "big", big.uid)) / worker_folder("trainer", 0)
         folder.mkdir(parents=True, exist_ok=True)
         line = "pass 0 step 000000 loss 0.123456 " + "x" * 60 + "\n"
         # With its launcher's times: a record per line, as lines 10 ms or more apart get (the most there can be).

@@ -1,5 +1,8 @@
 """The builder in the cluster: start its Job, follow it (one list of Jobs and one of pods per datacenter),
 archive its log into the build row, and delete it. Idempotent: every step may run again after a crash.
+
+The cluster is the datacenter's engine's, asked through its capability (Engine.image_builder): the user's
+namespace and registry secret, the builder's egress, and its API client; the manifests are images.kaniko's.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from paddlecloud.contract.units import parse_time
 
 from core.errors import DomainError
 from datacenters.models import Datacenter
+from images import kaniko as b
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
-from jobs.engines.base import EngineError, LogChunk, TransientEngineError
-from jobs.engines.kubernetes import build as b
+from jobs.engines import engine_for
+from jobs.engines.base import EngineError, ImageBuilderSupport, LogChunk, TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
-from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.engines.kubernetes.manifests import Storage, owner_reference
 from jobs.logfiles import parse_cursor, read_chunk
 from storage import paths
@@ -35,6 +38,14 @@ MAX_LOG = 4 * 1024 * 1024  # bytes of the builder's log kept in the row (the end
 # or gave up retrying, so poll starts it again. Longer than start_build's longest retry countdown.
 STUCK_START = timedelta(minutes=5)
 REAP_GRACE = timedelta(seconds=60)
+
+
+def cluster_of(datacenter: Datacenter) -> ImageBuilderSupport:
+    """What the datacenter's engine offers builds; EngineError where its engine builds none."""
+    cluster = engine_for(datacenter).image_builder()
+    if cluster is None:
+        raise EngineError(f"{datacenter.name} cannot build images (its engine is {datacenter.engine})")
+    return cluster
 
 
 def plan_for(build: ImageBuild, namespace: str) -> b.BuildPlan:
@@ -68,29 +79,29 @@ def plan_for(build: ImageBuild, namespace: str) -> b.BuildPlan:
 
 def start(build: ImageBuild) -> None:
     """The user's namespace, quota and registry secret, then the builder Job and its ConfigMap."""
-    engine = KubernetesEngine(build.datacenter)
+    cluster = cluster_of(build.datacenter)
     ns = names.namespace_name(build.datacenter.namespace_prefix, build.owner.get_username())
     plan = plan_for(build, ns)
-    engine.ensure_user_namespace(build.owner, ns)
-    engine.ensure_registry_secret(build.owner, build.registry, ns)
+    cluster.ensure_user_namespace(build.owner, ns)
+    cluster.ensure_registry_secret(build.owner, build.registry, ns)
     name = names.build_job_name(build.uid)
     try:
         try:
-            job = engine.k8s.create("Job", ns, b.build_job(plan))
+            job = cluster.k8s.create("Job", ns, b.build_job(plan))
         except kube.Conflict:
-            job = engine.k8s.get("Job", ns, name)  # a retried start: the Job is there already
+            job = cluster.k8s.get("Job", ns, name)  # a retried start: the Job is there already
         # Before the ConfigMap, without which the builder's container cannot start.
         owner = {**owner_reference(job), "apiVersion": "batch/v1", "kind": "Job"}
-        engine.ensure_builder_egress(build.owner, build.registry, ns, build.uid, owner)
+        cluster.ensure_builder_egress(build.owner, build.registry, ns, build.uid, owner)
         with contextlib.suppress(kube.Conflict):  # a retried start: it is there already
-            engine.k8s.create("ConfigMap", ns, b.build_config(plan, job))
+            cluster.k8s.create("ConfigMap", ns, b.build_config(plan, job))
     except kube.KubeError as exc:
         raise EngineError(f"the cluster refused the builder: {exc.message}") from None
     # Only a build still building gets its Job: one cancelled (and maybe released, with no Job to
     # delete) while the Job was being made would otherwise leave it running, owned by no row.
     if not ImageBuild.objects.filter(pk=build.pk, state=BuildState.BUILDING).update(namespace=ns, k8s_job=name):
         log.info("build %s ended while its builder was made: deleting Job %s/%s", build.uid, ns, name)
-        engine.k8s.delete("Job", ns, name)
+        cluster.k8s.delete("Job", ns, name)
 
 
 def _pod_log(k8s: kube.Kube, build: ImageBuild) -> str:
@@ -118,7 +129,7 @@ def release(build: ImageBuild, k8s: kube.Kube | None = None) -> None:
     if build.released:
         return
     if build.k8s_job and build.namespace:
-        k8s = k8s or kube.for_datacenter(build.datacenter)
+        k8s = k8s or cluster_of(build.datacenter).k8s
         if not build.log_archived:
             build.log, build.log_dropped = _bounded(_pod_log(k8s, build))
             build.log_archived = True
@@ -156,7 +167,7 @@ def poll(datacenter: Datacenter) -> list[int]:
 
     Returns the ids of builds whose start was lost (building, no Job, for STUCK_START): start them again.
     """
-    k8s = kube.for_datacenter(datacenter)
+    k8s = cluster_of(datacenter).k8s
     selector = names.builds_selector(datacenter.name)
     jobs = _by_build(k8s.list("Job", label_selector=selector))
     pods = _by_build(k8s.list("Pod", label_selector=selector))
@@ -224,7 +235,7 @@ def read_log(build: ImageBuild, cursor: str) -> LogChunk:
         data, dropped, final = build.log.encode(), build.log_dropped, True
     elif build.k8s_job and build.namespace:
         try:
-            data = _pod_log(kube.for_datacenter(build.datacenter), build).encode()
+            data = _pod_log(cluster_of(build.datacenter).k8s, build).encode()
         except TransientEngineError:
             return LogChunk(text="", cursor=str(offset), complete=False)
         dropped, final = 0, False

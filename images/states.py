@@ -35,7 +35,8 @@ def transition(build_id: int, to: BuildState, **fields: Any) -> bool:
 
 def wake_jobs(build_id: int) -> None:
     """Send submit_job for every job still queued for this build (`paddlectl submit -build`): each one
-    then starts on the image, or fails with the build's message (images.for_jobs.gate)."""
+    then starts on the image, or fails with the build's message (jobs.hooks.admit asks
+    images.jobs_on_builds.gate)."""
     uid = ImageBuild.objects.filter(pk=build_id).values_list("uid", flat=True).first()
     if uid is None:
         return

@@ -14,11 +14,8 @@ from rest_framework.views import APIView
 
 from core.api.errors import quote
 from core.api.params import by_state, flag
-from images import for_jobs
-from jobs import metrics, packages, services
-from jobs.engines import engine_for
-from jobs.engines.base import LogChunk
-from jobs.logfiles import line_count
+from jobs import hooks, layout, logs, metrics, services
+from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
 
@@ -72,8 +69,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return counts
 
     def get_output(self, job: Job) -> str:
-        real = packages.output_dir(job.datacenter, job.owner.username, job.name, job.uid)
-        return packages.logical(job.datacenter, real)
+        return layout.output_logical(job)
 
     def get_url(self, job: Job) -> str:
         return f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/jobs/{job.uid}/"
@@ -87,7 +83,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     )
     def get_build(self, job: Job) -> dict[str, str] | None:
         page_builds = self.context.get("builds")  # the list gives those of its whole page (one query)
-        build = page_builds.get(job.pk) if page_builds is not None else for_jobs.build_of(job)
+        build = page_builds.get(job.pk) if page_builds is not None else hooks.image_source_of(job)
         if build is None:
             return None
         api = f"{settings.PADDLECLOUD_PUBLIC_URL.rstrip('/')}/api/v1/images/{build.uid}"
@@ -131,14 +127,8 @@ def jobs_visible_to(request: Request) -> QuerySet[Job]:
 
 
 def get_job(request: Request, name: str) -> Job:
-    """A job by uid, or by name (its active run if any, else the newest)."""
-    jobs = jobs_visible_to(request)
-    # A uid pins one run; a name means its active run, else the newest.
-    job = (
-        jobs.filter(uid=name).first()
-        or jobs.filter(name=name, state__in=ACTIVE_STATES).first()
-        or jobs.filter(name=name).first()
-    )
+    """A job by uid, or by name (jobs.lookup: the asker's own run first, the active one, else the newest)."""
+    job = job_named(jobs_visible_to(request), name, request.user)
     if job is None:
         raise exceptions.NotFound(f"job {quote(name)} not found")
     return job
@@ -153,7 +143,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
         if args and isinstance(args[0], list):  # a page: the builds its jobs name, in one query
-            kwargs["context"] = {**self.get_serializer_context(), "builds": for_jobs.builds_of(args[0])}
+            kwargs["context"] = {**self.get_serializer_context(), "builds": hooks.image_sources_of(args[0])}
         return super().get_serializer(*args, **kwargs)
 
     @extend_schema(
@@ -184,25 +174,22 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
         if upload_pending and not dry_run:
             raise exceptions.ValidationError({"upload_pending": ["only with dry_run=1"]})
         key = _idempotency_key(request)
-        serializer = JobSpecSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        jobname = serializer.validated_data["jobname"]
-        # Before the checks: the job a retried submit made counts in the quota and holds the name.
-        earlier = None if dry_run else services.submitted_with(request.user, key, jobname)  # type: ignore[arg-type]
-        if earlier is not None:
-            replayed = JobSerializer(Job.objects.select_related("owner", "datacenter").get(pk=earlier.pk)).data
+        try:
+            done = services.submit_request(request.user, request.data, dry_run, upload_pending, key)  # type: ignore[arg-type]
+        except services.InvalidSpec as exc:
+            raise exceptions.ValidationError(exc.problems) from None  # each field's messages, as the serializer's
+        if done.replayed:
+            replayed = JobSerializer(Job.objects.select_related("owner", "datacenter").get(pk=done.job.pk)).data
             return Response(replayed, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
-        checked = services.check(request.user, serializer.validated_data, upload_pending)  # type: ignore[arg-type]
-        if dry_run:
-            job = services.dry_run(checked)
+        if dry_run and done.checked is not None:
+            checked = done.checked
             answer = {
                 "dry_run": True,
-                "job": DryRunJobSerializer(job).data,
+                "job": DryRunJobSerializer(done.job).data,
                 "requested": {"cpu": float(checked.cpu), "memory": checked.memory, "gpu": checked.gpu},
             }
             return Response(answer, status=status.HTTP_200_OK)
-        job = services.submit(checked, key)
-        job = Job.objects.select_related("owner", "datacenter").get(pk=job.pk)
+        job = Job.objects.select_related("owner", "datacenter").get(pk=done.job.pk)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
@@ -244,6 +231,14 @@ class JobWorkers(generics.ListAPIView):  # type: ignore[type-arg]
         return get_job(self.request, self.kwargs["name"]).workers.order_by("role", "index")
 
 
+# What every answer read by cursor (logs, metrics) ends with.
+_CURSOR_FIELDS: dict[str, serializers.Field] = {  # type: ignore[type-arg]
+    "cursor": serializers.CharField(),
+    "complete": serializers.BooleanField(),
+    "state": serializers.ChoiceField(JobState.choices),
+}
+
+
 class JobLogs(APIView):
     """Text after `cursor` and the next cursor: a follower never misses or repeats a line."""
 
@@ -268,54 +263,44 @@ class JobLogs(APIView):
                     "last line, whose time that was), and so does each character after a newline; null where "
                     "no time was kept (a log written before times were, or a pod's own log)",
                 ),
-                "cursor": serializers.CharField(),
-                "complete": serializers.BooleanField(),
-                "state": serializers.ChoiceField(JobState.choices),
+                **_CURSOR_FIELDS,
             },
         ),
     )
     def get(self, request: Request, name: str) -> Response:
-        job = get_job(request, name)
-        worker = _worker_of(request, job)
-        engine = engine_for(job.datacenter)
+        job, worker = _job_and_worker(request, name)
         cursor = request.query_params.get("cursor", "")
         tail = request.query_params.get("tail")
         if tail is None:
-            chunk = engine.read_log(job, worker, cursor)
-            text, times = chunk.text, _times_of(chunk)
+            read = logs.read(job, worker, cursor)
         else:
             if not (len(tail) <= 6 and tail.isascii() and tail.isdigit() and int(tail) <= MAX_TAIL):
                 raise exceptions.ValidationError({"tail": [f"must be a whole number from 0 to {MAX_TAIL}"]})
-            # Read to the end keeping only the last lines, so the cursor returned follows from there.
-            text, times, chunk = "", [], engine.read_log(job, worker, cursor)
-            while True:
-                text, times = _last_lines(*_joined(text, times, chunk), int(tail))
-                following = engine.read_log(job, worker, chunk.cursor)
-                if following.cursor == chunk.cursor:
-                    break
-                chunk = following
+            read = logs.read_tail(job, worker, cursor, int(tail))
         return Response(
             {
                 "job": job.name,
                 "worker": worker,
-                "text": text,
-                "times": times,
-                "cursor": chunk.cursor,
-                "complete": chunk.complete,
+                "text": read.text,
+                "times": read.times,
+                "cursor": read.cursor,
+                "complete": read.complete,
                 "state": job.state,
             }
         )
 
 
-def _worker_of(request: Request, job: Job) -> str:
-    """The ?worker= of a logs or metrics request (default trainer-0); a 400 naming it if the job has none such."""
+def _job_and_worker(request: Request, name: str) -> tuple[Job, str]:
+    """The job of a logs or metrics request and its ?worker= (default trainer-0); a 400 naming it if the job
+    has none such."""
+    job = get_job(request, name)
     worker = request.query_params.get("worker", "trainer-0")
     names = set(job.worker_names)
     if worker not in names:
         raise exceptions.ValidationError(
             {"worker": [f"{quote(worker)} is not a worker of {job.name}; it has {_listed(sorted(names))}"]}
         )
-    return worker
+    return job, worker
 
 
 class JobMetrics(APIView):
@@ -341,15 +326,12 @@ class JobMetrics(APIView):
                     many=True,
                 ),
                 "skipped": serializers.IntegerField(help_text="lines that were not metric points"),
-                "cursor": serializers.CharField(),
-                "complete": serializers.BooleanField(),
-                "state": serializers.ChoiceField(JobState.choices),
+                **_CURSOR_FIELDS,
             },
         ),
     )
     def get(self, request: Request, name: str) -> Response:
-        job = get_job(request, name)
-        worker = _worker_of(request, job)
+        job, worker = _job_and_worker(request, name)
         answer = metrics.read_points(job, worker, request.query_params.get("cursor", ""))
         return Response({"job": job.name, "worker": worker, **answer, "state": job.state})
 
@@ -357,28 +339,3 @@ class JobMetrics(APIView):
 def _listed(names: list[str], limit: int = 10) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
-
-Times = list[float | None]
-
-
-def _times_of(chunk: LogChunk) -> Times:
-    """One time per line starting in the chunk's text (null each where the engine kept none)."""
-    return chunk.times if chunk.times is not None else [None] * line_count(chunk.text)
-
-
-def _joined(text: str, times: Times, chunk: LogChunk) -> tuple[str, Times]:
-    """`text` followed by the chunk's; a line the chunk only continues keeps the time of its start."""
-    more = _times_of(chunk)
-    if text and not text.endswith("\n"):
-        more = more[1:]
-    return text + chunk.text, times + more
-
-
-def _last_lines(text: str, times: Times, count: int) -> tuple[str, Times]:
-    """The last `count` lines (a line ends at a newline; a `\r` progress update stays in its line)."""
-    if not count:
-        return "", []
-    lines = text.split("\n")
-    whole = len(lines) - 1 if lines[-1] == "" else len(lines)
-    first = max(0, whole - count)
-    return "\n".join(lines[first:]), times[len(times) - (whole - first) :] if whole > first else []

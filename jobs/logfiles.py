@@ -18,6 +18,7 @@ from typing import IO
 
 from paddlecloud import logcap, logtimes
 from paddlecloud.contract import quantity
+from paddlecloud.contract.layout import LOG_NAME
 from paddlecloud.contract.quantity import quote
 
 from core.errors import Forbidden, Invalid
@@ -25,6 +26,7 @@ from datacenters.models import Datacenter
 from jobs import errorline
 from jobs.engines.base import LogChunk, TransientEngineError
 from jobs.errors import LogRefused
+from jobs.layout import worker_parts
 from jobs.models import Job, Worker
 from storage import backends, paths
 from storage.backends import storage_for
@@ -55,12 +57,6 @@ def log_limit(datacenter: Datacenter) -> int:
     return max(int(quantity.parse(datacenter.job_log_limit, quantity.STORAGE, "job_log_limit")), logcap.MIN_LIMIT)
 
 
-def log_parts(job: Job, worker: str, file_name: str = "log.txt") -> list[str]:
-    """Where worker "trainer-0" of `job` writes its log (or its metrics.jsonl), below its owner's home."""
-    role, _, index = worker.partition("-")
-    return ["jobs", job.name, "output", job.uid, f"{role}_{index}", file_name]
-
-
 def _refuse(job: Job, worker: str, why: str) -> LogRefused:
     message = f"log refused: {why}; the portal does not show it"
     role, _, index = worker.partition("-")
@@ -74,7 +70,7 @@ class _Unsafe(Exception):
     """The file's path or the file itself may not be read (a link, not a regular file)."""
 
 
-def open_log_fd(job: Job, worker: str, flags: int, file_name: str = "log.txt") -> int:
+def open_log_fd(job: Job, worker: str, flags: int, file_name: str = LOG_NAME) -> int:
     """A worker's log file opened beneath its owner's home with no link followed at any step (see storage.beneath).
 
     The home's descriptor is the start and each folder is opened from the one before with O_NOFOLLOW:
@@ -84,7 +80,7 @@ def open_log_fd(job: Job, worker: str, flags: int, file_name: str = "log.txt") -
     """
     try:
         home = paths.home_of(job.owner.get_username())
-        return storage_for(job.datacenter).open_file(home, log_parts(job, worker, file_name), flags)
+        return storage_for(job.datacenter).open_file(home, worker_parts(job, worker, file_name), flags)
     except backends.StorageUnavailable as exc:
         raise FileNotFoundError(errno.ENOENT, "the datacenter's storage is not mounted", str(exc)) from None
 
@@ -100,7 +96,7 @@ def log_tail(job: Job, worker: str) -> str:
 
 
 def _open_beneath(job: Job, worker: str, file_name: str) -> IO[bytes] | None:
-    logical = "/".join([paths.home_logical(job.owner, job.datacenter), *log_parts(job, worker, file_name)])
+    logical = "/".join([paths.home_logical(job.owner, job.datacenter), *worker_parts(job, worker, file_name)])
     try:
         fd = open_log_fd(job, worker, os.O_RDONLY, file_name)
     except (FileNotFoundError, NotADirectoryError):
@@ -116,7 +112,7 @@ def _open_beneath(job: Job, worker: str, file_name: str) -> IO[bytes] | None:
     return os.fdopen(fd, "rb")
 
 
-def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | None:
+def open_log(job: Job, worker: str, file_name: str = LOG_NAME) -> IO[bytes] | None:
     """The worker's log file opened for reading; None while it does not exist; LogRefused (403) if unsafe."""
     try:
         return _open_beneath(job, worker, file_name)
@@ -141,7 +137,7 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
     in to steer the portal's write elsewhere); such a log is left alone and reported. True if written.
     """
     try:
-        target = paths.in_home(job.owner, job.datacenter, log_parts(job, worker), follow_last=False)
+        target = paths.in_home(job.owner, job.datacenter, worker_parts(job, worker), follow_last=False)
         storage, name = target.storage, target.name
         folder = name.rsplit("/", 1)[0]
         storage.makedirs(folder)
@@ -179,7 +175,7 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
 
 
 def read_log_file(
-    job: Job, worker: str, cursor: str, final: bool, limit: int = MAX_CHUNK, file_name: str = "log.txt"
+    job: Job, worker: str, cursor: str, final: bool, limit: int = MAX_CHUNK, file_name: str = LOG_NAME
 ) -> LogChunk | None:
     """The worker's log file (or another file of its folder) after `cursor`; None while it does not exist.
 
@@ -189,7 +185,7 @@ def read_log_file(
     handle = open_log(job, worker, file_name)
     if handle is None:
         return None
-    times = open_times(job, worker) if file_name == "log.txt" else None
+    times = open_times(job, worker) if file_name == LOG_NAME else None
     with handle, times or contextlib.nullcontext():
         return read_chunk(handle, offset, final, limit, times)
 

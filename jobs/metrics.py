@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from paddlecloud.contract.layout import METRICS_NAME
 from paddlecloud.metrics import MAX_VALUES, valid_name, valid_step, valid_value
 
-from jobs import logfiles
+from jobs import logfiles, logs
+from jobs.errors import LogRefused
 from jobs.models import TERMINAL_STATES, Job
 
-FILE_NAME = "metrics.jsonl"
 MAX_LINE = 8 * 1024  # a valid line is far shorter (32 values of 64-character names)
 
 
@@ -42,7 +43,7 @@ def read_points(job: Job, worker: str, cursor: str, limit: int = logfiles.MAX_CH
     """Points after `cursor` (whole lines, at most `limit` bytes of the file), the next cursor, and whether done."""
     offset = logfiles.parse_cursor(cursor)
     final = job.state in TERMINAL_STATES and job.released  # no process of the job writes any more
-    handle = logfiles.open_log(job, worker, FILE_NAME)  # beneath the root, no link followed, as logs are
+    handle = logs.open_file(job, worker, METRICS_NAME)  # beneath the root, no link followed, as logs are
     if handle is None:
         return {"points": [], "skipped": 0, "cursor": str(offset), "complete": final}
     with handle:
@@ -65,3 +66,19 @@ def read_points(job: Job, worker: str, cursor: str, limit: int = logfiles.MAX_CH
             skipped += 1
     end = offset + len(whole)
     return {"points": points, "skipped": skipped, "cursor": str(end), "complete": final and end >= size}
+
+
+def last_points(job: Job, worker: str, count: int, tail_bytes: int) -> list[dict[str, Any]]:
+    """The worker's last `count` points, read from the last `tail_bytes` of its file (for pages without JS)."""
+    try:
+        handle = logs.open_file(job, worker, METRICS_NAME)
+    except LogRefused:
+        return []  # the metrics API answers why (403); a page without JavaScript just shows none
+    if handle is None:
+        return []
+    with handle:
+        size = handle.seek(0, 2)
+    # From a whole number of lines before the end: a cut first line is skipped as the API skips bad lines.
+    answer = read_points(job, worker, str(max(0, size - tail_bytes)), tail_bytes)
+    points: list[dict[str, Any]] = answer["points"][-count:]
+    return points

@@ -1,7 +1,8 @@
 """Every write to jobs goes through here: submit (check, then a short transaction), dry run, kill and remove.
 
-Check-then-do: the API validates the spec with its serializer, `check` turns the valid spec into a typed
-`Checked` (every check that needs no lock), and `submit` / `dry_run` take only that.
+Check-then-do: `submit_request` (what the API and the submit page both call) validates the spec with its
+serializer, `check` turns the valid spec into a typed `Checked` (every check that needs no lock), and
+`submit` / `dry_run` take only that.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from paddlecloud.contract.units import quantity_bytes
 from core.errors import Conflict, Invalid
 from datacenters import quota
 from datacenters.models import Datacenter, rules_for, usable_datacenter
-from images import for_jobs
-from jobs import packages, spec
+from jobs import hooks, layout, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import submit_later, workers_stopping
+from jobs.spec import JobSpecSerializer
 from jobs.states import merge_engine_data, transition
 from jobs.tasks import kill_job, submit_job
 from registry.models import RegistrySecret
@@ -76,15 +77,15 @@ def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = Fals
     data = dict(valid_spec)
     datacenter = choose_datacenter(user, data.pop("datacenter", None))
     data["datacenter"] = datacenter.name
-    for_jobs.check_build(user, datacenter, data)  # a build's image and registry become the job's
+    hooks.check_spec(user, datacenter, data)  # e.g. a build's image and registry become the job's
     if data["registry"] and not RegistrySecret.objects.filter(owner=user, name=data["registry"]).exists():
         raise Invalid(
             f"you have no registry secret named {data['registry']!r} (see `paddlectl get registry`)", "registry"
         )
     if upload_pending:
-        packages.check_upload_target(datacenter, user, data["package"], data["jobname"])
+        layout.check_upload_target(datacenter, user, data["package"], data["jobname"])
     else:
-        packages.resolve_package(datacenter, user, data["package"], data["jobname"])
+        layout.resolve_package(datacenter, user, data["package"], data["jobname"])
     rules_for(datacenter.engine).check_spec(datacenter, data)  # the local engine: `image` names a runtime, ...
     cpu, memory, gpu = spec.requested(data)
     return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter))
@@ -180,6 +181,48 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
         transaction.on_commit(lambda: _send(job.pk))
     return job
+
+
+class InvalidSpec(Invalid):
+    """The spec breaks the job spec serializer's rules: `problems` holds each field's messages."""
+
+    def __init__(self, problems: Mapping[str, Any]) -> None:
+        super().__init__([f"{field}: {problem}" for field, found in problems.items() for problem in found])
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submit request did: the job it created (or would create), and how it got there."""
+
+    job: Job
+    checked: Checked | None  # None where the job is an earlier submit's (a replay)
+    replayed: bool = False  # the idempotency key named an earlier submit: its job, nothing created
+
+
+def submit_request(
+    user: User,
+    data: Mapping[str, Any],
+    check_only: bool = False,
+    upload_pending: bool = False,
+    idempotency_key: str | None = None,
+) -> Submitted:
+    """A submission as the client sends it: validate, check, then create the job (or, `check_only`, a dry run).
+
+    InvalidSpec when the spec breaks its serializer's rules; a DomainError naming its field when a check fails.
+    """
+    serializer = JobSpecSerializer(data=data)
+    if not serializer.is_valid():
+        raise InvalidSpec(serializer.errors)
+    valid = serializer.validated_data
+    # Before the checks: the job a retried submit made counts in the quota and holds the name.
+    earlier = None if check_only else submitted_with(user, idempotency_key, valid["jobname"])
+    if earlier is not None:
+        return Submitted(earlier, None, replayed=True)
+    checked = check(user, valid, upload_pending)
+    if check_only:
+        return Submitted(dry_run(checked), checked)
+    return Submitted(submit(checked, idempotency_key), checked)
 
 
 def _send(job_id: int) -> None:

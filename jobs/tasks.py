@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from core.locks import exclusive, job_lock
 from datacenters.models import Datacenter
-from images import for_jobs
+from jobs import hooks
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="jobs.submit_job", bind=True, max_retries=None, acks_late=True)
 def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
-    if for_jobs.gate(job_id) != for_jobs.GO:
-        return  # its image is still building (build_ended sends it again), or the build failed it
+    if hooks.admit(job_id) != hooks.Verdict.GO:
+        return  # e.g. its image is still building (the build's end sends it again), or the build failed it
     if not transition(job_id, JobState.SUBMITTING, reason=Reason.NONE):
         return  # already submitted, or killed before it started
     job = Job.objects.select_related("owner", "datacenter").get(pk=job_id)

@@ -14,19 +14,16 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
-from rest_framework import exceptions
 
 from core.csp import WASM
 from core.errors import DomainError
 from datacenters import quota
 from datacenters.models import Datacenter
-from images import for_jobs
-from jobs import metrics, packages, services
+from jobs import hooks, layout, logs, metrics, services
 from jobs.errors import LogRefused
 from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec
-from jobs.logfiles import open_log
+from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
-from jobs.spec import JobSpecSerializer
 from registry.models import RegistrySecret
 from storage import files, paths
 
@@ -42,15 +39,10 @@ NOSCRIPT_TAIL_BYTES = 64 * 1024
 
 
 def _job_for(request: HttpRequest, ref: str) -> Job:
-    """A job by uid, or the newest run of that name (the user's own first; operators then anyone's).
-
-    Who sees what is `Job.objects.visible_to`, the API's rule: an operator sees any run, as with ?all=1.
-    """
+    """A job by uid, or by name: the API's rule (jobs.lookup: the user's own run first, the active one, else
+    the newest). Who sees what is `Job.objects.visible_to`: an operator sees any run, as with ?all=1."""
     jobs = Job.objects.select_related("owner", "datacenter").visible_to(request.user, everyone=True)
-    jobs = jobs.order_by("-created_at")
-    job = jobs.filter(uid=ref).first() or jobs.filter(owner_id=request.user.pk, name=ref).first()
-    if job is None and request.user.is_staff:
-        job = jobs.filter(name=ref).first()
+    job = job_named(jobs, ref, request.user)
     if job is None:
         raise Http404("job not found")
     return job
@@ -119,33 +111,15 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
-    real = packages.output_dir(job.datacenter, job.owner.username, job.name, job.uid)
-    output = packages.logical(job.datacenter, real)
     return {
         "job": job,
         "workers": job.workers.order_by("role", "index"),
         "duration": duration(job),
-        "output": output,
+        "output": layout.output_logical(job),
         "may_browse_output": job.owner_id == request.user.pk,
         "worker_names": job.worker_names,
-        "build": for_jobs.build_of(job),
+        "build": hooks.image_source_of(job),
     }
-
-
-def last_points(job: Job, worker: str, count: int = NOSCRIPT_POINTS) -> list[dict[str, Any]]:
-    """The worker's last `count` metric points, read from the end of its metrics file (for pages without JS)."""
-    try:
-        handle = open_log(job, worker, metrics.FILE_NAME)
-    except LogRefused:
-        return []  # the metrics API answers why (403); a page without JavaScript just shows none
-    if handle is None:
-        return []
-    with handle:
-        size = handle.seek(0, 2)
-    # From a whole number of lines before the end: a cut first line is skipped as the API skips bad lines.
-    answer = metrics.read_points(job, worker, str(max(0, size - NOSCRIPT_TAIL_BYTES)), NOSCRIPT_TAIL_BYTES)
-    points: list[dict[str, Any]] = answer["points"][-count:]
-    return points
 
 
 def _number(value: float | None) -> str:
@@ -156,7 +130,7 @@ def metrics_tables(job: Job) -> list[dict[str, Any]]:
     """Per trainer (the first few), its last points as rows under the metric names: the charts without JS."""
     tables = []
     for worker in job.worker_names[: min(job.trainers, NOSCRIPT_TRAINERS)]:
-        points = last_points(job, worker)
+        points = metrics.last_points(job, worker, NOSCRIPT_POINTS, NOSCRIPT_TAIL_BYTES)
         if points:
             names = sorted({name for point in points for name in point["values"]})
             rows = [(point["step"], [_number(point["values"].get(name)) for name in names]) for point in points]
@@ -192,7 +166,7 @@ def log_download(request: HttpRequest, ref: str, worker: str) -> HttpResponse | 
     if worker not in job.worker_names:
         raise Http404("no such worker")
     try:
-        handle = open_log(job, worker)
+        handle = logs.open_file(job, worker)
     except LogRefused as exc:
         return HttpResponse(exc.message, status=403, content_type="text/plain; charset=utf-8")
     if handle is None:
@@ -252,19 +226,16 @@ def job_new(request: HttpRequest) -> HttpResponse:
             payload = form.payload()
             if form.is_valid():  # the env lines parsed
                 try:
-                    # The API's own steps: the spec serializer, then check, then dry_run or submit.
-                    serializer = JobSpecSerializer(data=payload)
-                    serializer.is_valid(raise_exception=True)
-                    checked = services.check(request.user, serializer.validated_data)  # type: ignore[arg-type]
-                    if "dry_run" in request.POST:
-                        job = services.dry_run(checked)
+                    # The API's own submit: the spec serializer, then check, then dry_run or submit.
+                    done = services.submit_request(request.user, payload, check_only="dry_run" in request.POST)  # type: ignore[arg-type]
+                    job, checked = done.job, done.checked
+                    if checked is not None and "dry_run" in request.POST:
                         dry_run_result = {"job": job, "cpu": checked.cpu, "memory": checked.memory, "gpu": checked.gpu}
                     else:
-                        job = services.submit(checked)
                         messages.success(request, f"Job {job.name} submitted.")
                         return redirect("job-detail", ref=job.uid)
-                except exceptions.APIException as exc:
-                    form.add_api_errors(exc.detail)
+                except services.InvalidSpec as exc:
+                    form.add_api_errors(exc.problems)
                 except DomainError as exc:
                     form.add_api_errors({exc.field: exc.messages} if exc.field else exc.messages)
         status = 400 if form.errors else 200

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from paddlecloud.contract import layout
 from paddlecloud.contract.jobenv import JobEnv, JobEnvError, env_name
 
 Resolver = Callable[[str], str]
@@ -45,7 +46,7 @@ class Facts:
 
     @property
     def log_dir(self) -> Path:
-        return self.output_dir / f"{self.role}_{self.index}"
+        return self.output_dir / layout.worker_folder(self.role, self.index)
 
 
 def _hosts(hosts: tuple[str, ...], field: str, count: int) -> tuple[str, ...]:

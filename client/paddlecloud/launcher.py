@@ -55,7 +55,8 @@ from types import FrameType
 from typing import BinaryIO
 
 from paddlecloud import launch_env, logcap, logtimes, venvcache
-from paddlecloud.contract import jobenv
+from paddlecloud.contract import jobenv, layout
+from paddlecloud.contract.layout import LOG_NAME
 from paddlecloud.gloo_store import GlooStore
 from paddlecloud.launch_env import Facts, FactsError
 
@@ -65,7 +66,6 @@ EXIT_PSERVER_UNREACHABLE = 69
 EXIT_VENV = 70
 EXIT_OS_ERROR = 71
 RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-LOG_NAME = "log.txt"
 
 
 class LaunchError(Exception):
@@ -337,7 +337,7 @@ def _best_effort_log(message: str) -> None:
     out, role, idx = (os.environ.get(k, "").strip() for k in names)
     if out and role in ("pserver", "trainer") and idx.isdigit():
         try:
-            d = Path(out) / f"{role}_{int(idx)}"
+            d = Path(out) / layout.worker_folder(role, int(idx))
             d.mkdir(parents=True, exist_ok=True)
             data = f"[paddlecloud-launch] {message}\n".encode()
             with (d / LOG_NAME).open("ab", buffering=0) as f:

@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-FILE_NAME = "metrics.jsonl"
+from paddlecloud.contract import layout
+
+FILE_NAME = layout.METRICS_NAME  # in the worker folder, and ./metrics.jsonl outside a job
 MAX_NAME = 64  # characters in a metric's name
 MAX_VALUES = 32  # metrics in one call
 MAX_STEP = 2**53  # steps stay exact in JavaScript's numbers
@@ -55,7 +57,7 @@ def default_path(env: dict[str, str] | None = None) -> Path:
     names = ("PADDLECLOUD_OUTPUT_DIR", "PADDLECLOUD_ROLE", "PADDLECLOUD_INDEX")  # set by both engines
     output, role, index = (env.get(n, "").strip() for n in names)
     if output and role and index.isdigit():
-        return Path(output) / f"{role}_{int(index)}" / FILE_NAME  # the launcher's layout (launch_env.Facts.log_dir)
+        return Path(output) / layout.worker_folder(role, int(index)) / FILE_NAME  # the launcher's layout
     return Path(FILE_NAME)
 
 

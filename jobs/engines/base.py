@@ -10,10 +10,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 from core.errors import DomainError, Invalid
 from datacenters.models import Datacenter
-from jobs import packages
+from jobs import layout
 from jobs.models import Job, JobState, Role, WorkerState
 
 
@@ -59,6 +60,23 @@ class LogChunk:
     times: list[float | None] | None = None
 
 
+class ImageBuilderSupport(Protocol):
+    """What an engine that can run image builders in its cluster offers images.builder (Engine.image_builder)."""
+
+    @property
+    def k8s(self) -> Any:
+        """The cluster's API client (jobs.engines.kubernetes.client.Kube)."""
+
+    def ensure_user_namespace(self, user: Any, ns: str) -> None:
+        """The user's namespace, its quota and policies, made or brought up to date."""
+
+    def ensure_registry_secret(self, user: Any, name: str, ns: str) -> None:
+        """The user's registry secret `name` in their namespace (the builder pushes with it)."""
+
+    def ensure_builder_egress(self, user: Any, registry: str, ns: str, uid: str, owner: dict[str, Any]) -> None:
+        """Build `uid`'s builder pod may reach its registry; the policy is owned by `owner` (its Job)."""
+
+
 class Engine(ABC):
     def __init__(self, datacenter: Datacenter) -> None:
         self.datacenter = datacenter
@@ -66,7 +84,7 @@ class Engine(ABC):
     def package(self, job: Job) -> Path:
         """The job's package directory on the portal's mount, checked again as the job starts."""
         try:
-            return packages.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
+            return layout.resolve_package(self.datacenter, job.owner, job.spec.get("package", ""), job.name)
         except Invalid as exc:
             raise EngineError(exc.message) from None
         except DomainError as exc:  # storage not mounted right now, say: try again later
@@ -108,6 +126,10 @@ class Engine(ABC):
     def reap(self) -> int:
         """Delete engine objects whose job row is gone or finished past its TTL; how many were deleted."""
         return 0
+
+    def image_builder(self) -> ImageBuilderSupport | None:
+        """What the engine offers image builds (a namespace, a registry secret, an API client); None: no builds."""
+        return None
 
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """The user deleted registry secret `name`: remove what the engine copied of it (nothing here)."""

@@ -13,8 +13,9 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from images import builder, for_jobs, services, states
+from images import builder, services, states
 from images.models import BuildState, ImageBuild
+from jobs import hooks
 from jobs.models import Job, JobState, Reason
 from jobs.tasks import submit_job
 from registry.models import RegistrySecret
@@ -200,22 +201,22 @@ def _waiting_job(alice_api: APIClient) -> tuple[ImageBuild, Job]:
 
 def test_a_job_waits_while_its_image_builds_then_may_start(alice_api: APIClient) -> None:
     build, job = _waiting_job(alice_api)
-    assert for_jobs.gate(job.pk) == for_jobs.WAIT
+    assert hooks.admit(job.pk) == hooks.Verdict.WAIT
     job.refresh_from_db()
     assert job.state == JobState.QUEUED and job.reason == Reason.IMAGE_BUILDING
     assert build.uid in job.message
     digest = "sha256:" + "ab" * 32
     ImageBuild.objects.filter(pk=build.pk).update(state=BuildState.SUCCEEDED, digest=digest)
-    assert for_jobs.gate(job.pk) == for_jobs.GO
+    assert hooks.admit(job.pk) == hooks.Verdict.GO
     job.refresh_from_db()
     assert job.spec["image"] == f"{build.image}@{digest}"  # pinned to what the build pushed
-    assert for_jobs.gate(job.pk) == for_jobs.GO and Job.objects.get(pk=job.pk).spec["image"].count("@") == 1
+    assert hooks.admit(job.pk) == hooks.Verdict.GO and Job.objects.get(pk=job.pk).spec["image"].count("@") == 1
 
 
 def test_a_failed_build_fails_its_job_with_the_builders_last_error_line(alice_api: APIClient) -> None:
     build, job = _waiting_job(alice_api)
     ImageBuild.objects.filter(pk=build.pk).update(state=BuildState.FAILED, message="error building image: boom")
-    assert for_jobs.gate(job.pk) == for_jobs.FAILED
+    assert hooks.admit(job.pk) == hooks.Verdict.FAILED
     job.refresh_from_db()
     assert job.state == JobState.FAILED and job.reason == Reason.BUILD_FAILED
     assert "error building image: boom" in job.message

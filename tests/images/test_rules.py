@@ -9,9 +9,10 @@ from paddlecloud.contract.dockerfile import runtime_dockerfile
 from paddlecloud.contract.imageref import BadReference, image_problem, parse_image, push_problem
 
 from images import builder, tasks
-from jobs.engines.kubernetes import build as b
+from images import kaniko as b
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.manifests import Storage
+from jobs.engines.kubernetes.rules import ca_problem
 
 
 @pytest.mark.parametrize(
@@ -199,7 +200,7 @@ def test_a_datacenter_ca_is_mounted_and_trusted_beside_the_system_certs() -> Non
 
 
 def test_a_bad_ca_is_named() -> None:
-    assert b.ca_problem("not a cert") is not None
+    assert ca_problem("not a cert") is not None
 
 
 def _job(condition: str | None) -> dict[str, Any]:

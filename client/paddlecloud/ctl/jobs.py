@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from paddlecloud.contract import layout
 from paddlecloud.ctl import images
 from paddlecloud.ctl import spec as specs
 from paddlecloud.ctl.api import Session, cursor_answers
@@ -36,7 +37,7 @@ def job_path(name: str) -> str:
 
 def package_dir(session: Session, datacenter: str, jobname: str) -> str:
     """Where `submit ./dir` uploads the package: the job's folder in the user's home."""
-    return f"/pfs/{datacenter}/home/{session.username}/jobs/{jobname}"
+    return layout.default_package(datacenter, session.username, jobname)
 
 
 def get(session: Session, name: str) -> dict[str, Any]:

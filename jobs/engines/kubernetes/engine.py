@@ -36,7 +36,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from datacenters import quota
-from jobs import errorline, packages
+from jobs import errorline, layout
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import manifests as m
@@ -80,7 +80,7 @@ class KubernetesEngine(Engine):
             Job.objects.filter(pk=job.pk).update(engine_data=job.engine_data)
 
     def _output(self, job: Job) -> Path:
-        return packages.output_dir(self.datacenter, job.owner.get_username(), job.name, job.uid)
+        return layout.output_dir(self.datacenter, job.owner.get_username(), job.name, job.uid)
 
     def _refused(self, what: str, exc: kube.KubeError) -> EngineError:
         return EngineError(f"the cluster refused {what}: {exc.message}")
@@ -215,6 +215,10 @@ class KubernetesEngine(Engine):
             return
         labels = {**m.user_labels(self.datacenter.name, user.get_username()), names.BUILD_LABEL: uid}
         self._ensure("NetworkPolicy", policies.build_policy(ns, uid, labels, owner, addresses, port))
+
+    def image_builder(self) -> KubernetesEngine:
+        """Builds run in the user's namespace of this cluster (images.builder), as the user's jobs do."""
+        return self
 
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """Blank `pcr-<name>` in the user's namespace, where one was written (replace only: the portal

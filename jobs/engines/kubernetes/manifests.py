@@ -34,7 +34,7 @@ from paddlecloud.contract.units import exact_quantity_bytes
 
 from datacenters.models import Datacenter, StorageKind
 from datacenters.quota import Amounts
-from jobs import logfiles, packages
+from jobs import layout, logfiles
 from jobs.engines.kubernetes import names
 from jobs.models import Job
 
@@ -137,8 +137,8 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
     username = job.owner.get_username()
     gpu = int(spec.get("gpu") or 0)
     image = spec.get("image") or (datacenter.gpu_image if gpu > 0 else datacenter.cpu_image)
-    package = spec.get("package") or f"/pfs/{datacenter.name}/home/{username}/jobs/{job.name}"
-    output = packages.logical(datacenter, packages.output_dir(datacenter, username, job.name, job.uid))
+    package = spec.get("package") or layout.default_package(datacenter, job.owner, job.name)
+    output = layout.logical(datacenter, layout.output_dir(datacenter, username, job.name, job.uid))
     data = job.engine_data or {}
     return Plan(
         uid=job.uid,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cryptography import x509
 from paddlecloud.contract.imageref import image_problem
 
 from core.errors import Invalid
 from datacenters.models import Datacenter, StorageKind
-from jobs.engines.kubernetes.build import ca_problem
 from jobs.engines.rules import EngineRules
 
 _REQUIRED_BY_KIND: dict[StorageKind, list[str]] = {
@@ -18,6 +18,15 @@ _REQUIRED_BY_KIND: dict[StorageKind, list[str]] = {
     StorageKind.PVC: ["pvc_name"],
     StorageKind.LOCAL: [],
 }
+
+
+def ca_problem(pem: str) -> str | None:
+    """Why `pem` (a datacenter's builder_ca) is not one or more PEM certificates, or None."""
+    try:
+        certificates = x509.load_pem_x509_certificates(pem.encode())
+    except ValueError as exc:
+        return f"must be PEM certificates (-----BEGIN CERTIFICATE-----...): {exc}"
+    return None if certificates else "must hold at least one PEM certificate"
 
 
 class KubernetesRules(EngineRules):

@@ -18,9 +18,10 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from paddlecloud.contract.jobenv import JobEnv
+from paddlecloud.contract.layout import worker_folder
 from paddlecloud.contract.units import free_ports
 
-from jobs import errorline, packages, runtimes
+from jobs import errorline, layout, runtimes
 from jobs.engines.base import Engine, EngineError, LogChunk, Observation, WorkerStatus
 from jobs.engines.local import gpus, network, processes, sandbox
 from jobs.engines.local import world as local_world
@@ -98,14 +99,14 @@ def _after(why: str, ended: str) -> str:
 
 class LocalEngine(Engine):
     def _output(self, job: Job) -> Path:
-        return packages.output_dir(self.datacenter, job.owner.get_username(), job.name, job.uid)
+        return layout.output_dir(self.datacenter, job.owner.get_username(), job.name, job.uid)
 
     def _worker_dir(self, job: Job, role: str, index: int) -> Path:
-        return self._output(job) / f"{role}_{index}"
+        return self._output(job) / worker_folder(role, index)
 
     def _state_dir(self, job: Job, role: str, index: int) -> Path:
         """The supervisor's files (exit status, launcher stderr): the engine's, out of the job's reach."""
-        return Path(settings.VAR_DIR) / "local-engine" / job.uid / f"{role}_{index}"
+        return Path(settings.VAR_DIR) / "local-engine" / job.uid / worker_folder(role, index)
 
     def _status_path(self, job: Job, role: str, index: int) -> Path:
         return self._state_dir(job, role, index) / "exit_status.json"
@@ -181,7 +182,7 @@ class LocalEngine(Engine):
         username = job.owner.get_username()
         # PADDLECLOUD_HOME: the owner's home where the process sees it (the sandbox binds it at /pfs/...).
         if runtime is None:
-            home = str(packages.home_dir(self.datacenter, username))
+            home = str(layout.home_dir(self.datacenter, username))
         else:
             home = paths.places(self.datacenter, username).home_inside
         env.update(

@@ -1,4 +1,4 @@
-"""The Kubernetes objects of one image build (pure): a Kaniko Job and the ConfigMap with its Dockerfile.
+"""The Kubernetes objects of one image build (pure): a Kaniko Job and the ConfigMap with its Dockerfile; its status.
 
 For build `<uid>` (`build-<suffix>`) of user U, in U's namespace (the one U's jobs use):
 
@@ -27,8 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-from cryptography import x509
 
 from datacenters.models import StorageKind
 from jobs.engines.kubernetes import names
@@ -71,15 +69,6 @@ class BuildPlan:
     @property
     def labels(self) -> dict[str, str]:
         return {**user_labels(self.datacenter, self.username), names.BUILD_LABEL: self.uid}
-
-
-def ca_problem(pem: str) -> str | None:
-    """Why `pem` is not one or more PEM certificates, or None."""
-    try:
-        certificates = x509.load_pem_x509_certificates(pem.encode())
-    except ValueError as exc:
-        return f"must be PEM certificates (-----BEGIN CERTIFICATE-----...): {exc}"
-    return None if certificates else "must hold at least one PEM certificate"
 
 
 def _home_and_rest(plan: BuildPlan) -> tuple[str, str]:

@@ -1,9 +1,10 @@
-"""Where a job's files live on the datacenter's storage: its package, and its output and logs.
+"""Every PFS path of a job: its folder (where its package is uploaded), its output, each worker's folder and log.
 
-Logical paths are `/pfs/<dc>/home/<user>/...` (the user's) and `/pfs/<dc>/public/...` (read-only).
-A job's own folder is `/pfs/<dc>/home/<user>/jobs/<name>/`: `paddlectl submit` uploads the package
-there, and each run writes `output/<uid>/<role>_<index>/log.txt` under it, so a reused name never
-mixes the logs of two runs.
+The rule itself is the client's contract (paddlecloud.contract.layout), which the launcher writes by:
+`/pfs/<dc>/home/<user>/jobs/<name>/` is the job's folder, and each run writes
+`output/<uid>/<role>_<index>/log.txt` under it, so a reused name never mixes the logs of two runs.
+Here the rule meets the datacenter: real paths on the portal's mount, logical ones, and the package
+a spec names resolved for its user (beneath the user's root, no link out).
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from paddlecloud.contract import layout
+
 from core.errors import Forbidden, Invalid
 from datacenters.models import Datacenter
+from jobs.models import Job
 from storage import paths
 
 
@@ -20,16 +24,29 @@ def home_dir(datacenter: Datacenter, username: str) -> Path:
     return Path(datacenter.storage_root) / "home" / username
 
 
-def job_dir(datacenter: Datacenter, username: str, jobname: str) -> Path:
-    return home_dir(datacenter, username) / "jobs" / jobname
-
-
 def output_dir(datacenter: Datacenter, username: str, jobname: str, uid: str) -> Path:
-    return job_dir(datacenter, username, jobname) / "output" / uid
+    """One run's output folder on the portal's mount (the job's PADDLECLOUD_OUTPUT_DIR)."""
+    return home_dir(datacenter, username).joinpath(*layout.output_parts(jobname, uid))
 
 
 def logical(datacenter: Datacenter, real: Path) -> str:
     return f"/pfs/{datacenter.name}/" + str(real.relative_to(datacenter.storage_root))
+
+
+def output_logical(job: Job) -> str:
+    """The run's output folder as the user names it (`/pfs/<dc>/home/<user>/jobs/<name>/output/<uid>`)."""
+    return logical(job.datacenter, output_dir(job.datacenter, job.owner.get_username(), job.name, job.uid))
+
+
+def worker_parts(job: Job, worker: str, file_name: str = layout.LOG_NAME) -> list[str]:
+    """Where worker "trainer-0" of `job` writes its log (or its metrics.jsonl), below its owner's home."""
+    role, _, index = worker.partition("-")
+    return [*layout.output_parts(job.name, job.uid), layout.worker_folder(role, index), file_name]
+
+
+def default_package(datacenter: Datacenter, user: Any, jobname: str) -> str:
+    """The package of a spec that names none: the job's own folder (where `paddlectl submit DIR` uploads)."""
+    return layout.default_package(datacenter.name, user.get_username(), jobname)
 
 
 def package_place(datacenter: Datacenter, user: Any, text: str, write: bool) -> paths.ResolvedPath:
@@ -49,7 +66,7 @@ def _package_path(datacenter: Datacenter, user: Any, text: str, write: bool) -> 
 
 def resolve_package(datacenter: Datacenter, user: Any, package: str, jobname: str) -> Path:
     """The package directory on disk; refused (400, field `package`) unless the user may read it there."""
-    text = package or f"/pfs/{datacenter.name}/home/{user.get_username()}/jobs/{jobname}"
+    text = package or default_package(datacenter, user, jobname)
     real = _package_path(datacenter, user, text, write=False)
     if not real.exists():
         hint = " (upload it with `paddlectl submit ... DIR` or `paddlectl file cp`)" if not package else ""
@@ -61,7 +78,7 @@ def resolve_package(datacenter: Datacenter, user: Any, package: str, jobname: st
 
 def check_upload_target(datacenter: Datacenter, user: Any, package: str, jobname: str) -> Path:
     """Where a package about to be uploaded goes: a place the user may write; it need not exist yet."""
-    text = package or f"/pfs/{datacenter.name}/home/{user.get_username()}/jobs/{jobname}"
+    text = package or default_package(datacenter, user, jobname)
     real = _package_path(datacenter, user, text, write=True)
     if real.exists() and not real.is_dir():
         raise Invalid(f"{text!r} is not a directory", "package")
