@@ -16,9 +16,9 @@ import secrets
 import stat
 from typing import IO
 
-from paddlecloud import logcap, logtimes
-from paddlecloud.contract import quantity
+from paddlecloud.contract import logtimes, quantity
 from paddlecloud.contract.quantity import quote
+from paddlecloud.runtime import logcap
 
 from core.errors import Forbidden, Invalid
 from datacenters.models import Datacenter
@@ -125,7 +125,7 @@ def open_log(job: Job, worker: str, file_name: str = "log.txt") -> IO[bytes] | N
 
 
 def open_times(job: Job, worker: str) -> IO[bytes] | None:
-    """The worker's log.times (see paddlecloud.logtimes); None if missing or unsafe: its lines then have no time."""
+    """The worker's log.times (paddlecloud.contract.logtimes); None if missing or unsafe: then no line has a time."""
     try:
         return _open_beneath(job, worker, logtimes.TIMES_NAME)
     except _Unsafe as exc:

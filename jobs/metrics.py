@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from paddlecloud.metrics import MAX_VALUES, valid_name, valid_step, valid_value
+from paddlecloud.contract.metricline import FILE_NAME, MAX_VALUES, valid_name, valid_step, valid_value
 
 from jobs import logfiles
 from jobs.models import TERMINAL_STATES, Job
 
-FILE_NAME = "metrics.jsonl"
 MAX_LINE = 8 * 1024  # a valid line is far shorter (32 values of 64-character names)
 
 

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from paddlecloud.contract import metricline
 from rest_framework import exceptions
 
 from core.csp import WASM
@@ -135,7 +136,7 @@ def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
 def last_points(job: Job, worker: str, count: int = NOSCRIPT_POINTS) -> list[dict[str, Any]]:
     """The worker's last `count` metric points, read from the end of its metrics file (for pages without JS)."""
     try:
-        handle = open_log(job, worker, metrics.FILE_NAME)
+        handle = open_log(job, worker, metricline.FILE_NAME)
     except LogRefused:
         return []  # the metrics API answers why (403); a page without JavaScript just shows none
     if handle is None:

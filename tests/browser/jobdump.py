@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from paddlecloud.contract.metricline import FILE_NAME as METRICS_FILE
 
 from jobs import logfiles
-from jobs.metrics import FILE_NAME as METRICS_FILE
 from jobs.models import Job
 
 LOG_LINES = 20
