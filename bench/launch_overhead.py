@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
 
-    from paddlecloud import venvcache
+    from paddlecloud.runtime import venvcache
 
     # The local engine's default runtime (the same base venv jobs run in).
     requirements = "paddlepaddle==3.0.0\nprotobuf<7\n"

@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from paddlecloud import logtimes  # noqa: E402
+from paddlecloud.contract import logtimes  # noqa: E402
 from paddlecloud.contract.layout import worker_folder  # noqa: E402
 
 from bench.pages import percentile, setup_django  # noqa: E402

@@ -1,6 +1,6 @@
 """Time to start a job whose requirements.txt adds one small package to the default runtime (first and second time).
 
-Runs the launcher exactly as the local engine does (the runtime's python, `-m paddlecloud.launcher`) with a
+Runs the launcher exactly as the local engine does (the runtime's python, `-m paddlecloud.runtime.launcher`) with a
 fresh per-user layer cache, an entry that only echoes, and a requirements.txt of Paddle's two pins plus one
 small package. The first start installs a layer (the package only; Paddle comes from the base), the second
 finds it ready. Building the base itself (once per host) is reported separately when it was needed.
@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from paddlecloud import venvcache
 from paddlecloud.contract.jobenv import PREFIX, JobEnv
+from paddlecloud.runtime import venvcache
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REQUIREMENTS = "paddlepaddle==3.0.0\nprotobuf<7\n"
@@ -41,7 +41,8 @@ def start_once(python: Path, package: Path, cache: Path, output: Path) -> tuple[
     ).to_env()
     started = time.monotonic()
     result = subprocess.run(
-        [str(python), "-m", "paddlecloud.launcher"], env=env, capture_output=True, text=True, timeout=600, check=False
+        [str(python), "-m", "paddlecloud.runtime.launcher"],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     elapsed = time.monotonic() - started
     if result.returncode != 0 or "entry-started" not in result.stdout:

@@ -6,18 +6,19 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from paddlecloud.contract import states
 
 
-class BuildState(models.TextChoices):
-    QUEUED = "queued"  # row written, start_build enqueued on commit
-    BUILDING = "building"  # a worker claimed it; the builder Job is (being) created and runs
-    SUCCEEDED = "succeeded"  # pushed; `digest` is what the registry stored
-    FAILED = "failed"  # `message` is the builder's last error line
-    CANCELLED = "cancelled"  # the owner or an operator cancelled it
+class BuildState(models.TextChoices):  # the names are the client's too (paddlecloud.contract.states)
+    QUEUED = states.QUEUED  # row written, start_build enqueued on commit
+    BUILDING = states.BUILDING  # a worker claimed it; the builder Job is (being) created and runs
+    SUCCEEDED = states.SUCCEEDED  # pushed; `digest` is what the registry stored
+    FAILED = states.FAILED  # `message` is the builder's last error line
+    CANCELLED = states.CANCELLED  # the owner or an operator cancelled it
 
 
-ACTIVE_BUILD_STATES = (BuildState.QUEUED, BuildState.BUILDING)
-TERMINAL_BUILD_STATES = (BuildState.SUCCEEDED, BuildState.FAILED, BuildState.CANCELLED)
+ACTIVE_BUILD_STATES = tuple(BuildState(state) for state in states.ACTIVE_BUILD_STATES)
+TERMINAL_BUILD_STATES = tuple(BuildState(state) for state in states.TERMINAL_BUILD_STATES)
 
 
 class BuildQuerySet(models.QuerySet["ImageBuild"]):

@@ -16,10 +16,10 @@ import secrets
 import stat
 from typing import IO
 
-from paddlecloud import logcap, logtimes
-from paddlecloud.contract import quantity
+from paddlecloud.contract import logtimes, quantity
 from paddlecloud.contract.layout import LOG_NAME
 from paddlecloud.contract.quantity import quote
+from paddlecloud.runtime import logcap
 
 from core.errors import Forbidden, Invalid
 from datacenters.models import Datacenter
@@ -121,7 +121,7 @@ def open_log(job: Job, worker: str, file_name: str = LOG_NAME) -> IO[bytes] | No
 
 
 def open_times(job: Job, worker: str) -> IO[bytes] | None:
-    """The worker's log.times (see paddlecloud.logtimes); None if missing or unsafe: its lines then have no time."""
+    """The worker's log.times (paddlecloud.contract.logtimes); None if missing or unsafe: then no line has a time."""
     try:
         return _open_beneath(job, worker, logtimes.TIMES_NAME)
     except _Unsafe as exc:

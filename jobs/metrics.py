@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from paddlecloud.contract.layout import METRICS_NAME
-from paddlecloud.metrics import MAX_VALUES, valid_name, valid_step, valid_value
+from paddlecloud.contract.metricline import MAX_VALUES, valid_name, valid_step, valid_value
 
 from jobs import logfiles, logs
 from jobs.errors import LogRefused

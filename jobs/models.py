@@ -8,23 +8,25 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from paddlecloud.contract import states
+from paddlecloud.contract.states import worker_name, worker_names
 
 from core.validators import validate_dns_label
 
 
-class JobState(models.TextChoices):
-    QUEUED = "queued"  # row written, submit_job enqueued on commit
-    SUBMITTING = "submitting"  # a worker is asking the engine to start it
-    PENDING = "pending"  # the engine accepted it; processes/pods not all running yet
-    RUNNING = "running"  # every process/pod started
-    SUCCEEDED = "succeeded"  # every trainer exited 0 (pservers were then stopped)
-    FAILED = "failed"  # see reason and exit_code
-    KILLED = "killed"  # the owner or an operator killed it
+class JobState(models.TextChoices):  # the names are the client's too (paddlecloud.contract.states)
+    QUEUED = states.QUEUED  # row written, submit_job enqueued on commit
+    SUBMITTING = states.SUBMITTING  # a worker is asking the engine to start it
+    PENDING = states.PENDING  # the engine accepted it; processes/pods not all running yet
+    RUNNING = states.RUNNING  # every process/pod started
+    SUCCEEDED = states.SUCCEEDED  # every trainer exited 0 (pservers were then stopped)
+    FAILED = states.FAILED  # see reason and exit_code
+    KILLED = states.KILLED  # the owner or an operator killed it
 
 
-ACTIVE_STATES = (JobState.QUEUED, JobState.SUBMITTING, JobState.PENDING, JobState.RUNNING)
-STARTED_STATES = (JobState.PENDING, JobState.RUNNING)
-TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
+ACTIVE_STATES = tuple(JobState(state) for state in states.ACTIVE_JOB_STATES)
+STARTED_STATES = tuple(JobState(state) for state in states.STARTED_JOB_STATES)
+TERMINAL_STATES = tuple(JobState(state) for state in states.TERMINAL_JOB_STATES)
 
 
 class Reason(models.TextChoices):
@@ -49,13 +51,8 @@ class Reason(models.TextChoices):
 
 
 class Role(models.TextChoices):
-    PSERVER = "pserver"
-    TRAINER = "trainer"
-
-
-def worker_name(role: str, index: int) -> str:
-    """How a worker is named to users, in logs and in cursors: "trainer-0", "pserver-1"."""
-    return f"{role}-{index}"
+    PSERVER = states.PSERVER
+    TRAINER = states.TRAINER
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -139,16 +136,15 @@ class Job(models.Model):
     @property
     def worker_names(self) -> list[str]:
         """Every worker's name, trainers first: what `worker=` of the log API accepts."""
-        trainers = [worker_name(Role.TRAINER, i) for i in range(self.trainers)]
-        return trainers + [worker_name(Role.PSERVER, i) for i in range(self.pservers)]
+        return worker_names(self.trainers, self.pservers)
 
 
 class WorkerState(models.TextChoices):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    KILLED = "killed"
+    PENDING = states.PENDING
+    RUNNING = states.RUNNING
+    SUCCEEDED = states.SUCCEEDED
+    FAILED = states.FAILED
+    KILLED = states.KILLED
 
 
 class Worker(models.Model):
@@ -175,7 +171,7 @@ class Worker(models.Model):
 
     @property
     def name(self) -> str:
-        return f"{self.role}-{self.index}"
+        return worker_name(self.role, self.index)
 
 
 def validate_runtime_name(value: str) -> None:

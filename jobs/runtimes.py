@@ -2,7 +2,7 @@
 
 A runtime is a base venv (its requirements + the client package) that the worker builds once per host
 under `<cache>/runtimes/` and jobs only read. A package's `requirements.txt` becomes a layer on that
-base (see paddlecloud.venvcache), built by the job's launcher under `<cache>/layers/user-<id>/`: one
+base (see paddlecloud.runtime.venvcache), built by the job's launcher under `<cache>/layers/user-<id>/`: one
 directory per user, so code run by one user's `pip install` (setup.py) can never write into an
 environment another user's job runs. `runtime_for(job)` says what the job's sandbox must expose.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from paddlecloud import venvcache
 from paddlecloud.contract.jobenv import env_name
+from paddlecloud.runtime import venvcache
 
 from datacenters.models import Datacenter
 from jobs.models import Job, Runtime
@@ -33,7 +33,7 @@ class RuntimeUnavailable(Exception):
 class RuntimePaths:
     """What one job process needs of its runtime; the sandbox binds exactly these."""
 
-    python: str  # run `python -m paddlecloud.launcher` with this interpreter
+    python: str  # run `python -m paddlecloud.runtime.launcher` with this interpreter
     readonly: list[str]  # the base venv, its interpreter's install prefix, a ready layer
     writable_cache: str | None  # the user's layer cache, only while a layer must still be installed
     env: dict[str, str] = field(default_factory=dict)  # for the launcher (JobEnv.venv_cache)

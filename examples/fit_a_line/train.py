@@ -54,7 +54,7 @@ if fleet.is_server():
 else:
     import prepare_data
     from paddlecloud import metrics
-    from paddlecloud.dataset import cluster_files_reader
+    from paddlecloud.runtime.dataset import cluster_files_reader
 
     me, n = fleet.worker_index(), fleet.worker_num()
     records = list(cluster_files_reader(prepare_data.prepare(), n, me)())

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from paddlecloud.dataset import split
+from paddlecloud.runtime.dataset import split
 
 FEATURES = 13
 ROWS = 4096

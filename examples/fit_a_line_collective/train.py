@@ -26,7 +26,7 @@ rank, world = dist.get_rank(), dist.get_world_size()
 
 import prepare_data  # noqa: E402
 from paddlecloud import metrics  # noqa: E402
-from paddlecloud.dataset import cluster_files_reader  # noqa: E402 (after init: rank known)
+from paddlecloud.runtime.dataset import cluster_files_reader  # noqa: E402 (after init: rank known)
 
 records = list(cluster_files_reader(prepare_data.prepare(), world, rank)())
 xs = np.array([r[0] for r in records], dtype="float32")

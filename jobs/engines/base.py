@@ -55,7 +55,7 @@ class LogChunk:
     text: str
     cursor: str  # pass back to get what comes after; unchanged when nothing new arrived
     complete: bool  # True when this log will never grow again
-    # When each line that starts in `text` arrived (unix seconds; see paddlecloud.logtimes), None
+    # When each line that starts in `text` arrived (unix seconds; see paddlecloud.contract.logtimes), None
     # where unknown; the whole list is None where the engine keeps no times for this log.
     times: list[float | None] | None = None
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from paddlecloud import logtimes
+from paddlecloud.contract import logtimes
 
 from datacenters.models import Datacenter
 from jobs.models import Job, JobState, Role, Worker

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from paddlecloud import logtimes
+from paddlecloud.contract import logtimes
 
 from accounts.models import ApiToken
 from datacenters.models import Datacenter, Engine, StorageKind

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from paddlecloud.ctl import config as configfile
 from paddlecloud.ctl.commands import cli
+from paddlecloud.sdk import config as configfile
 
 from accounts.models import ApiToken
 from tests.cli.conftest import Portal, config_text, one_line_error, write_config

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paddlecloud.ctl import images, jobs
-from paddlecloud.ctl.api import Session
-from paddlecloud.ctl.errors import APIError, UsageProblem
+from paddlecloud.sdk import images, jobs
+from paddlecloud.sdk.errors import APIError, UsageProblem
+from paddlecloud.sdk.session import Session
 
 from datacenters.models import Datacenter
 from images.models import ImageBuild

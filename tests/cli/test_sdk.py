@@ -11,7 +11,7 @@ from typing import Any
 import paddlecloud
 import pytest
 from paddlecloud import CephFSVolume, PaddleJob, dist_train
-from paddlecloud.ctl.errors import APIError, UsageProblem
+from paddlecloud.sdk.errors import APIError, UsageProblem
 
 from jobs.models import Job
 from tests.cli.conftest import Portal

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from paddlecloud import PaddleJob
-from paddlecloud.ctl import files as client_files
-from paddlecloud.ctl.errors import APIError
+from paddlecloud.sdk import files as client_files
+from paddlecloud.sdk.errors import APIError
 
 from datacenters.models import Quota
 from jobs.models import Job

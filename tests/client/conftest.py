@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-LAUNCHER = [sys.executable, "-m", "paddlecloud.launcher"]
+LAUNCHER = [sys.executable, "-m", "paddlecloud.runtime.launcher"]
 
 
 def base_facts(tmp_path: Path, **overrides: str) -> dict[str, str]:

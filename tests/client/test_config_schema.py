@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from paddlecloud.ctl import config
-from paddlecloud.ctl.errors import ConfigError
+from paddlecloud.sdk import config
+from paddlecloud.sdk.errors import ConfigError
 
 ENTRY = "- name: dc\n  username: alice\n  endpoint: http://127.0.0.1:8000\n"
 

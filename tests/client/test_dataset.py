@@ -11,8 +11,8 @@ from pathlib import Path
 
 import paddlecloud
 import pytest
-from paddlecloud import recordio
-from paddlecloud.dataset import cluster_files_reader, convert, dist_reader, split, trainer_id, trainers
+from paddlecloud.runtime import recordio
+from paddlecloud.runtime.dataset import cluster_files_reader, convert, dist_reader, split, trainer_id, trainers
 
 RECORDS = [([float(i), float(i) / 2], i % 7) for i in range(103)]
 

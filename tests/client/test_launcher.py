@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from paddlecloud import launcher
-from paddlecloud.gloo_store import GlooStore
-from paddlecloud.launcher import EXIT_BAD_FACTS, EXIT_DNS, EXIT_PSERVER_UNREACHABLE, LaunchError, Tee
+from paddlecloud.runtime import launcher
+from paddlecloud.runtime.gloo_store import GlooStore
+from paddlecloud.runtime.launcher import EXIT_BAD_FACTS, EXIT_DNS, EXIT_PSERVER_UNREACHABLE, LaunchError, Tee
 
 from tests.wait import wait_for
 

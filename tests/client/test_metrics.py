@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from paddlecloud import metrics
+from paddlecloud.runtime import metrics
 
 
 def lines(path: Path) -> list[dict[str, object]]:

@@ -1,4 +1,4 @@
-"""paddlectl's retries against a real HTTP server on loopback: urllib3's Retry and tenacity keep the old rules."""
+"""paddlectl's retries (sdk/session.py, files, jobs: all tenacity) against a real HTTP server on loopback."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from paddlecloud.ctl import config as configfile
-from paddlecloud.ctl.api import Session
-from paddlecloud.ctl.backoff import Backoff
-from paddlecloud.ctl.errors import APIError, NetworkError
-from paddlecloud.ctl.files import Files
-from paddlecloud.ctl.jobs import _Outage
-from urllib3.util.retry import RequestHistory
+from paddlecloud.sdk import config as configfile
+from paddlecloud.sdk.errors import APIError, NetworkError
+from paddlecloud.sdk.jobs import _Outage
+from paddlecloud.sdk.session import Session, transport_retrying
+from paddlecloud.sdk.transfers import Transfers
 
 Answer = tuple[int, bytes, dict[str, str]]
 
@@ -121,12 +119,12 @@ def test_an_unreachable_portal_is_one_network_error(session: Session) -> None:
 def test_a_chunk_damaged_on_the_way_is_sent_three_times_in_all(portal: Portal, session: Session) -> None:
     mismatch = _json(400, {"detail": "checksum does not match", "code": "checksum_mismatch"})
     portal.script[("PUT", "/api/v1/files/uploads/7/chunks/0")] = [mismatch, mismatch, _json(200, {})]
-    Files(session)._put_chunk({"id": 7}, 0, b"data")
+    Transfers(session)._put_chunk({"id": 7}, 0, b"data")
     assert portal.count("PUT", "/files/uploads/7/chunks/0") == 3
 
     portal.script[("PUT", "/api/v1/files/uploads/7/chunks/1")] = [mismatch]
     with pytest.raises(APIError, match="checksum does not match"):
-        Files(session)._put_chunk({"id": 7}, 1, b"data")
+        Transfers(session)._put_chunk({"id": 7}, 1, b"data")
     assert portal.count("PUT", "/files/uploads/7/chunks/1") == 3
 
 
@@ -161,6 +159,19 @@ def test_without_an_outage_limit_the_first_failure_is_raised() -> None:
 
 
 def test_requests_wait_the_retry_wait_first_then_twice_as_long() -> None:
-    step = RequestHistory("GET", "/", None, 503, None)
-    waits = [Backoff(total=3, backoff_factor=0.5, history=(step,) * n).get_backoff_time() for n in range(4)]
-    assert waits == [0.0, 0.5, 1.0, 2.0]
+    class Restarting:
+        status_code = 503
+
+        def close(self) -> None:
+            pass
+
+    waits: list[float] = []
+    tries: list[Restarting] = []
+
+    def send() -> Restarting:
+        tries.append(Restarting())
+        return tries[-1]
+
+    answer = transport_retrying(3, 0.5, sleep=waits.append)(send)
+    assert answer is tries[-1] and len(tries) == 4  # the first try at once, then the last 503 is the answer
+    assert waits == [0.5, 1.0, 2.0]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from paddlecloud.contract import spec as rules
-from paddlecloud.ctl import spec as ctl_spec
-from paddlecloud.ctl.errors import UsageProblem
+from paddlecloud.sdk import spec as ctl_spec
+from paddlecloud.sdk.errors import UsageProblem
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paddlecloud import logtimes
+from paddlecloud.contract import logtimes
 from rest_framework.test import APIClient
 
 from jobs.logfiles import line_count

@@ -6,8 +6,8 @@ import io
 import itertools
 from pathlib import Path
 
-from paddlecloud import logtimes
-from paddlecloud.launcher import Tee
+from paddlecloud.contract import logtimes
+from paddlecloud.runtime.launcher import Tee
 
 from jobs.logfiles import line_count, read_chunk
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from paddlecloud import venvcache
+from paddlecloud.runtime import venvcache
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter, Engine, rules_for

@@ -42,11 +42,11 @@ def _pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def test_a_root_worker_drops_to_the_job_uid_with_setpriv() -> None:
-    argv = sandbox.command(_sandbox(root=True), ["python", "-m", "paddlecloud.launcher"])
+    argv = sandbox.command(_sandbox(root=True), ["python", "-m", "paddlecloud.runtime.launcher"])
     assert "--unshare-user" not in argv
     tail = argv[argv.index("--chdir") + 3 :]
     assert tail[:4] == ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    assert tail[-3:] == ["python", "-m", "paddlecloud.launcher"]
+    assert tail[-3:] == ["python", "-m", "paddlecloud.runtime.launcher"]
 
 
 def test_an_unprivileged_worker_maps_the_job_uid_in_a_user_namespace() -> None:

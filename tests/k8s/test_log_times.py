@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from paddlecloud import logtimes
+from paddlecloud.contract import logtimes
 
 from datacenters.models import Datacenter
 from jobs.engines import engine_for

@@ -14,8 +14,9 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from paddlecloud.contract.states import ROLES
+
 PREFIX = "PADDLECLOUD_"
-ROLES = ("pserver", "trainer")
 
 VARIABLES = """\
 =================================  =========================================================

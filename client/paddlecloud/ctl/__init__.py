@@ -1,7 +1,9 @@
-"""paddlectl's parts: config and token cache, the HTTP client, the file layer, jobs, output, commands.
+"""paddlectl: click commands over the SDK (paddlecloud.sdk), and how their answers are printed.
 
-`app` holds the root group and shared helpers; `cmd_jobs`, `cmd_files`, `cmd_account`,
-`cmd_config` and `cmd_help` attach the commands; `commands` assembles them; `output` renders.
-Each module imports the standard library, click and its siblings at the top, so `paddlectl --help`
-stays fast; requests, rich and PyYAML are imported where they are used (each says why).
+`paddlecloud.cli` is the entry point (its path stays, so installed scripts keep working); `app`
+holds the root group and shared helpers; the `cmd_*` modules attach the commands; `commands`
+assembles them; `output` renders. A command reads its flags, calls the SDK and prints: the rules
+live in the SDK and the contract, not here. Each module imports the standard library, click and
+its siblings at the top, so `paddlectl --help` stays fast; requests, rich and PyYAML are imported
+where they are used (each says why).
 """

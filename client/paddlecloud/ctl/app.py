@@ -20,11 +20,11 @@ from typing import Any, NoReturn
 import click
 from click.shell_completion import CompletionItem
 
-from paddlecloud import __version__
 from paddlecloud.contract import quantity
-from paddlecloud.ctl import config as configfile
-from paddlecloud.ctl.api import Session
-from paddlecloud.ctl.errors import EXIT_FAILED, EXIT_USAGE, PaddleCloudError, UsageProblem
+from paddlecloud.contract.version import __version__
+from paddlecloud.sdk import config as configfile
+from paddlecloud.sdk.errors import EXIT_FAILED, EXIT_USAGE, PaddleCloudError, UsageProblem
+from paddlecloud.sdk.session import Session
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 OUTPUT = click.Choice(["table", "json", "yaml"])

@@ -7,9 +7,7 @@ from urllib.parse import quote
 
 import click
 
-from paddlecloud import __version__
-from paddlecloud.ctl import config as configfile
-from paddlecloud.ctl.api import Session
+from paddlecloud.contract.version import __version__
 from paddlecloud.ctl.app import (
     OUTPUT,
     cli,
@@ -23,8 +21,10 @@ from paddlecloud.ctl.app import (
     state,
     warn,
 )
-from paddlecloud.ctl.errors import ConfigError
 from paddlecloud.ctl.output import datacenters_table, emit, quota_table, registry_table
+from paddlecloud.sdk import config as configfile
+from paddlecloud.sdk.errors import ConfigError
+from paddlecloud.sdk.session import Session
 
 
 @cli.command(short_help="Log in (asks for the password if the config has none) and cache the token.")

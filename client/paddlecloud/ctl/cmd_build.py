@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from paddlecloud import builders, images
 from paddlecloud.contract.dockerfile import DEFAULT_DEST, user_problem
 from paddlecloud.ctl import cmd_images
 from paddlecloud.ctl.app import cli, note
-from paddlecloud.ctl.errors import UsageProblem
+from paddlecloud.sdk import build_context, builders
+from paddlecloud.sdk.errors import UsageProblem
 
 ROOT_HINT = "1000 for PaddleCloud's runtime image, root for paddlepaddle/paddle"
 
@@ -63,7 +63,7 @@ def build(ctx: click.Context, src: Path, dest: str, base_image: str, runtime_ima
     paddlectl build ./fit_a_line /workspace registry.example.com/paddlecloud/paddle:3.0.0 \\
         registry.example.com/alice/fit:1 --push
     """
-    dest = images.check_inputs(dest, base_image, runtime_image)
+    dest = build_context.check_inputs(dest, base_image, runtime_image)
     problem = None if base_user is None else user_problem(base_user)
     if problem:
         raise UsageProblem(f"--base-user: {problem}")
@@ -71,7 +71,7 @@ def build(ctx: click.Context, src: Path, dest: str, base_image: str, runtime_ima
         _check_remote(dest, registry)
         cmd_images.remote_build(ctx, str(src), runtime_image, registry, base_image, datacenter, follow=not detach)
         return
-    package = images.scan(src)
+    package = build_context.scan(src)
     found = builders.find_builder(builder)
     if package.has_requirements and base_user is None:
         if found is None:
@@ -79,7 +79,7 @@ def build(ctx: click.Context, src: Path, dest: str, base_image: str, runtime_ima
         base_user = builders.base_user(found, base_image)
     context, made_here = _context_dir(context_dir)
     try:
-        images.write_context(package, context, base_image, dest, base_user)
+        build_context.write_context(package, context, base_image, dest, base_user)
         if found is None:
             click.echo(f"no working image builder here (buildah, podman, or docker with a daemon); context: {context}")
             click.echo("build it with (podman and buildah take the same arguments):")

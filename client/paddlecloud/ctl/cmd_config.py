@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from paddlecloud.ctl import config as configfile
-from paddlecloud.ctl.api import Session
 from paddlecloud.ctl.app import AliasGroup, cli, password_from, state, warn
-from paddlecloud.ctl.errors import UsageProblem
 from paddlecloud.ctl.output import config_table
+from paddlecloud.sdk import config as configfile
+from paddlecloud.sdk.errors import UsageProblem
+from paddlecloud.sdk.session import Session
 
 
 @cli.group(cls=AliasGroup, short_help="Write, switch and show the config file (~/.paddle/config).")

@@ -7,9 +7,9 @@ from typing import Any
 import click
 
 from paddlecloud.ctl.app import OUTPUT, AliasGroup, cli, parse_chunk_size, session_of, warn
-from paddlecloud.ctl.errors import APIError, PaddleCloudError, UsageProblem
-from paddlecloud.ctl.files import Files, check_remote, is_remote
 from paddlecloud.ctl.output import BarProgress, emit, human_bytes, ls_table
+from paddlecloud.sdk.errors import APIError, PaddleCloudError, UsageProblem
+from paddlecloud.sdk.files import Files, check_remote, is_remote
 
 
 def _files(ctx: click.Context) -> Files:

@@ -8,7 +8,7 @@ import click
 from click.shell_completion import get_completion_class
 
 from paddlecloud.ctl.app import cli
-from paddlecloud.ctl.errors import UsageProblem
+from paddlecloud.sdk.errors import UsageProblem
 
 
 def _all_commands(group: click.Group, ctx: click.Context, prefix: str = "") -> Iterator[tuple[str, str]]:

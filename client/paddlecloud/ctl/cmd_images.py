@@ -7,10 +7,11 @@ from typing import Any
 
 import click
 
-from paddlecloud.ctl import images
+from paddlecloud.contract.states import SUCCEEDED
 from paddlecloud.ctl.app import OUTPUT, cli, note, session_of
-from paddlecloud.ctl.errors import PaddleCloudError
 from paddlecloud.ctl.output import builds_table, emit
+from paddlecloud.sdk import images
+from paddlecloud.sdk.errors import PaddleCloudError
 
 
 def remote_build(
@@ -36,7 +37,7 @@ def remote_build(
     for text in images.build_log(session, build["uid"], follow=True):
         click.echo(text, nl=False)
     build = images.wait_build(session, build["uid"])
-    if build["state"] != "succeeded":
+    if build["state"] != SUCCEEDED:
         raise PaddleCloudError(f"image build {build['uid']} {build['state']}: {build.get('message') or ''}")
     note(f"pushed {build['image']} ({build.get('digest') or 'digest unknown'})")
     return build

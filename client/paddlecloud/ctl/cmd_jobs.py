@@ -11,8 +11,7 @@ from typing import Any
 import click
 
 from paddlecloud.contract import spec as contract_spec
-from paddlecloud.ctl import images, jobs, spec
-from paddlecloud.ctl.api import Session
+from paddlecloud.contract import states
 from paddlecloud.ctl.app import (
     OUTPUT,
     cli,
@@ -24,10 +23,13 @@ from paddlecloud.ctl.app import (
     session_of,
     warn,
 )
-from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem, describe_end
-from paddlecloud.ctl.files import Summary, is_remote
-from paddlecloud.ctl.jobs import LogStream, job_path, lines, stamped_lines, wait
 from paddlecloud.ctl.output import BarProgress, age, dump, emit, human_bytes, jobs_table, workers_table
+from paddlecloud.sdk import images, jobs, spec
+from paddlecloud.sdk.errors import PaddleCloudError, UsageProblem, describe_end
+from paddlecloud.sdk.files import is_remote
+from paddlecloud.sdk.jobs import LogStream, job_path, lines, stamped_lines, wait
+from paddlecloud.sdk.session import Session
+from paddlecloud.sdk.transfers import Summary
 
 
 def _default_jobname(package: str) -> str:
@@ -180,8 +182,7 @@ def _echo_submitted(job: dict[str, Any], summary: Summary | None, output: str) -
 
 @get.command("jobs", short_help="List your jobs (newest first).")
 @click.option("-active", "--active", is_flag=True, help="Only jobs still queued, pending or running.")
-@click.option("-state", "--state", type=click.Choice(["queued", "submitting", "pending", "running", "succeeded",
-                                                       "failed", "killed"]), help="Only jobs in this state.")
+@click.option("-state", "--state", type=click.Choice(states.JOB_STATES), help="Only jobs in this state.")
 @click.option("-o", "--output", type=OUTPUT, default="table")
 @click.pass_context
 def get_jobs(ctx: click.Context, active: bool, state: str | None, output: str) -> None:
@@ -226,7 +227,7 @@ def follow_logs(
     if follow:
         end = stream.job
         message = describe_end(end)
-        if end.get("state") != "succeeded":
+        if end.get("state") != states.SUCCEEDED:
             raise PaddleCloudError(message)
         note(message)
 
@@ -272,11 +273,11 @@ def logs(ctx: click.Context, job: str, tail: int | None, worker: str | None, fol
 
 def wait_job(ctx: click.Context, job: str, timeout: float | None = None) -> None:
     def show(current: dict[str, Any]) -> None:
-        if current["state"] not in jobs.TERMINAL_STATES:  # the end is told below
+        if current["state"] not in states.TERMINAL_JOB_STATES:  # the end is told below
             note(f"job {current['name']}: {current['state']}")
 
     end = wait(session_of(ctx), job, timeout=timeout, notify=note, on_state=show)
-    if end.get("state") != "succeeded":
+    if end.get("state") != states.SUCCEEDED:
         raise PaddleCloudError(describe_end(end))
     note(describe_end(end))
 

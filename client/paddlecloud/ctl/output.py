@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
+from paddlecloud.contract.states import RUNNING, SUCCEEDED, TERMINAL_JOB_STATES
 from paddlecloud.contract.units import parse_time
-from paddlecloud.ctl.config import Datacenter
-from paddlecloud.ctl.jobs import TERMINAL_STATES
+from paddlecloud.sdk.config import Datacenter
 
 FORMATS = ("table", "json", "yaml")
 MAX_CELL = 80
@@ -167,7 +167,7 @@ class BarProgress:
 
 
 def _ready(counts: dict[str, Any], with_succeeded: bool) -> str:
-    ready = int(counts.get("running", 0)) + (int(counts.get("succeeded", 0)) if with_succeeded else 0)
+    ready = int(counts.get(RUNNING, 0)) + (int(counts.get(SUCCEEDED, 0)) if with_succeeded else 0)
     return f"{ready}/{int(counts.get('total', 0))}"
 
 
@@ -177,7 +177,7 @@ def _pservers(job: dict[str, Any]) -> str:
     total = int(counts.get("total", 0))
     if not total:
         return "-"  # collective: no parameter servers
-    return f"{total} ended" if job["state"] in TERMINAL_STATES else _ready(counts, False)
+    return f"{total} ended" if job["state"] in TERMINAL_JOB_STATES else _ready(counts, False)
 
 
 def jobs_table(items: list[dict[str, Any]]) -> str:

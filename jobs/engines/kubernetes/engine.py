@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from paddlecloud.contract.states import worker_name
 
 from datacenters import quota
 from jobs import errorline, layout
@@ -310,7 +311,7 @@ class KubernetesEngine(Engine):
 
     def _worker_reason(self, job: Job, worker: WorkerStatus) -> str:
         """A failed worker's last error line, from the log its launcher wrote on the PFS (jobs.errorline)."""
-        return errorline.worker_reason(log_tail(job, f"{worker.role}-{worker.index}"), worker.role)
+        return errorline.worker_reason(log_tail(job, worker_name(worker.role, worker.index)), worker.role)
 
     def _remember_pservers(self, job: Job, objs: k8s_status.JobObjects) -> None:
         """Record each pserver pod's uid the first time it runs: a different one later means it was replaced."""
@@ -436,7 +437,7 @@ class KubernetesEngine(Engine):
         for (role, index), attempts in k8s_status.by_worker(pods).items():
             text = self._worker_text(ns, role, attempts)
             if text:
-                write_archive(job, f"{role}-{index}", text.encode())
+                write_archive(job, worker_name(role, index), text.encode())
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         role, _, index_text = worker.partition("-")

@@ -328,7 +328,7 @@ def _volumes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def env(plan: Plan, role: str) -> list[dict[str, Any]]:
-    """The launcher's env contract (client/paddlecloud/launcher.py), with the user's own variables first."""
+    """The launcher's env contract (client/paddlecloud/runtime/launcher.py), with the user's own variables first."""
     facts = JobEnv(
         role=role,
         trainers=plan.trainers,

@@ -55,7 +55,7 @@ _PASSED_THROUGH = (
 
 
 STOPPED_AFTER_SUCCESS = "stopped after every trainer succeeded"
-# The launcher's own failures (paddlecloud.launcher): their reason is its last `error:` log line.
+# The launcher's own failures (paddlecloud.runtime.launcher): their reason is its last `error:` log line.
 _LAUNCHER_CODES = (64, 68, 69, 70, 71)
 
 
@@ -222,7 +222,7 @@ class LocalEngine(Engine):
             runtime = runtimes.runtime_for(job, package)
         except runtimes.RuntimeUnavailable as exc:
             raise EngineError(str(exc)) from None
-        argv = [runtime.python, "-m", "paddlecloud.launcher"]
+        argv = [runtime.python, "-m", "paddlecloud.runtime.launcher"]
         role = Role(worker.role)
         if probe is None:
             directory.mkdir(parents=True, exist_ok=True)

@@ -13,15 +13,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from paddlecloud import __version__
-from paddlecloud.ctl import config as configfile
-from paddlecloud.ctl.errors import APIError, ConfigError, NetworkError
+from paddlecloud.contract.version import __version__
+from paddlecloud.sdk import config as configfile
+from paddlecloud.sdk.errors import APIError, ConfigError, NetworkError
 
 if TYPE_CHECKING:
     import requests
+    from tenacity import Retrying
 
 API = "/api/v1"
 RETRY_STATUSES = (502, 503, 504)
+MAX_RETRY_WAIT = 120.0  # seconds: the longest wait between two tries
 MAX_CURSOR_ANSWERS = 10_000  # answers read in one go (each at most 256 KiB): a bound, not a limit met in practice
 
 
@@ -61,11 +63,36 @@ def network_problem(exc: Exception) -> str:
         ("connection aborted", "connection lost"),
         ("remotedisconnected", "connection lost"),
         ("broken pipe", "connection lost"),
-        ("timed out", "no answer in time"),  # a read timeout after urllib3's retries
+        ("timed out", "no answer in time"),  # a read timeout, however urllib3 words it
     ):
         if needle in lowered:
             return reason
     return "connection failed"
+
+
+def transport_retrying(retries: int, first_wait: float, sleep: Callable[[float], None] | None = None) -> Retrying:
+    """How a request the network or a restarting portal failed is sent again: up to `retries` more times,
+    waiting `first_wait` seconds first, then twice as long each time. Refused connections, lost answers
+    and timeouts are retried, and so are a restarting portal's 502-504; when retries run out, the last
+    5xx answer is returned (the portal's message to show) and the last network failure raised.
+    `sleep` replaces time.sleep (tests record the waits with it)."""
+    import requests  # noqa: PLC0415 - loaded already: only a request gets here
+    import tenacity  # noqa: PLC0415 - here, not at the top: it costs `paddlectl --help` ~25 ms
+
+    def close_unused(state: tenacity.RetryCallState) -> None:
+        if state.outcome is not None and not state.outcome.failed:
+            state.outcome.result().close()  # a 5xx answer about to be asked again: free its connection
+
+    return tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(retries + 1),
+        wait=tenacity.wait_exponential(multiplier=first_wait, max=MAX_RETRY_WAIT),
+        retry=tenacity.retry_if_exception_type((requests.exceptions.ConnectionError, requests.exceptions.Timeout))
+        | tenacity.retry_if_result(lambda response: response.status_code in RETRY_STATUSES),
+        before_sleep=close_unused,
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome is not None else None,
+        sleep=sleep or tenacity.nap.sleep,
+        reraise=True,
+    )
 
 
 def cursor_answers(
@@ -120,7 +147,7 @@ class Session:
         self.timeout = timeout
         self.retries = _env_int("PADDLECTL_RETRIES", 3)
         self.retry_wait = _env_float("PADDLECTL_RETRY_WAIT", 1.0)
-        self._http: list[requests.Session] = []  # [retrying, once], made on first use
+        self._http: requests.Session | None = None  # made on first use
         self._token: str | None = None
 
     @classmethod
@@ -160,40 +187,21 @@ class Session:
     def url(self, path: str) -> str:
         return f"{self.endpoint}{API}{path}"
 
-    def http(self, retry: bool) -> requests.Session:
-        """The requests session: with urllib3's Retry (`retry`), or one that sends each request once."""
-        sessions = self._http
-        if not sessions:
+    def http(self) -> requests.Session:
+        """The requests session: each request is sent once by it; `_send` retries (tenacity) where asked."""
+        if self._http is None:
             import requests  # noqa: PLC0415 - here, not at the top: requests costs `paddlectl --help` ~100 ms
-            from requests.adapters import HTTPAdapter  # noqa: PLC0415 - with requests, above
 
-            from paddlecloud.ctl.backoff import Backoff  # noqa: PLC0415 - urllib3, as costly as requests
-
-            for retries in (self.retries, 0):
-                http = requests.Session()
-                http.headers["User-Agent"] = f"paddlectl/{__version__}"
-                http.headers["Accept"] = "application/json"
-                policy = Backoff(
-                    total=retries,
-                    # The caller decides which methods may be repeated (request's `retry`); refused
-                    # connections, lost answers and a restarting portal's 502-504 are all retried.
-                    allowed_methods=None,
-                    status_forcelist=RETRY_STATUSES,
-                    backoff_factor=self.retry_wait,
-                    raise_on_status=False,  # the last 5xx answer is the portal's message to show
-                    raise_on_redirect=False,
-                    respect_retry_after_header=False,
-                )
-                adapter = HTTPAdapter(max_retries=policy)
-                http.mount("http://", adapter)
-                http.mount("https://", adapter)
-                sessions.append(http)
-        return sessions[0] if retry else sessions[1]
+            http = requests.Session()
+            http.headers["User-Agent"] = f"paddlectl/{__version__}"
+            http.headers["Accept"] = "application/json"
+            self._http = http
+        return self._http
 
     def close(self) -> None:
-        for http in self._http:
-            http.close()
-        self._http.clear()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
     # --- login ----------------------------------------------------------------------------
 
@@ -271,13 +279,14 @@ class Session:
         stream: bool = False,
         timeout: float | None = None,
     ) -> requests.Response:
-        import requests  # noqa: PLC0415 - loaded already by self.http()
+        import requests  # noqa: PLC0415 - here, not at the top: requests costs `paddlectl --help` ~100 ms
 
         all_headers = dict(headers or {})
         if token:
             all_headers["Authorization"] = f"Token {token}"
-        try:
-            return self.http(retry).request(
+
+        def once() -> requests.Response:
+            return self.http().request(
                 method,
                 self.url(path),
                 params=params,
@@ -288,6 +297,9 @@ class Session:
                 timeout=timeout or self.timeout,
                 allow_redirects=False,
             )
+
+        try:
+            return transport_retrying(self.retries if retry else 0, self.retry_wait)(once)
         except requests.exceptions.RequestException as exc:
             raise NetworkError(f"cannot reach the portal at {self.endpoint}: {network_problem(exc)}") from None
 
@@ -346,7 +358,7 @@ class Session:
             ) from None
 
     def get(self, path: str, params: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        # A GET whose answer was cut short is simply asked again (the request itself retries in urllib3).
+        # A GET whose answer was cut short is simply asked again (`_send` already retried the request).
         import tenacity  # noqa: PLC0415 - here, not at the top: it costs `paddlectl --help` ~25 ms
 
         asking = tenacity.Retrying(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import math
 import numbers
 import os
 import sys
@@ -26,27 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from paddlecloud.contract import layout
+from paddlecloud.contract.metricline import MAX_NAME, MAX_VALUES, valid_name, valid_step, valid_value
 
 FILE_NAME = layout.METRICS_NAME  # in the worker folder, and ./metrics.jsonl outside a job
-MAX_NAME = 64  # characters in a metric's name
-MAX_VALUES = 32  # metrics in one call
-MAX_STEP = 2**53  # steps stay exact in JavaScript's numbers
 MAX_BUFFERED = 10_000  # lines held while the writer is behind; more are dropped (and said once)
 FLUSH_SECONDS = 1.0
-
-
-def valid_name(name: object) -> bool:
-    """A metric name: 1 to 64 printable characters (the portal shows it as text, whatever it holds)."""
-    return isinstance(name, str) and 0 < len(name) <= MAX_NAME and name.isprintable()
-
-
-def valid_value(value: object) -> bool:
-    """A finite real number; booleans are not numbers here."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
-
-
-def valid_step(step: object) -> bool:
-    return isinstance(step, numbers.Integral) and not isinstance(step, bool) and 0 <= int(step) < MAX_STEP
 
 
 def default_path(env: dict[str, str] | None = None) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from paddlecloud.contract.dockerfile import runtime_dockerfile
 from paddlecloud.contract.imageref import image_problem
-from paddlecloud.ctl.errors import UsageProblem
+from paddlecloud.sdk.errors import UsageProblem
 
 MAX_FILES = 10_000
 MAX_BYTES = 1 << 30  # 1 GiB: data belongs on the PFS (paddlectl cp), not in an image

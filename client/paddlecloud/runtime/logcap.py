@@ -25,8 +25,8 @@ import os
 import re
 from typing import BinaryIO
 
+from paddlecloud.contract.logtimes import Recorder
 from paddlecloud.contract.units import human_bytes
-from paddlecloud.logtimes import Recorder
 
 PIECE = 1024 * 1024
 _MARKER = re.compile(rb"\[paddlecloud\] dropped ([0-9]{1,20}) bytes of output here \(log limit [^)\n]*\)\n")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from paddlecloud import builders, images
 from paddlecloud.contract.dockerfile import runtime_dockerfile, user_problem
 from paddlecloud.contract.imageref import image_problem
-from paddlecloud.ctl.app import cli
-from paddlecloud.ctl.errors import UsageProblem
+from paddlecloud.ctl.commands import cli
+from paddlecloud.sdk import build_context, builders
+from paddlecloud.sdk.errors import UsageProblem
 
 BASE = "paddlecloud.local/paddle:3.0.0"
 
@@ -34,8 +34,8 @@ def package(root: Path, requirements: bool = True) -> Path:
 def test_the_context_holds_the_package_without_caches_world_readable(tmp_path: Path) -> None:
     src = package(tmp_path / "src")
     (src / "lib" / "same.py").symlink_to("util.py")
-    found = images.scan(src)
-    context = images.write_context(found, tmp_path / "ctx", BASE, "/workspace", "1000")
+    found = build_context.scan(src)
+    context = build_context.write_context(found, tmp_path / "ctx", BASE, "/workspace", "1000")
     copied = sorted(p.relative_to(context).as_posix() for p in context.rglob("*"))
     assert copied == [
         ".dockerignore", "Dockerfile", "package", "package/lib", "package/lib/same.py", "package/lib/util.py",
@@ -51,7 +51,8 @@ def test_the_context_holds_the_package_without_caches_world_readable(tmp_path: P
 
 
 def test_the_dockerfile_installs_requirements_as_root_and_gives_back_the_base_user(tmp_path: Path) -> None:
-    context = images.write_context(images.scan(package(tmp_path / "src")), tmp_path / "ctx", BASE, "/opt/job", "1000")
+    found = build_context.scan(package(tmp_path / "src"))
+    context = build_context.write_context(found, tmp_path / "ctx", BASE, "/opt/job", "1000")
     assert (context / "Dockerfile").read_text().splitlines() == [
         f"FROM {BASE}",
         "COPY package/ /opt/job/",
@@ -92,12 +93,12 @@ def test_the_cli_names_base_user_when_it_is_bad(tmp_path: Path) -> None:
 
 
 def test_without_requirements_there_is_no_pip_step_and_the_base_user_stays(tmp_path: Path) -> None:
-    found = images.scan(package(tmp_path / "src", requirements=False))
+    found = build_context.scan(package(tmp_path / "src", requirements=False))
     assert not found.has_requirements
-    context = images.write_context(found, tmp_path / "ctx", BASE, "/w", None)
+    context = build_context.write_context(found, tmp_path / "ctx", BASE, "/w", None)
     text = (context / "Dockerfile").read_text()
     assert "RUN" not in text and "USER" not in text
-    assert images.check_inputs("/w/", BASE, BASE) == "/w"  # DEST's trailing slash goes before the Dockerfile
+    assert build_context.check_inputs("/w/", BASE, BASE) == "/w"  # DEST's trailing slash goes before the Dockerfile
 
 
 @pytest.mark.parametrize("target", ["../outside.txt", "/etc/passwd", "lib/../../x", ".."])
@@ -106,45 +107,45 @@ def test_links_leading_out_of_the_package_are_refused(tmp_path: Path, target: st
     (tmp_path / "outside.txt").write_text("secret")
     (src / "link").symlink_to(target)
     with pytest.raises(UsageProblem, match="SRC: link is a link leading out of the package"):
-        images.scan(src)
+        build_context.scan(src)
 
 
 def test_a_linked_folder_is_copied_as_a_link_not_followed(tmp_path: Path) -> None:
     src = package(tmp_path / "src")
     (src / "alias").symlink_to("lib")
     (src / "lib" / "up").symlink_to("../train.py")  # up and back in: still inside
-    found = images.scan(src)
+    found = build_context.scan(src)
     assert (Path("alias"), "lib") in [(Path(rel), t) for rel, t in found.links]
     assert not any(str(f).startswith("alias/") for f in found.files)
 
 
 def test_src_must_be_a_directory_and_special_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageProblem, match="is not a directory"):
-        images.scan(tmp_path / "missing")
+        build_context.scan(tmp_path / "missing")
     (tmp_path / "file").write_text("x")
     with pytest.raises(UsageProblem, match="is not a directory"):
-        images.scan(tmp_path / "file")
+        build_context.scan(tmp_path / "file")
     src = package(tmp_path / "src")
     os.mkfifo(src / "pipe")
     with pytest.raises(UsageProblem, match="SRC: pipe is not a regular file"):
-        images.scan(src)
+        build_context.scan(src)
 
 
 def test_size_and_file_count_are_capped_before_copying(tmp_path: Path) -> None:
     src = package(tmp_path / "src")
     (src / "data.bin").write_bytes(b"x" * 3_000_000)
     with pytest.raises(UsageProblem, match="more than 2 MiB; keep data on the PFS"):
-        images.scan(src, max_bytes=2 << 20)
+        build_context.scan(src, max_bytes=2 << 20)
     with pytest.raises(UsageProblem, match="more than 3 files; keep data on the PFS"):
-        images.scan(src, max_files=3)
+        build_context.scan(src, max_files=3)
 
 
 def test_the_context_folder_must_be_new_or_empty(tmp_path: Path) -> None:
-    found = images.scan(package(tmp_path / "src"))
+    found = build_context.scan(package(tmp_path / "src"))
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "old").write_text("x")
     with pytest.raises(UsageProblem, match=r"--context: .* must be a new or empty folder"):
-        images.write_context(found, tmp_path / "ctx", BASE, "/w", None)
+        build_context.write_context(found, tmp_path / "ctx", BASE, "/w", None)
     assert [p.name for p in (tmp_path / "ctx").iterdir()] == ["old"]
 
 
@@ -161,7 +162,7 @@ def test_the_context_folder_must_be_new_or_empty(tmp_path: Path) -> None:
 )
 def test_bad_dest_is_refused_naming_the_argument(dest: str, rule: str) -> None:
     with pytest.raises(UsageProblem, match=f"^DEST: .*{rule}"):
-        images.check_inputs(dest, BASE, BASE)
+        build_context.check_inputs(dest, BASE, BASE)
 
 
 @pytest.mark.parametrize(
@@ -200,9 +201,9 @@ def test_invalid_references_name_the_rule(ref: str, rule: str) -> None:
     problem = image_problem(ref)
     assert problem is not None and rule in problem
     with pytest.raises(UsageProblem, match=r"^RUNTIME_IMAGE: "):
-        images.check_inputs("/w", BASE, ref)
+        build_context.check_inputs("/w", BASE, ref)
     with pytest.raises(UsageProblem, match=r"^BASE_IMAGE: "):
-        images.check_inputs("/w", ref, BASE)
+        build_context.check_inputs("/w", ref, BASE)
 
 
 def test_builder_command_lines(tmp_path: Path) -> None:

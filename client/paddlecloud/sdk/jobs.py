@@ -19,14 +19,14 @@ from typing import Any
 from urllib.parse import quote
 
 from paddlecloud.contract import layout
-from paddlecloud.ctl import images
-from paddlecloud.ctl import spec as specs
-from paddlecloud.ctl.api import Session, cursor_answers
-from paddlecloud.ctl.errors import APIError, NetworkError, PaddleCloudError, UsageProblem
-from paddlecloud.ctl.files import Files, Progress, Summary, check_remote, is_remote
+from paddlecloud.contract.states import TERMINAL_JOB_STATES, worker_names
+from paddlecloud.sdk import images
+from paddlecloud.sdk import spec as specs
+from paddlecloud.sdk.errors import APIError, NetworkError, PaddleCloudError, UsageProblem
+from paddlecloud.sdk.files import Files, check_remote, is_remote
+from paddlecloud.sdk.session import Session, cursor_answers
+from paddlecloud.sdk.transfers import Progress, Summary
 
-ACTIVE_STATES = ("queued", "submitting", "pending", "running")
-TERMINAL_STATES = ("succeeded", "failed", "killed")
 OUTAGE_LIMIT = 600.0  # seconds a follower waits for an unreachable portal before it gives up
 FINAL_GRACE = 60.0  # seconds to wait for the last log bytes of an ended job that is never released
 
@@ -168,10 +168,11 @@ def _remove_added(files: Files, folder: str, before: _Before) -> None:
         pass  # the refusal is what the user must see; a leftover package is only clutter
 
 
-def worker_names(job: dict[str, Any]) -> list[str]:
+def workers_of(job: dict[str, Any]) -> list[str]:
+    """The names of a job's workers (as the API describes the job), trainers first."""
     trainers = int((job.get("trainers") or {}).get("total") or job.get("spec", {}).get("parallelism") or 0)
     pservers = int((job.get("pservers") or {}).get("total") or job.get("spec", {}).get("pservers") or 0)
-    return [f"trainer-{i}" for i in range(trainers)] + [f"pserver-{i}" for i in range(pservers)]
+    return worker_names(trainers, pservers)
 
 
 class _Outage:
@@ -272,7 +273,7 @@ class LogStream:
         """(worker, text, times) pieces: `times` has when each line starting in `text` arrived (the API's)."""
         self.job = self.outage.call(lambda: get(self.session, self.name))
         uid = self.job["uid"]
-        self.workers = [self.worker] if self.worker else worker_names(self.job)
+        self.workers = [self.worker] if self.worker else workers_of(self.job)
         cursors = dict.fromkeys(self.workers, "")
         complete = dict.fromkeys(self.workers, False)
         first = dict.fromkeys(self.workers, True)
@@ -284,7 +285,7 @@ class LogStream:
                     yield from self._drain(uid, worker, cursors, complete, first)
             if not self.follow or all(complete.values()):
                 break
-            if self._state in TERMINAL_STATES:
+            if self._state in TERMINAL_JOB_STATES:
                 # Ended: the logs become complete once its processes are gone; do not wait forever.
                 ended_at = ended_at or time.monotonic()
                 if time.monotonic() - ended_at > FINAL_GRACE:
@@ -344,7 +345,7 @@ def wait(
             last_state = job.get("state")
             if on_state:
                 on_state(job)
-        if job.get("state") in TERMINAL_STATES:
+        if job.get("state") in TERMINAL_JOB_STATES:
             return job
         if deadline is not None and time.monotonic() >= deadline:
             raise PaddleCloudError(f"job {name} is still {job.get('state')} after {timeout:g} s")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paddlecloud.contract.dockerfile import user_problem
-from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem
+from paddlecloud.sdk.errors import PaddleCloudError, UsageProblem
 
 BUILDERS = ("buildah", "podman", "docker")
 PROBE_SECONDS = 30

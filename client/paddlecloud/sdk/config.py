@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from paddlecloud.contract.units import parse_time
-from paddlecloud.ctl import config_schema as schema
-from paddlecloud.ctl.errors import ConfigError
+from paddlecloud.sdk import config_schema as schema
+from paddlecloud.sdk.errors import ConfigError
 
 
 def config_path() -> Path:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from paddlecloud.contract import spec as rules
-from paddlecloud.ctl.errors import UsageProblem
+from paddlecloud.sdk.errors import UsageProblem
 
 # Spec field -> the submit flag that sets it (for messages), as the original paddlectl named them.
 FLAGS = {

@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from paddlecloud import logcap, logtimes
+from paddlecloud.contract import logtimes
+from paddlecloud.runtime import logcap
 
 from .conftest import LAUNCHER, base_facts, launch_env
 

@@ -9,10 +9,10 @@ What it does, in order:
 
 1. Appends ``=== attempt started <time> ... ===`` to ``log.txt``; everything after (its own
    messages, pip's output, the entry's merged stdout+stderr) goes to that file and to stdout, and
-   when it arrived to ``log.times`` beside it (``paddlecloud.logtimes``: the portal shows each
+   when it arrived to ``log.times`` beside it (``paddlecloud.contract.logtimes``: the portal shows each
    line's time from it; the log itself stays plain text). With ``PADDLECLOUD_LOG_LIMIT`` the file
    stays under that many bytes: the head and the end are kept, with a line saying how many bytes
-   were dropped between them (``paddlecloud.logcap``).
+   were dropped between them (``paddlecloud.runtime.logcap``).
    The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
 2. PS mode, pserver 0: serves the gloo HTTP rendezvous store (see ``gloo_store``).
 3. ``<package>/requirements.txt`` present: gets a layer venv on the runtime the launcher runs in
@@ -54,11 +54,11 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from paddlecloud import launch_env, logcap, logtimes, venvcache
-from paddlecloud.contract import jobenv, layout
+from paddlecloud.contract import jobenv, layout, logtimes
 from paddlecloud.contract.layout import LOG_NAME
-from paddlecloud.gloo_store import GlooStore
-from paddlecloud.launch_env import Facts, FactsError
+from paddlecloud.runtime import launch_env, logcap, venvcache
+from paddlecloud.runtime.gloo_store import GlooStore
+from paddlecloud.runtime.launch_env import Facts, FactsError
 
 EXIT_BAD_FACTS = 64
 EXIT_DNS = 68

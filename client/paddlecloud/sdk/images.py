@@ -1,7 +1,7 @@
 """In-cluster image builds from the client: request one, read it, follow its log, wait for it, cancel it.
 
 `paddlectl images`, `image-status`, `image-logs` and `image-cancel`, `paddlectl build --remote` and
-`paddlectl submit -build` all call these (the SDK: `from paddlecloud.ctl import images`).
+`paddlectl submit -build` all call these (the SDK: `from paddlecloud.sdk import images`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 from urllib.parse import quote
 
 from paddlecloud.contract.imageref import image_problem
-from paddlecloud.ctl.api import Session, cursor_answers
-from paddlecloud.ctl.errors import PaddleCloudError, UsageProblem
-from paddlecloud.ctl.files import Files, check_remote, is_remote
+from paddlecloud.contract.states import TERMINAL_BUILD_STATES
+from paddlecloud.sdk.errors import PaddleCloudError, UsageProblem
+from paddlecloud.sdk.files import Files, check_remote, is_remote
+from paddlecloud.sdk.session import Session, cursor_answers
 
-TERMINAL = ("succeeded", "failed", "cancelled")
 BUILDS_FOLDER = "builds"  # where a local package is uploaded for a build: ~/builds/<its name>/
 
 
@@ -97,7 +97,7 @@ def wait_build(session: Session, uid: str, timeout: float | None = None, poll: f
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         build = get_build(session, uid)
-        if build.get("state") in TERMINAL:
+        if build.get("state") in TERMINAL_BUILD_STATES:
             return build
         if deadline is not None and time.monotonic() >= deadline:
             raise PaddleCloudError(f"image build {uid} is still {build.get('state')} after {timeout:g} s")

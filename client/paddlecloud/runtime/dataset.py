@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from paddlecloud import recordio
+from paddlecloud.runtime import recordio
 
 Reader = Callable[[], Iterable[Any]]
 Dumper = Callable[[Any, IO[bytes]], Any]

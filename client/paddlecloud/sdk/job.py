@@ -28,11 +28,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from paddlecloud.ctl import jobs
-from paddlecloud.ctl import spec as specs
-from paddlecloud.ctl.api import Session
-from paddlecloud.ctl.errors import JobFailed, UsageProblem
-from paddlecloud.ctl.jobs import LogStream, job_path, lines
+from paddlecloud.contract.states import SUCCEEDED
+from paddlecloud.sdk import jobs
+from paddlecloud.sdk import spec as specs
+from paddlecloud.sdk.errors import JobFailed, UsageProblem
+from paddlecloud.sdk.jobs import LogStream, job_path, lines
+from paddlecloud.sdk.session import Session
 
 # Spec field -> the PaddleJob parameter that sets it, for messages.
 PARAMETERS = {
@@ -275,7 +276,7 @@ class PaddleJob:
     def wait(self, timeout: float | None = None, poll: float = 2.0, check: bool = False) -> dict[str, Any]:
         """Block until the job ends; returns it. check=True raises JobFailed unless it succeeded."""
         self.job = jobs.wait(self.session, self._ref(), timeout=timeout, poll=poll)
-        if check and self.job.get("state") != "succeeded":
+        if check and self.job.get("state") != SUCCEEDED:
             raise JobFailed(self.job)
         return self.job
 

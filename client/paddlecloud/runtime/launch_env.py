@@ -38,7 +38,7 @@ class Facts:
     venv_cache: Path | None
     pserver_wait_timeout: float
     pod_ip: str | None
-    log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.logcap); None: unbounded
+    log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.runtime.logcap); None: unbounded
 
     @property
     def ps_mode(self) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from paddlecloud.contract.states import SUCCEEDED
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -58,4 +60,4 @@ def describe_end(job: dict[str, Any]) -> str:
     """'job fit failed: TrainerFailed: trainer 1 exited with code 1' (or succeeded/killed)."""
     state = job.get("state", "?")
     why = ": ".join(part for part in (job.get("reason") or "", job.get("message") or "") if part)
-    return f"job {job.get('name')} {state}" + (f": {why}" if why and state != "succeeded" else "")
+    return f"job {job.get('name')} {state}" + (f": {why}" if why and state != SUCCEEDED else "")

@@ -1,0 +1,29 @@
+"""One line of a worker's metrics file (layout.METRICS_NAME): the rules of its step, names and values.
+
+The in-job writer (paddlecloud.runtime.metrics) drops what breaks them; the portal (jobs.metrics)
+checks every line again when it reads the file, since job code may write the file by hand.
+A line: ``{"step": 10, "time": 1712345678.123, "values": {"loss": 0.25}}``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+MAX_NAME = 64  # characters in a metric's name
+MAX_VALUES = 32  # metrics in one line
+MAX_STEP = 2**53  # steps stay exact in JavaScript's numbers
+
+
+def valid_name(name: object) -> bool:
+    """A metric name: 1 to 64 printable characters (the portal shows it as text, whatever it holds)."""
+    return isinstance(name, str) and 0 < len(name) <= MAX_NAME and name.isprintable()
+
+
+def valid_value(value: object) -> bool:
+    """A finite real number; booleans are not numbers here."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def valid_step(step: object) -> bool:
+    return isinstance(step, numbers.Integral) and not isinstance(step, bool) and 0 <= int(step) < MAX_STEP
