@@ -1,16 +1,13 @@
-"""The checksum uploads are checked with: XXH3-128, written 'xxh3_128:<32 hex digits>'."""
+"""The checksum uploads are checked with: XXH3-128, written as the client's contract says (contract.checksum)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import xxhash
+from paddlecloud.contract import checksum
 
 from core.errors import Invalid
-
-CHECKSUM_ALGORITHM = "xxh3_128"
-_CHECKSUM = re.compile(r"^(?:xxh3_128:)?([0-9a-fA-F]{32})$")
 
 
 def new_hasher() -> Any:
@@ -19,13 +16,15 @@ def new_hasher() -> Any:
 
 def parse_checksum(value: Any, field: str) -> str:
     """'xxh3_128:<32 hex digits>' (the prefix may be left out) -> lowercase hex."""
-    match = _CHECKSUM.match(value.strip()) if isinstance(value, str) else None
-    if match is None:
+    digest = checksum.hex_of(value) if isinstance(value, str) else None
+    if digest is None:
         raise Invalid(
-            f"must be an XXH3-128 checksum: 'xxh3_128:' followed by 32 hex digits (got {str(value)[:80]!r})", field
+            f"must be an XXH3-128 checksum: '{checksum.ALGORITHM}:' followed by 32 hex digits "
+            f"(got {str(value)[:80]!r})",
+            field,
         )
-    return match.group(1).lower()
+    return digest
 
 
 def format_checksum(digest: str) -> str:
-    return f"{CHECKSUM_ALGORITHM}:{digest}"
+    return checksum.written(digest)

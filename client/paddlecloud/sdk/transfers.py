@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import xxhash
 
+from paddlecloud.contract.checksum import written as written_checksum
 from paddlecloud.sdk.errors import APIError, NetworkError, PaddleCloudError
 from paddlecloud.sdk.session import Session
 
@@ -25,7 +26,6 @@ FILES = "/files"
 HASH_PIECE = 4 * 1024 * 1024
 DOWNLOAD_PIECE = 1024 * 1024
 PART_SUFFIX = ".paddlectl-part"
-CHECKSUM_PREFIX = "xxh3_128:"
 
 
 class Progress(Protocol):
@@ -77,11 +77,11 @@ def xxh3_file(path: Path) -> str:
     with path.open("rb") as handle:
         while piece := handle.read(HASH_PIECE):
             hasher.update(piece)
-    return CHECKSUM_PREFIX + hasher.hexdigest()
+    return written_checksum(hasher.hexdigest())
 
 
 def xxh3_bytes(data: bytes) -> str:
-    return CHECKSUM_PREFIX + xxhash.xxh3_128_hexdigest(data)
+    return written_checksum(xxhash.xxh3_128_hexdigest(data))
 
 
 def _indexes(spans: Iterable[Iterable[int]]) -> list[int]:
