@@ -19,13 +19,13 @@ from core.errors import DomainError
 from datacenters.models import Datacenter
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
-from jobs.engines.base import EngineError, LogChunk, TransientEngineError
+from jobs.engines.base import EngineError, TransientEngineError
 from jobs.engines.kubernetes import build as b
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.engines.kubernetes.manifests import Storage, owner_reference
-from jobs.logfiles import parse_cursor, read_chunk
+from jobs.logfiles import LogChunk, parse_cursor, read_chunk
 from storage import paths
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,7 @@ from core.api.params import by_state, flag
 from images import for_jobs
 from jobs import metrics, packages, services
 from jobs.engines import engine_for
-from jobs.engines.base import LogChunk
-from jobs.logfiles import line_count
+from jobs.logfiles import LogChunk, line_count
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
 

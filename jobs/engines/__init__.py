@@ -7,10 +7,10 @@ kubernetes client, which costs most of a second, and the portal's processes must
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import models
+from django.utils.module_loading import import_string
 
 if TYPE_CHECKING:
     from datacenters.models import Datacenter
@@ -40,17 +40,12 @@ ENGINES: dict[str, EngineEntry] = {
 assert set(ENGINES) == set(EngineName.values), "every engine choice has one entry in ENGINES"
 
 
-def _load(dotted: str) -> Any:
-    module_name, _, class_name = dotted.rpartition(".")
-    return getattr(import_module(module_name), class_name)
-
-
 def rules_for(engine_name: str) -> type[EngineRules]:
     """The rules of the engine named `engine_name` (a datacenter's `engine`)."""
-    rules: type[EngineRules] = _load(ENGINES[engine_name].rules)
+    rules: type[EngineRules] = import_string(ENGINES[engine_name].rules)
     return rules
 
 
 def engine_for(datacenter: Datacenter) -> Engine:
-    engine: Engine = _load(ENGINES[datacenter.engine].engine)(datacenter)
+    engine: Engine = import_string(ENGINES[datacenter.engine].engine)(datacenter)
     return engine
