@@ -58,6 +58,7 @@ def main() -> None:
     from jobs.engines.local import gpus
     from jobs.models import TERMINAL_STATES, Job, Runtime
     from jobs.reconcile import reconcile_datacenter
+    from jobs.records import RECORDS
 
     found = args.assume_gpus.split(",") if args.assume_gpus else gpus.detect()
     print(f"GPUs given to the datacenter: {found or 'none'}")
@@ -77,7 +78,7 @@ def main() -> None:
             "image": args.image, "datacenter": "local", "cpu": "1", "memory": "4Gi", "max_retries": 0}
     job = Job.objects.create(owner=user, datacenter=dc, name="gpu", uid="gpu-check", spec=spec, state="pending")
     started = time.monotonic()
-    engine_for(dc).start(job)  # builds the runtime first if this host has not got it yet
+    engine_for(dc).start(job, RECORDS)  # builds the runtime first if this host has not got it yet
     while time.monotonic() - started < 900:
         reconcile_datacenter(dc)
         job.refresh_from_db()

@@ -105,6 +105,7 @@ def run_ours(package: Path, steps: int, run: str) -> float:
     from jobs.engines import engine_for
     from jobs.models import TERMINAL_STATES, Job
     from jobs.reconcile import reconcile_datacenter
+    from jobs.records import RECORDS
     from jobs.spec import JobSpecSerializer
 
     user, _ = User.objects.get_or_create(username="bench")
@@ -120,7 +121,7 @@ def run_ours(package: Path, steps: int, run: str) -> float:
     job = Job.objects.create(owner=user, datacenter=dc, name=name, uid=f"{name}-bench",
                              spec={**spec.validated_data, "datacenter": "local"}, state="pending")
     started = time.monotonic()
-    engine_for(dc).start(job)
+    engine_for(dc).start(job, RECORDS)
     while True:
         reconcile_datacenter(dc)
         job.refresh_from_db()

@@ -44,6 +44,7 @@ def run_once(dc: Any, user: Any, spec: dict[str, Any]) -> tuple[float, float, st
     from jobs.engines import engine_for
     from jobs.models import TERMINAL_STATES, Job, JobState
     from jobs.reconcile import reconcile_datacenter
+    from jobs.records import RECORDS
     from jobs.spec import JobSpecSerializer
     from jobs.states import transition
 
@@ -64,7 +65,7 @@ def run_once(dc: Any, user: Any, spec: dict[str, Any]) -> tuple[float, float, st
         state=JobState.SUBMITTING,
     )
     started = time.monotonic()
-    engine_for(dc).start(job)
+    engine_for(dc).start(job, RECORDS)
     transition(job.pk, JobState.PENDING, submitted_at=timezone.now())
     to_running = 0.0
     while True:

@@ -69,6 +69,7 @@ def run(cluster: object, work: Path, count: int, cycles: int, fate: str, profile
     from jobs.engines.kubernetes import client as kube
     from jobs.models import Job
     from jobs.reconcile import reconcile_datacenter
+    from jobs.records import RECORDS
     from tests.k8s.engine_helpers import new_job, start
 
     root = work / "pfs"
@@ -118,7 +119,7 @@ def run(cluster: object, work: Path, count: int, cycles: int, fate: str, profile
         calls.append(kube.total_calls())
         queries.append(len(captured.captured_queries))
         t0 = time.perf_counter()
-        engine.poll(active)
+        engine.poll(active, RECORDS)
         poll_times.append(time.perf_counter() - t0)
     pods = len(kube.for_datacenter(dc).list("Pod", label_selector="app.kubernetes.io/managed-by=paddlecloud"))
     print(f"objects: {count} jobs, {pods} pods")

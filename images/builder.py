@@ -24,11 +24,11 @@ from images import kaniko as b
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from jobs.engines import engine_for
-from jobs.engines.base import EngineError, ImageBuilderSupport, LogChunk, TransientEngineError
+from jobs.engines.base import EngineError, ImageBuilderSupport, TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.manifests import Storage, owner_reference
-from jobs.logfiles import parse_cursor, read_chunk
+from jobs.logfiles import LogChunk, parse_cursor, read_chunk
 from storage import paths
 
 log = logging.getLogger(__name__)

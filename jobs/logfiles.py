@@ -3,7 +3,8 @@
 Logs lie in the job owner's home, where the job itself writes. Each is opened from the home's
 descriptor one folder at a time with O_NOFOLLOW (`open_log_fd`, the one way the API and the local
 engine open them): a job that puts a symlink (or a FIFO, or a directory) at its log.txt or at a folder
-on its path gets a 403 naming the rule, noted in the worker's message, and never a window on another file.
+on its path gets a 403 naming the rule, and never a window on another file. Reading writes nothing: the
+reconciler notes a refused log on the worker's row when it releases the job (jobs.records).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 import secrets
 import stat
+from dataclasses import dataclass
 from typing import IO
 
 from paddlecloud.contract import logtimes, quantity
@@ -24,19 +26,36 @@ from paddlecloud.runtime import logcap
 from core.errors import Forbidden, Invalid
 from datacenters.models import Datacenter
 from jobs import errorline
-from jobs.engines.base import LogChunk, TransientEngineError
 from jobs.errors import LogRefused
 from jobs.layout import worker_parts
-from jobs.models import Job, Worker
+from jobs.models import Job
 from storage import backends, paths
 from storage.backends import storage_for
 from storage.beneath import NotRegularFile
-from storage.errors import StorageUnavailable, raise_os_error
+from storage.errors import raise_os_error
 
 MAX_CHUNK = 256 * 1024
 _MAX_CURSOR_DIGITS = 18  # an offset into any file that fits on a disk
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class LogChunk:
+    text: str
+    cursor: str  # pass back to get what comes after; unchanged when nothing new arrived
+    complete: bool  # True when this log will never grow again
+    # When each line that starts in `text` arrived (unix seconds; see paddlecloud.logtimes), None
+    # where unknown; the whole list is None where the engine keeps no times for this log.
+    times: list[float | None] | None = None
+
+
+@dataclass(frozen=True)
+class Archived:
+    """What write_archive did: `written`, or kept the copy there; `refused` says why it may not write there."""
+
+    written: bool
+    refused: str = ""  # the worker's message (see refused_message), "" unless the path was unsafe
 
 
 def parse_cursor(cursor: str | None) -> int:
@@ -57,13 +76,16 @@ def log_limit(datacenter: Datacenter) -> int:
     return max(int(quantity.parse(datacenter.job_log_limit, quantity.STORAGE, "job_log_limit")), logcap.MIN_LIMIT)
 
 
-def _refuse(job: Job, worker: str, why: str) -> LogRefused:
-    message = f"log refused: {why}; the portal does not show it"
-    role, _, index = worker.partition("-")
-    # Tell the owner on the worker's row too (`paddlectl get workers`, the job page).
-    Worker.objects.filter(job=job, role=role, index=int(index)).exclude(message=message).update(message=message)
+def refused_message(why: str) -> str:
+    """What a worker's row says of a log the portal refuses (the reconciler writes it: jobs.records)."""
+    return f"log refused: {why}; the portal does not show it"
+
+
+def _refuse(job: Job, worker: str, why: str) -> str:
+    """The refusal's message for the worker's row, logged for the operators."""
+    message = refused_message(why)
     log.warning("job %s %s: %s", job.uid, worker, message)
-    return LogRefused(f"{worker}: {message}")
+    return message
 
 
 class _Unsafe(Exception):
@@ -117,7 +139,20 @@ def open_log(job: Job, worker: str, file_name: str = LOG_NAME) -> IO[bytes] | No
     try:
         return _open_beneath(job, worker, file_name)
     except _Unsafe as exc:
-        raise _refuse(job, worker, str(exc)) from None
+        raise LogRefused(f"{worker}: {_refuse(job, worker, str(exc))}") from None
+
+
+def refusal(job: Job, worker: str) -> str:
+    """Why the worker's log may not be read (its row's message, refused_message); "" if it may or is missing."""
+    try:
+        handle = _open_beneath(job, worker, "log.txt")
+    except _Unsafe as exc:
+        return refused_message(str(exc))
+    except OSError:
+        return ""  # storage not mounted, say: nothing to say about the log itself
+    if handle is not None:
+        handle.close()
+    return ""
 
 
 def open_times(job: Job, worker: str) -> IO[bytes] | None:
@@ -129,12 +164,13 @@ def open_times(job: Job, worker: str) -> IO[bytes] | None:
         return None
 
 
-def write_archive(job: Job, worker: str, data: bytes) -> bool:
+def write_archive(job: Job, worker: str, data: bytes) -> Archived:
     """Keep `data` as the worker's log unless the file there is as long already (or holds the log limit's
     head: the launcher capped it); atomic, beneath the root, and capped at the limit as the launcher caps.
 
     The folders are made and the file written without following a link (a job may have swapped one
-    in to steer the portal's write elsewhere); such a log is left alone and reported. True if written.
+    in to steer the portal's write elsewhere); such a log is left alone and the answer says why
+    (`refused`, for the worker's row). StorageUnavailable where the storage is not mounted right now.
     """
     try:
         target = paths.in_home(job.owner, job.datacenter, worker_parts(job, worker), follow_last=False)
@@ -142,36 +178,42 @@ def write_archive(job: Job, worker: str, data: bytes) -> bool:
         folder = name.rsplit("/", 1)[0]
         storage.makedirs(folder)
         limit = log_limit(job.datacenter)
-        try:
-            current = storage.lstat(name)
-            if stat.S_ISREG(current.st_mode) and current.st_size >= min(len(data), limit // 2):
-                return False  # the launcher's own copy is whole (the kubelet may have rotated the pod log)
-        except FileNotFoundError:
-            pass
-        temp = f"{folder}/.log-{secrets.token_hex(8)}.tmp"
-        fd = storage.open_fd(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            with os.fdopen(fd, "r+b", buffering=0) as out:
-                logcap.CappedLog(out, None, limit).write(data)
-            storage.replace(temp, name)  # a link at `name` is replaced, never written through
-        except BaseException:
-            with contextlib.suppress(OSError):
-                storage.remove(temp)
-            raise
-        with contextlib.suppress(FileNotFoundError):
-            # Its records were offsets into the launcher's copy this replaced: wrong for the new text.
-            storage.remove(f"{folder}/{logtimes.TIMES_NAME}")
-    except StorageUnavailable as exc:
-        raise TransientEngineError(exc.message) from None  # not mounted right now: the next cycle retries
+        if _whole_copy_there(storage, name, min(len(data), limit // 2)):
+            return Archived(written=False)  # the launcher's copy is whole (the kubelet may have rotated the pod log)
+        _replace_atomically(storage, folder, name, data, limit)
     except (Forbidden, NotADirectoryError) as exc:
-        _refuse(job, worker, f"not archived: {exc}")
-        return False
+        return Archived(written=False, refused=_refuse(job, worker, f"not archived: {exc}"))
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.EMLINK):
             raise
-        _refuse(job, worker, "not archived: a folder of its path is a symbolic link, which is not followed")
+        why = "not archived: a folder of its path is a symbolic link, which is not followed"
+        return Archived(written=False, refused=_refuse(job, worker, why))
+    return Archived(written=True)
+
+
+def _whole_copy_there(storage: backends.PfsStorage, name: str, enough: int) -> bool:
+    """A regular file of at least `enough` bytes lies at `name` (never following a link there)."""
+    try:
+        current = storage.lstat(name)
+    except FileNotFoundError:
         return False
-    return True
+    return stat.S_ISREG(current.st_mode) and current.st_size >= enough
+
+
+def _replace_atomically(storage: backends.PfsStorage, folder: str, name: str, data: bytes, limit: int) -> None:
+    temp = f"{folder}/.log-{secrets.token_hex(8)}.tmp"
+    fd = storage.open_fd(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "r+b", buffering=0) as out:
+            logcap.CappedLog(out, None, limit).write(data)
+        storage.replace(temp, name)  # a link at `name` is replaced, never written through
+    except BaseException:
+        with contextlib.suppress(OSError):
+            storage.remove(temp)
+        raise
+    with contextlib.suppress(FileNotFoundError):
+        # Its records were offsets into the launcher's copy this replaced: wrong for the new text.
+        storage.remove(f"{folder}/{logtimes.TIMES_NAME}")
 
 
 def read_log_file(

@@ -15,7 +15,7 @@ from paddlecloud.contract.layout import LOG_NAME
 
 from jobs import logfiles
 from jobs.engines import engine_for
-from jobs.engines.base import LogChunk
+from jobs.logfiles import LogChunk
 from jobs.models import Job
 
 Times = list[float | None]

@@ -94,6 +94,8 @@ class Job(models.Model):
     released = models.BooleanField(default=False)
     # True once the engine's objects of a finished job were deleted after the datacenter's TTL.
     cleaned = models.BooleanField(default=False)
+    # `kill -rm`: forget the job (delete its row) once the engine released it.
+    remove_when_released = models.BooleanField(default=False)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,5 +1,8 @@
 """The reconciler: observe every started job through its engine and move it through the state machine.
 
+The engines report (an Observation per job, and what they did to the Recorder, jobs.records); this
+module and jobs.states decide what a job and its workers are, and jobs.records writes the rows.
+
 It also holds the storage quota while jobs run (`enforce_storage_quota`, its own beat task
 `jobs.storage_quota`): jobs write straight onto the PFS, so their owners' homes are measured and their
 jobs failed when the home outgrows the quota.
@@ -24,6 +27,7 @@ from datacenters.models import Datacenter
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Worker, WorkerState
+from jobs.records import RECORDS, note_refused_logs, record_workers
 from jobs.states import transition
 from storage import backends, usage
 from storage.models import StorageUsage
@@ -32,29 +36,6 @@ from storage.tasks import recompute_usage
 log = logging.getLogger(__name__)
 
 STUCK_AFTER = timedelta(seconds=30)  # a queued/submitting job not touched for this long is submitted again
-
-
-_WORKER_FIELDS = ("state", "host", "pid", "started_at", "restarts", "exit_code", "message")
-
-
-def _record_workers(job: Job, observation: Observation, known: dict[tuple[str, int], Worker] | None = None) -> None:
-    """Write the observed worker statuses, touching only rows that changed (most do not, most cycles)."""
-    if known is None:
-        known = {(w.role, w.index): w for w in Worker.objects.filter(job=job)}
-    changed = []
-    now = timezone.now()
-    for status in observation.workers:
-        values = {name: getattr(status, name) for name in _WORKER_FIELDS}
-        worker = known.get((str(status.role), status.index))
-        if worker is None:
-            Worker.objects.update_or_create(job=job, role=status.role, index=status.index, defaults=values)
-        elif any(getattr(worker, name) != value for name, value in values.items()):
-            for name, value in values.items():
-                setattr(worker, name, value)
-            worker.updated_at = now
-            changed.append(worker)
-    if changed:
-        Worker.objects.bulk_update(changed, [*_WORKER_FIELDS, "updated_at"])
 
 
 def _counts(observation: Observation) -> dict[str, Any]:
@@ -79,7 +60,7 @@ def _counts(observation: Observation) -> dict[str, Any]:
 def _finish(job: Job, engine: Engine) -> bool:
     """Let the engine keep the logs and stop the workers before the final state is written."""
     try:
-        return engine.finish(job)
+        return engine.finish(job, RECORDS)
     except TransientEngineError as exc:
         log.warning("cannot finish %s yet: %s", job.uid, exc)
         return False
@@ -88,7 +69,7 @@ def _finish(job: Job, engine: Engine) -> bool:
 def apply(
     job: Job, observation: Observation, engine: Engine, workers: dict[tuple[str, int], Worker] | None = None
 ) -> None:
-    _record_workers(job, observation, workers)
+    record_workers(job, observation, workers)
     counts = _counts(observation)
     if observation.state in (JobState.SUCCEEDED, JobState.FAILED):
         if not _finish(job, engine):
@@ -150,16 +131,17 @@ def release(job: Job, engine: Engine) -> bool:
     with exclusive(job_lock(job.pk)) as held:
         if not held:
             return False
-        current = Job.objects.filter(pk=job.pk).values_list("engine_data", flat=True).first()
+        current = Job.objects.filter(pk=job.pk).values("engine_data", "remove_when_released").first()
         if current is None:
             return True  # removed meanwhile
-        job.engine_data = current  # what the start recorded up to now, not this copy's
+        job.engine_data = current["engine_data"]  # what the start recorded up to now, not this copy's
+        job.remove_when_released = current["remove_when_released"]  # a `kill -rm` sets it before its kill
         return _release(job, engine)
 
 
 def _release(job: Job, engine: Engine) -> bool:
     workers_stopping(job.pk, job.state)
-    if not engine.stop(job):
+    if not engine.stop(job, RECORDS):
         return False
     if not job.released:
         # How each one really ended: a trainer that exited 0 meanwhile is succeeded, a killed one shows its code.
@@ -167,7 +149,7 @@ def _release(job: Job, engine: Engine) -> bool:
         if job.state == JobState.KILLED:
             # A kill is final: no worker of a killed job shows succeeded (its exit code still says how it ended).
             final = [replace(w, state=WorkerState.KILLED) if w.state == WorkerState.SUCCEEDED else w for w in final]
-        _record_workers(job, Observation(JobState(job.state), workers=final))
+        record_workers(job, Observation(JobState(job.state), workers=final))
     if job.state == JobState.SUCCEEDED:
         # pservers never exit by themselves: the engine stopped them because the trainers were done.
         job.workers.filter(role="pserver").update(
@@ -178,10 +160,11 @@ def _release(job: Job, engine: Engine) -> bool:
         released=True, pservers_running=0, trainers_running=0, pservers_pending=0, trainers_pending=0
     )
     if released:
+        note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
         # The job wrote its output and logs straight onto the user's storage: count them in the quota.
         owner, datacenter = job.owner_id, job.datacenter_id
         transaction.on_commit(lambda: recompute_usage.delay(owner, datacenter))
-    if job.engine_data.get("remove"):
+    if job.remove_when_released:
         Job.objects.filter(pk=job.pk).delete()
     return True
 
@@ -198,7 +181,7 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
     )
     if started:
         try:
-            observations = engine.poll(started)
+            observations = engine.poll(started, RECORDS)
         except TransientEngineError as exc:
             log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
             return

@@ -27,7 +27,7 @@ from jobs import hooks, layout, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import submit_later, workers_stopping
 from jobs.spec import JobSpecSerializer
-from jobs.states import merge_engine_data, transition
+from jobs.states import remove_when_released, transition
 from jobs.tasks import kill_job, submit_job
 from registry.models import RegistrySecret
 
@@ -252,5 +252,5 @@ def remove(job: Job) -> None:
     if job.state in TERMINAL_STATES and job.released:
         job.delete()
         return
-    merge_engine_data(job.pk, {"remove": True})  # first, so the release that kill() leads to sees it
+    remove_when_released(job.pk)  # first, so the release that kill() leads to sees it
     kill(job)

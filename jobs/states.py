@@ -88,3 +88,8 @@ def merge_engine_data(job_id: int, changes: Mapping[str, Any]) -> dict[str, Any]
             cursor.execute(sql, [*values, job_id])
     current = Job.objects.filter(pk=job_id).values_list("engine_data", flat=True).first()
     return dict(current) if current is not None else dict(changes)
+
+
+def remove_when_released(job_id: int) -> None:
+    """Have the job's row deleted once its engine released it (`kill -rm` of a job still active)."""
+    Job.objects.filter(pk=job_id).update(remove_when_released=True)

@@ -19,6 +19,7 @@ from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import enforce_storage_quota, reconcile_datacenter, release, stuck_submissions
+from jobs.records import RECORDS
 from jobs.states import transition
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,10 @@ def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
         if job.state in TERMINAL_STATES:
             return  # killed before the lock was ours: its release ran alone, so nothing may start now
         try:
-            engine.start(job)
+            engine.start(job, RECORDS)
         except EngineError as exc:
             transition(job_id, JobState.FAILED, reason=Reason.SUBMIT_FAILED, message=str(exc))
-            engine.stop(job)
+            engine.stop(job, RECORDS)
             return
         except TransientEngineError as exc:
             Job.objects.filter(pk=job_id, state=JobState.SUBMITTING).update(message=f"retrying: {exc}")
@@ -128,7 +129,7 @@ def cleanup() -> None:
             if job.finished_at and now - job.finished_at < timedelta(seconds=job.datacenter.finished_ttl):
                 continue
             try:
-                if engine_for(job.datacenter).cleanup(job):
+                if engine_for(job.datacenter).cleanup(job, RECORDS):
                     Job.objects.filter(pk=job.pk).update(cleaned=True)
             except (EngineError, TransientEngineError) as exc:
                 log.warning("cleanup of %s failed: %s", job.uid, exc)

@@ -1,12 +1,17 @@
 """The engine interface: what every engine (local processes, Kubernetes) offers the job tasks.
 
-Engines are stateless between calls: what they must remember about a job lives in `job.engine_data`
-(and in the Worker rows), so any worker process can pick a job up after another one died.
+Engines report, the domain records: an engine writes no Job or Worker row. `poll` returns what it saw
+(an Observation per job); what an engine did and must not forget (a process it spawned, the ports it
+chose, a stop it asked for) it reports, at once and before it acts on it, to the `Recorder` the caller
+hands it (jobs.records writes it), so a worker process that dies mid-start leaves no stranger behind.
+What an engine must remember about a job is its own (`job.engine_data`, merged key by key); any worker
+process can pick a job up after another one died.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +20,7 @@ from typing import Any, Protocol
 from core.errors import DomainError, Invalid
 from datacenters.models import Datacenter
 from jobs import layout
+from jobs.logfiles import LogChunk
 from jobs.models import Job, JobState, Role, WorkerState
 
 
@@ -50,14 +56,20 @@ class Observation:
     workers: list[WorkerStatus] = field(default_factory=list)
 
 
-@dataclass
-class LogChunk:
-    text: str
-    cursor: str  # pass back to get what comes after; unchanged when nothing new arrived
-    complete: bool  # True when this log will never grow again
-    # When each line that starts in `text` arrived (unix seconds; see paddlecloud.contract.logtimes), None
-    # where unknown; the whole list is None where the engine keeps no times for this log.
-    times: list[float | None] | None = None
+class Recorder(Protocol):
+    """Where an engine reports what it did, as it goes; the domain (jobs.records) writes the rows."""
+
+    def keep(self, job: Job, changes: Mapping[str, Any]) -> None:
+        """Keep these engine-private keys in the job's engine data (key by key) and in `job.engine_data`."""
+
+    def planned(self, job: Job, workers: Iterable[tuple[Role, int]]) -> None:
+        """The job has these workers: their rows exist from now on (pending where new)."""
+
+    def started(self, job: Job, status: WorkerStatus) -> None:
+        """A worker's process was (re)started: its row says so (state, pid, host, start, restarts, message)."""
+
+    def note(self, job: Job, worker: str, message: str) -> None:
+        """Tell the owner something about one worker ("trainer-0") on its row."""
 
 
 class ImageBuilderSupport(Protocol):
@@ -91,22 +103,24 @@ class Engine(ABC):
             raise TransientEngineError(exc.message) from None
 
     @abstractmethod
-    def start(self, job: Job) -> None:
+    def start(self, job: Job, recorder: Recorder) -> None:
         """Start the job; idempotent: a retry after a crash creates only what is missing."""
 
     @abstractmethod
-    def poll(self, jobs: list[Job]) -> dict[int, Observation]:
-        """Observe many jobs at once (a constant number of cluster calls, whatever their number)."""
+    def poll(self, jobs: list[Job], recorder: Recorder) -> dict[int, Observation]:
+        """Observe many jobs at once (a constant number of cluster calls, whatever their number).
+
+        An engine that is its own controller (local) restarts a failed worker here, reporting it."""
 
     @abstractmethod
-    def stop(self, job: Job) -> bool:
+    def stop(self, job: Job, recorder: Recorder) -> bool:
         """Stop everything of the job (archiving logs first); True once nothing of it runs. Idempotent."""
 
     @abstractmethod
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         """The log text of one worker ("trainer-0", "pserver-1") after `cursor`."""
 
-    def finish(self, job: Job) -> bool:
+    def finish(self, job: Job, recorder: Recorder) -> bool:
         """Keep the logs and stop the workers of a job that is about to get its final state; True once done.
 
         The reconciler calls it before it writes succeeded/failed, so a job is never shown finished
@@ -119,9 +133,9 @@ class Engine(ABC):
         """How each worker of a stopped job ended (state, exit code, message); [] where the engine cannot tell."""
         return []
 
-    def cleanup(self, job: Job) -> bool:
+    def cleanup(self, job: Job, recorder: Recorder) -> bool:
         """Delete what is left of a finished job after the datacenter's TTL; True when done."""
-        return self.stop(job)
+        return self.stop(job, recorder)
 
     def reap(self) -> int:
         """Delete engine objects whose job row is gone or finished past its TTL; how many were deleted."""

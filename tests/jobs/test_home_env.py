@@ -12,6 +12,7 @@ from datacenters.models import Datacenter
 from jobs.engines.kubernetes import manifests
 from jobs.engines.local.engine import LocalEngine
 from jobs.models import Job, Role
+from jobs.records import RECORDS
 from tests.jobs.test_local_engine import finished
 from tests.jobs.test_log_links import kube_dc  # noqa: F401 - a fixture
 from tests.workers import WorkerProcess
@@ -21,7 +22,7 @@ SPEC = {"parallelism": 1, "pservers": 0, "entry": "python train.py"}
 
 def test_the_local_engine_without_a_sandbox_gives_the_real_home(alice: User, local_dc: Datacenter) -> None:
     job = Job.objects.create(owner=alice, datacenter=local_dc, name="fit", uid="fit-ab12c", spec=SPEC)
-    env = LocalEngine(local_dc)._env(job, Role.TRAINER, 0, "/pkg", "/out", runtime=None)
+    env = LocalEngine(local_dc).supervisor.env(job, Role.TRAINER, 0, "/pkg", "/out", None, RECORDS)
     assert env["PADDLECLOUD_HOME"] == str(Path(local_dc.storage_root) / "home" / "alice")
 
 

@@ -16,8 +16,10 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from jobs.engines.base import WorkerStatus
+from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
-from jobs.engines.kubernetes.status import VANISHED_AFTER, Facts, JobObjects
+from jobs.engines.kubernetes.pods import JobObjects
+from jobs.engines.kubernetes.status import VANISHED_AFTER, Facts
 from jobs.models import JobState, Reason, WorkerState
 from tests.jobs.k8s_status_cases import HERE, load
 
@@ -114,7 +116,7 @@ def test_group_finds_every_object_of_a_case_by_its_job_label(name: str) -> None:
     facts, objs = load(name)
     jobs = [objs.trainer_job] if objs.trainer_job else []
     sets = [objs.pserver_set] if objs.pserver_set else []
-    grouped = k8s_status.group(objs.pods, jobs, sets).get(facts.uid, JobObjects())
+    grouped = k8s_pods.group(objs.pods, jobs, sets).get(facts.uid, JobObjects())
     assert (grouped.trainer_job, grouped.pserver_set, grouped.pods) == (objs.trainer_job, objs.pserver_set, objs.pods)
 
 
@@ -123,7 +125,7 @@ def test_group_finds_every_object_of_a_case_by_its_job_label(name: str) -> None:
     [(None, set()), ("", set()), ("3", {3}), ("0,2-4", {0, 2, 3, 4}), (" 1 , 5-5 ", {1, 5})],
 )
 def test_index_set(text: str | None, indexes: set[int]) -> None:
-    assert k8s_status.index_set(text) == indexes
+    assert k8s_pods.index_set(text) == indexes
 
 
 @pytest.mark.parametrize(
@@ -137,7 +139,7 @@ def test_index_set(text: str | None, indexes: set[int]) -> None:
     ],
 )
 def test_describe(term: dict[str, Any] | None, said: str) -> None:
-    assert k8s_status.describe(term) == said
+    assert k8s_pods.describe(term) == said
 
 
 @pytest.mark.parametrize(
@@ -152,7 +154,7 @@ def test_describe(term: dict[str, Any] | None, said: str) -> None:
     ],
 )
 def test_pod_index(meta: dict[str, Any], role: str, index: int | None) -> None:
-    assert k8s_status.pod_index({"metadata": meta}, role) == index
+    assert k8s_pods.pod_index({"metadata": meta}, role) == index
 
 
 def _pserver_restarted_after(objs: JobObjects, code: int) -> JobObjects:

@@ -20,6 +20,7 @@ from jobs import tasks
 from jobs.engines import engine_for
 from jobs.engines.local import processes
 from jobs.models import Job, JobState, Worker
+from jobs.records import RECORDS
 from jobs.states import transition
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
@@ -178,7 +179,7 @@ def test_a_stop_with_a_stale_copy_keeps_a_process_recorded_since(alice_api: APIC
 
     wait_for(restarted, "trainer 0 to be restarted", 30)
     kill(alice_api, uid)
-    engine_for(stale.datacenter).stop(stale)  # the kill's first look, with its copy from before the restart
+    engine_for(stale.datacenter).stop(stale, RECORDS)  # the kill's first look, with its copy from before the restart
     release_by_looks(pk)
     assert job_processes(uid) == []
 
@@ -217,6 +218,6 @@ def test_a_start_that_comes_after_the_kill_starts_nothing(alice_api: APIClient, 
     job.refresh_from_db()
     kill(alice_api, uid)
     release_by_looks(job.pk)  # nothing ran yet: released at once
-    engine_for(job.datacenter).start(job)  # the rest of that submit_job, with its copy of the job (submitting)
+    engine_for(job.datacenter).start(job, RECORDS)  # the rest of that submit_job, with its copy of the job (submitting)
     assert job_processes(uid) == []
     assert not Worker.objects.filter(job=job, state="running").exists()

@@ -9,6 +9,7 @@ from jobs.engines.kubernetes import manifests
 from jobs.engines.local.engine import LocalEngine
 from jobs.logfiles import log_limit
 from jobs.models import Job, Role
+from jobs.records import RECORDS
 from tests.jobs.test_log_links import kube_dc  # noqa: F401 - a fixture
 
 SPEC = {"parallelism": 1, "pservers": 0, "entry": "python train.py"}
@@ -18,7 +19,7 @@ def test_the_local_engine_sets_the_limit(alice: User, local_dc: Datacenter) -> N
     Datacenter.objects.filter(pk=local_dc.pk).update(job_log_limit="3Mi")
     local_dc.refresh_from_db()
     job = Job.objects.create(owner=alice, datacenter=local_dc, name="fit", uid="fit-ab12c", spec=SPEC)
-    env = LocalEngine(local_dc)._env(job, Role.TRAINER, 0, "/pkg", "/out", runtime=None)
+    env = LocalEngine(local_dc).supervisor.env(job, Role.TRAINER, 0, "/pkg", "/out", None, RECORDS)
     assert env["PADDLECLOUD_LOG_LIMIT"] == str(3 * 1024 * 1024)
 
 

@@ -1,4 +1,7 @@
-"""A job that turns its log into a symlink (or a FIFO) gets a 403 naming the rule, never the file behind it."""
+"""A job that turns its log into a symlink (or a FIFO) gets a 403 naming the rule, never the file behind it.
+
+Reading writes nothing: the worker's row says it once the reconciler looked (jobs.records.note_refused_logs).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from rest_framework.test import APIClient
 from datacenters.models import Datacenter, Engine
 from jobs.logfiles import write_archive
 from jobs.models import Job, JobState, Role, Worker
+from jobs.records import note_refused_logs, note_worker
 
 SECRET = "the portal's private key: do-not-show-me"
 
@@ -64,6 +68,8 @@ def assert_refused(api: APIClient, job: Job, what: str) -> None:
         payload = response.json()
         assert payload["code"] == "log_refused"
         assert "trainer-0" in payload["detail"] and what in payload["detail"], payload
+    assert Worker.objects.get(job=job).message == ""  # a GET writes nothing
+    note_refused_logs(job)  # what the reconciler does as it releases the job
     worker = Worker.objects.get(job=job)
     assert what in worker.message and "log refused" in worker.message
     assert SECRET not in worker.message
@@ -146,7 +152,7 @@ def test_archiving_replaces_a_linked_log_and_never_writes_through_it(
     job = make_job(kube_dc, alice, namespace="paddle-alice")
     link = log_dir(kube_dc, job) / "log.txt"
     link.symlink_to(secret_file)
-    assert write_archive(job, "trainer-0", b"step 1 loss 2.5\n")
+    assert write_archive(job, "trainer-0", b"step 1 loss 2.5\n").written
     assert secret_file.read_text() == SECRET + "\n"
     assert not link.is_symlink() and link.read_text() == "step 1 loss 2.5\n"
     assert not [p for p in link.parent.iterdir() if p.name.startswith(".log-")]
@@ -162,8 +168,10 @@ def test_archiving_into_a_folder_linked_out_of_the_home_writes_nothing_there(
     folder = log_dir(kube_dc, job)
     folder.rmdir()
     folder.symlink_to(bobs)
-    assert not write_archive(job, "trainer-0", b"alice's much longer log that would win\n")
+    archived = write_archive(job, "trainer-0", b"alice's much longer log that would win\n")
+    assert not archived.written and "not archived" in archived.refused
     assert (bobs / "log.txt").read_text() == "bob's log\n" and sorted(p.name for p in bobs.iterdir()) == ["log.txt"]
+    note_worker(job, "trainer-0", archived.refused)  # what the engine's Recorder does with it
     assert "not archived" in Worker.objects.get(job=job).message
 
 
@@ -171,9 +179,9 @@ def test_archiving_keeps_a_longer_launcher_copy(alice: User, kube_dc: Datacenter
     job = make_job(kube_dc, alice, namespace="paddle-alice")
     log = log_dir(kube_dc, job) / "log.txt"
     log.write_text("the launcher's longer copy\n")
-    assert not write_archive(job, "trainer-0", b"short\n")
+    assert not write_archive(job, "trainer-0", b"short\n").written
     assert log.read_text() == "the launcher's longer copy\n"
-    assert write_archive(job, "trainer-0", b"a pod log longer than the launcher's copy\n")
+    assert write_archive(job, "trainer-0", b"a pod log longer than the launcher's copy\n").written
     assert log.read_text() == "a pod log longer than the launcher's copy\n"
 
 
@@ -182,5 +190,5 @@ def test_archiving_over_a_shorter_copy_drops_its_line_times(alice: User, kube_dc
     folder = log_dir(kube_dc, job)
     (folder / "log.txt").write_text("step 1\n")
     (folder / "log.times").write_bytes(b"\0" * 16)  # offsets into the copy that is about to be replaced
-    assert write_archive(job, "trainer-0", b"step 1\nstep 2 (the pod log is longer)\n")
+    assert write_archive(job, "trainer-0", b"step 1\nstep 2 (the pod log is longer)\n").written
     assert sorted(p.name for p in folder.iterdir()) == ["log.txt"]

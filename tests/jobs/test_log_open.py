@@ -46,7 +46,7 @@ def test_a_link_at_the_log_is_refused_for_reading_and_writing(
     (log_dir(local_dc, job) / "log.txt").symlink_to(portal_file)
     for flags in (os.O_RDONLY, APPEND):
         with pytest.raises(OSError) as refused:
-            LocalEngine(local_dc)._open_log(job, worker, flags)
+            open_log_fd(job, worker.name, flags)
         assert refused.value.errno == errno.ELOOP
     assert portal_file.read_text() == SECRET + "\n"
 
@@ -85,9 +85,9 @@ def test_a_fifo_at_the_log_does_not_block_the_worker(job: Job, worker: Worker, l
     began = time.monotonic()
     for flags in (os.O_RDONLY, APPEND):
         with pytest.raises(NotRegularFile) as refused:
-            LocalEngine(local_dc)._open_log(job, worker, flags)
+            open_log_fd(job, worker.name, flags)
         assert "FIFO" in refused.value.what
-    assert LocalEngine(local_dc)._log_reason(job, worker) == ""
+    assert LocalEngine(local_dc).judge.log_reason(job, worker) == ""
     assert time.monotonic() - began < 5
 
 
@@ -114,7 +114,7 @@ def test_a_log_swapped_between_file_and_link_is_never_written_through(
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
             try:
-                fd = LocalEngine(local_dc)._open_log(job, worker, APPEND)
+                fd = open_log_fd(job, worker.name, APPEND)
             except OSError:
                 refused += 1
                 continue
@@ -141,8 +141,8 @@ def test_an_archived_pod_log_is_capped_like_the_launchers_copy(job: Job, local_d
     Datacenter.objects.filter(pk=local_dc.pk).update(job_log_limit="1Mi")
     job.refresh_from_db()
     pod_log = b"".join(b"pod line %08d\n" % number for number in range(200_000))  # 4.4 MB
-    assert write_archive(job, "trainer-0", pod_log)
+    assert write_archive(job, "trainer-0", pod_log).written
     kept = (log_dir(local_dc, job) / "log.txt").read_bytes()
     assert len(kept) <= 1024 * 1024 + 120 and kept.startswith(b"pod line 00000000\n")
     assert kept.endswith(b"pod line 00199999\n") and b"bytes of output here (log limit 1.0 MiB)" in kept
-    assert not write_archive(job, "trainer-0", pod_log)  # a copy as long as the limit keeps is whole
+    assert not write_archive(job, "trainer-0", pod_log).written  # a copy as long as the limit keeps is whole

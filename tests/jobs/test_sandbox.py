@@ -204,9 +204,9 @@ def test_without_a_sandbox_jobs_are_refused_unless_the_datacenter_allows_it(
 ) -> None:
     monkeypatch.setattr(sandbox, "probe", lambda: sandbox.Probe(None, "bubblewrap (bwrap) is not installed", 0.0))
     with pytest.raises(EngineError, match=r"bubblewrap \(bwrap\) is not installed.*run without sandbox"):
-        LocalEngine(local_dc)._sandbox_probe()
+        LocalEngine(local_dc).supervisor.sandbox_probe()
     local_dc.run_without_sandbox = True
-    assert LocalEngine(local_dc)._sandbox_probe() is None
+    assert LocalEngine(local_dc).supervisor.sandbox_probe() is None
     local_dc.save()
     warnings = unsandboxed_datacenters()
     assert [w.id for w in warnings] == ["paddlecloud.W010"] and "'local'" in warnings[0].msg

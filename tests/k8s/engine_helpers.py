@@ -15,6 +15,7 @@ from datacenters.models import Datacenter
 from jobs.engines import engine_for
 from jobs.models import TERMINAL_STATES, Job, JobState
 from jobs.reconcile import reconcile_datacenter, release
+from jobs.records import RECORDS
 from jobs.spec import JobSpecSerializer
 from jobs.states import transition
 from tests.wait import wait_for
@@ -63,7 +64,7 @@ def new_job(
 
 def start(job: Job) -> Job:
     """What submit_job does: engine.start, then pending."""
-    engine_for(job.datacenter).start(job)
+    engine_for(job.datacenter).start(job, RECORDS)
     transition(job.pk, JobState.PENDING, submitted_at=timezone.now())
     job.refresh_from_db()
     return job

@@ -25,6 +25,7 @@ from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job, JobState
 from jobs.reconcile import reconcile_datacenter
+from jobs.records import RECORDS
 from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import (
     DELAY,
@@ -99,7 +100,7 @@ def test_trainers_succeed_then_pservers_stop_and_every_log_is_archived(
     whole = engine.read_log(job, "pserver-0", "")
     assert whole.text == "pserver 0 serving\npserver 0 still serving\n" and whole.complete
 
-    assert engine.cleanup(job)
+    assert engine.cleanup(job, RECORDS)
     wait_for(lambda: nothing_left(k8s_api, job.uid), "the garbage collector to delete everything")
 
 
@@ -259,7 +260,7 @@ def test_a_start_interrupted_half_way_creates_only_what_is_missing(
         return real_create(kind, namespace, body)
 
     with mock.patch.object(engine.k8s, "create", side_effect=crash_on_job), pytest.raises(TransientEngineError):
-        engine.start(job)
+        engine.start(job, RECORDS)
     assert objects_of(k8s_api, job.uid)["StatefulSet"] == [f"{job.uid}-ps"]
     assert objects_of(k8s_api, job.uid)["Job"] == []
     start(job)  # the retried task
@@ -294,10 +295,10 @@ def test_an_unreachable_cluster_is_transient(k8s_dc: Datacenter, alice: User) ->
     k8s_dc.save()
     job = new_job(k8s_dc, alice, {"jobname": "nowhere"})
     with pytest.raises(TransientEngineError, match="cannot reach the Kubernetes API server"):
-        engine_for(k8s_dc).start(job)
+        engine_for(k8s_dc).start(job, RECORDS)
     job.state = JobState.PENDING
     with pytest.raises(TransientEngineError):
-        engine_for(k8s_dc).poll([job])
+        engine_for(k8s_dc).poll([job], RECORDS)
 
 
 def test_a_root_worker_hands_the_home_and_output_folder_to_the_pods_uid(

@@ -16,6 +16,7 @@ from jobs.engines import engine_for
 from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import names
+from jobs.records import RECORDS
 from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import kill, new_job, start
 from tests.wait import wait_for
@@ -219,7 +220,7 @@ def test_a_schema_error_fails_the_submission_with_the_servers_message(k8s_dc: Da
     job = new_job(k8s_dc, alice, {"jobname": "bad"})
     job.spec["cpu"] = "-1"  # what the spec's own validation would have refused
     with pytest.raises(EngineError) as refused:
-        engine_for(k8s_dc).start(job)
+        engine_for(k8s_dc).start(job, RECORDS)
     message = str(refused.value)
     assert message.startswith(f"the cluster refused Job {job.uid}-trainer: ")
     assert "resources.requests[cpu]" in message and "must be greater than or equal to 0" in message

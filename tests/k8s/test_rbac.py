@@ -23,6 +23,7 @@ from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import policies
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job
+from jobs.records import RECORDS
 from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, submit
 from tests.wait import wait_for
@@ -106,7 +107,7 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
     Job.objects.filter(pk=again.pk).delete()
     monkeypatch.setattr("jobs.engines.kubernetes.engine.REAP_GRACE_SECONDS", 0)
     assert engine.reap() == 1
-    assert engine.cleanup(job)
+    assert engine.cleanup(job, RECORDS)
     assert isinstance(engine, KubernetesEngine)
     engine.k8s.list("Event", field_selector="reason=FailedCreate")
     # ... and no more than that: no secret can be read back, no pod made directly.

@@ -4,7 +4,8 @@ For a job `<uid>` (its name + a 5-character suffix) of user U in datacenter D:
 
 - Namespace `<prefix><dns-safe U>` (shared by U's jobs; created on first use) with the ResourceQuota
   `paddlecloud-quota` from U's compute quota, U's registry secret `pcr-<registry name>` and the
-  NetworkPolicies of policies.py (default deny, DNS, the egress D allows; `<uid>-peers` per job).
+  NetworkPolicies of policies.py (default deny, DNS, the egress D allows; `<uid>-peers` per job);
+  their manifests are in namespaces.py.
 - Service `<uid>`: headless, publishNotReadyAddresses, selects the job's pods. It is the job's
   **owner object**: the StatefulSet and the Job carry an ownerReference to it, so deleting the Service
   (background propagation) lets the garbage collector delete everything else of the job.
@@ -22,18 +23,13 @@ reconciler lists a whole datacenter with one selector per kind.
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from paddlecloud.contract.jobenv import JobEnv, env_name
-from paddlecloud.contract.units import exact_quantity_bytes
 
 from datacenters.models import Datacenter, StorageKind
-from datacenters.quota import Amounts
 from jobs import layout, logfiles
 from jobs.engines.kubernetes import names
 from jobs.models import Job
@@ -194,68 +190,6 @@ def _meta(plan: Plan, name: str, role: str | None = None, owner: dict[str, Any] 
     if owner:
         meta["ownerReferences"] = [owner]
     return meta
-
-
-# ----- per-user objects -----
-
-
-def namespace(name: str, datacenter: str, username: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": name, "labels": user_labels(datacenter, username)},
-    }
-
-
-def _cores(value: Decimal) -> str:
-    return f"{value.normalize():f}"
-
-
-def resource_quota(ns: str, datacenter: str, username: str, limits: Amounts) -> dict[str, Any]:
-    """The user's compute quota, enforced by the API server on every pod of theirs in the namespace."""
-    hard = {
-        "requests.cpu": _cores(limits.cpu),
-        "limits.cpu": _cores(limits.cpu),
-        "requests.memory": exact_quantity_bytes(limits.memory),
-        "limits.memory": exact_quantity_bytes(limits.memory),
-        f"requests.{GPU_RESOURCE}": str(limits.gpu),
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": names.QUOTA_NAME, "namespace": ns, "labels": user_labels(datacenter, username)},
-        "spec": {"hard": hard},
-    }
-
-
-def docker_config(server: str, username: str, password: str) -> str:
-    """The `.dockerconfigjson` of one registry login (what `kubectl create secret docker-registry` writes)."""
-    auth = base64.b64encode(f"{username}:{password}".encode()).decode()
-    return json.dumps({"auths": {server: {"username": username, "password": password, "auth": auth}}})
-
-
-def registry_secret(
-    ns: str, registry: str, datacenter: str, username: str, server: str, login: str, password: str
-) -> dict[str, Any]:
-    payload = base64.b64encode(docker_config(server, login, password).encode()).decode()
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/dockerconfigjson",
-        "metadata": {
-            "name": names.registry_secret_name(registry),
-            "namespace": ns,
-            "labels": user_labels(datacenter, username),
-        },
-        "data": {".dockerconfigjson": payload},
-    }
-
-
-def revoked_registry_secret(ns: str, registry: str, datacenter: str, username: str) -> dict[str, Any]:
-    """The user's registry secret with no login in it: what stays of it once the user deleted it."""
-    body = registry_secret(ns, registry, datacenter, username, "", "", "")
-    body["data"] = {".dockerconfigjson": base64.b64encode(json.dumps({"auths": {}}).encode()).decode()}
-    return body
 
 
 # ----- per-job objects -----

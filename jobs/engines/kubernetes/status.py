@@ -20,16 +20,28 @@ Rules, in order of precedence:
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from paddlecloud.contract.units import parse_time as parse_time  # engine.py reads it from here
+from paddlecloud.contract.units import parse_time
 
 from jobs.engines.base import Observation, WorkerStatus
 from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes.pods import (
+    LIVE_PHASES,
+    JobObjects,
+    Obj,
+    by_worker,
+    conditions,
+    container_status,
+    describe,
+    failure_count,
+    index_set,
+    phase,
+    terminated,
+)
 from jobs.models import JobState, Reason, Role, WorkerState
 
 IMAGE_PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
@@ -43,7 +55,6 @@ PULL_HINTS = (
         "the node does not trust the registry's certificate (operators: containerd certs.d)",
     ),
 )
-LIVE_PHASES = {"Pending", "Running"}
 # The failures whose worker's own last error line is worth quoting (explain), by the role that failed.
 _EXPLAINED: dict[str, Role] = {
     Reason.PSERVER_LOST: Role.PSERVER,
@@ -52,18 +63,6 @@ _EXPLAINED: dict[str, Role] = {
 }
 _CANNOT_GO_ON = "; the job cannot go on without it"
 VANISHED_AFTER = 30.0  # seconds: a job's Job/StatefulSet missing for longer than this was deleted behind our back
-
-Obj = dict[str, Any]
-
-
-@dataclass
-class JobObjects:
-    """What one datacenter-wide listing holds of one job."""
-
-    trainer_job: Obj | None = None
-    pserver_set: Obj | None = None
-    pods: list[Obj] = field(default_factory=list)
-    create_failures: list[Obj] = field(default_factory=list)  # FailedCreate events of its Job/StatefulSet
 
 
 @dataclass(frozen=True)
@@ -78,121 +77,6 @@ class Facts:
     pserver_pods: dict[int, str] = field(default_factory=dict)  # index -> uid of the pod first seen running
     running: bool = False  # the job was already running
     quota_grace: float = 30.0
-
-
-def labels(obj: Obj) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def group(pods: Iterable[Obj], jobs: Iterable[Obj], sets: Iterable[Obj]) -> dict[str, JobObjects]:
-    """Objects by the job uid in their `paddlecloud.org/job` label."""
-    result: dict[str, JobObjects] = defaultdict(JobObjects)
-    for pod in pods:
-        uid = labels(pod).get(names.JOB_LABEL)
-        if uid:
-            result[uid].pods.append(pod)
-    for job in jobs:
-        uid = labels(job).get(names.JOB_LABEL)
-        if uid and job["metadata"]["name"] == names.trainer_job_name(uid):
-            result[uid].trainer_job = job
-    for sts in sets:
-        uid = labels(sts).get(names.JOB_LABEL)
-        if uid and sts["metadata"]["name"] == names.pserver_set_name(uid):
-            result[uid].pserver_set = sts
-    return dict(result)
-
-
-def attach_events(objects: dict[str, JobObjects], namespaces: dict[str, str], events: Iterable[Obj]) -> None:
-    """Give each job the FailedCreate events of its Job and StatefulSet (namespaces: uid -> namespace)."""
-    owners: dict[tuple[str, str], str] = {}
-    for uid, ns in namespaces.items():
-        owners[(ns, names.trainer_job_name(uid))] = uid
-        owners[(ns, names.pserver_set_name(uid))] = uid
-    for event in events:
-        involved = event.get("involvedObject") or {}
-        owner = owners.get((involved.get("namespace", ""), involved.get("name", "")))
-        if owner is not None:
-            objects.setdefault(owner, JobObjects()).create_failures.append(event)
-
-
-def index_set(text: str | None) -> set[int]:
-    """'0,2-4' (the Job status format of completedIndexes / failedIndexes) -> {0, 2, 3, 4}."""
-    result: set[int] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        result.update(range(int(low), int(high or low) + 1))
-    return result
-
-
-def conditions(obj: Obj | None) -> dict[str, Obj]:
-    found = ((obj or {}).get("status") or {}).get("conditions") or []
-    return {c["type"]: c for c in found if c.get("status") == "True"}
-
-
-def pod_index(pod: Obj, role: str) -> int | None:
-    meta = pod.get("metadata") or {}
-    raw = (meta.get("labels") or {}).get(names.PSERVER_INDEX if role == "pserver" else names.TRAINER_INDEX)
-    if raw is None and role == "trainer":
-        raw = (meta.get("annotations") or {}).get(names.TRAINER_INDEX)
-    if raw is None and role == "pserver":
-        tail = meta.get("name", "").rsplit("-", 1)[-1]
-        raw = tail if tail.isdigit() else None
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
-
-
-def failure_count(pod: Obj) -> int:
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.FAILURE_COUNT, "0")
-    return int(raw) if str(raw).isdigit() else 0
-
-
-def _sort_key(pod: Obj) -> tuple[str, int, str]:
-    meta = pod.get("metadata") or {}
-    return (meta.get("creationTimestamp") or "", failure_count(pod), meta.get("name", ""))
-
-
-def by_worker(pods: Iterable[Obj]) -> dict[tuple[str, int], list[Obj]]:
-    """(role, index) -> that worker's pods, oldest attempt first."""
-    result: dict[tuple[str, int], list[Obj]] = defaultdict(list)
-    for pod in pods:
-        role = labels(pod).get(names.ROLE_LABEL, "")
-        if role not in ("trainer", "pserver"):
-            continue
-        index = pod_index(pod, role)
-        if index is not None:
-            result[(role, index)].append(pod)
-    for attempts in result.values():
-        attempts.sort(key=_sort_key)
-    return dict(result)
-
-
-def phase(pod: Obj) -> str:
-    return str((pod.get("status") or {}).get("phase") or "Pending")
-
-
-def container_status(pod: Obj) -> Obj:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return statuses[0] if statuses else {}
-
-
-def terminated(pod: Obj) -> Obj | None:
-    state = container_status(pod).get("state") or {}
-    return state.get("terminated")
-
-
-def describe(term: Obj | None, fallback: str = "ended without an exit status") -> str:
-    if not term:
-        return fallback
-    code, reason = term.get("exitCode"), term.get("reason") or ""
-    if reason == "OOMKilled":
-        return f"was OOMKilled (exit code {code})"
-    detail = f" ({reason})" if reason and reason not in ("Error", "Completed") else ""
-    return f"exited with code {code}{detail}"
 
 
 def pull_message(why: str, kubelet_message: str) -> str:
@@ -383,9 +267,7 @@ def _first(problems: list[_Problem], *reasons: str) -> _Problem | None:
     return next((p for p in problems if p.reason in reasons), None)
 
 
-def _failed(
-    f: Facts, job_conds: dict[str, Obj], problems: list[_Problem], statuses: list[WorkerStatus]
-) -> Observation:
+def _failed(f: Facts, job_conds: dict[str, Obj], problems: list[_Problem], statuses: list[WorkerStatus]) -> Observation:
     """The failure of a job whose trainer Job failed: a worker's own reason, else the Job's condition."""
     failure = _first(problems, Reason.OOM_KILLED, Reason.BACKOFF_LIMIT, Reason.TRAINER_FAILED)
     if failure:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
 
 HERE = Path(__file__).resolve().parent
@@ -72,7 +73,7 @@ def trim_event(event: Obj) -> Obj:
     }
 
 
-def to_case(facts: k8s_status.Facts, objs: k8s_status.JobObjects) -> Obj:
+def to_case(facts: k8s_status.Facts, objs: k8s_pods.JobObjects) -> Obj:
     """A JSON-ready case: the row's facts and the trimmed objects the engine listed of the job."""
     return {
         "facts": asdict(facts),
@@ -83,10 +84,10 @@ def to_case(facts: k8s_status.Facts, objs: k8s_status.JobObjects) -> Obj:
     }
 
 
-def from_case(case: Obj) -> tuple[k8s_status.Facts, k8s_status.JobObjects]:
+def from_case(case: Obj) -> tuple[k8s_status.Facts, k8s_pods.JobObjects]:
     facts = dict(case["facts"])
     facts["pserver_pods"] = {int(k): v for k, v in (facts.get("pserver_pods") or {}).items()}
-    objs = k8s_status.JobObjects(
+    objs = k8s_pods.JobObjects(
         trainer_job=case["trainer_job"],
         pserver_set=case["pserver_set"],
         pods=list(case["pods"]),
@@ -99,7 +100,7 @@ def case_path(name: str) -> Path:
     return HERE / f"{name}.json"
 
 
-def load(name: str) -> tuple[k8s_status.Facts, k8s_status.JobObjects]:
+def load(name: str) -> tuple[k8s_status.Facts, k8s_pods.JobObjects]:
     return from_case(json.loads(case_path(name).read_text()))
 
 

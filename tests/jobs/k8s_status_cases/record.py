@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
 from jobs.engines.base import Observation
+from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.models import Job, JobState, Reason
 from tests.jobs.k8s_status_cases import save, to_case
@@ -29,8 +30,8 @@ from tests.k8s.engine_helpers import DELAY, EXIT_CODE, FATE, drive, kill, submit
 pytestmark = pytest.mark.django_db
 
 HANG = {FATE: "hang"}
-Seen = tuple[k8s_status.Facts, k8s_status.JobObjects, Observation]
-Wanted = Callable[[k8s_status.Facts, k8s_status.JobObjects, Observation], bool]
+Seen = tuple[k8s_status.Facts, k8s_pods.JobObjects, Observation]
+Wanted = Callable[[k8s_status.Facts, k8s_pods.JobObjects, Observation], bool]
 
 
 @dataclass
@@ -46,11 +47,11 @@ def _state(state: str, reason: str = "") -> Wanted:
     return lambda f, o, obs: obs.state == state and obs.reason == reason
 
 
-def _restarting(f: k8s_status.Facts, o: k8s_status.JobObjects, obs: Observation) -> bool:
+def _restarting(f: k8s_status.Facts, o: k8s_pods.JobObjects, obs: Observation) -> bool:
     return any("restarting after" in w.message for w in obs.workers)
 
 
-def _trainers_job_gone(f: k8s_status.Facts, o: k8s_status.JobObjects, obs: Observation) -> bool:
+def _trainers_job_gone(f: k8s_status.Facts, o: k8s_pods.JobObjects, obs: Observation) -> bool:
     return o.trainer_job is None and bool(o.pods or o.pserver_set)
 
 
@@ -120,7 +121,7 @@ def test_record(
     seen: list[Seen] = []
     observe = k8s_status.observe
 
-    def recording(f: k8s_status.Facts, objs: k8s_status.JobObjects) -> Observation:
+    def recording(f: k8s_status.Facts, objs: k8s_pods.JobObjects) -> Observation:
         observation = observe(f, objs)
         seen.append((f, objs, observation))
         return observation

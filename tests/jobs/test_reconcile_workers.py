@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
 from jobs.engines.local.engine import LocalEngine
+from jobs.logfiles import open_log_fd
 from jobs.models import Job
 from tests.jobs.conftest import EXAMPLES, put_package
 from tests.jobs.test_local_engine import finished
@@ -161,13 +162,13 @@ def test_the_engine_never_follows_a_log_link_out_of_the_users_home(
     job = Job.objects.create(owner=alice, datacenter=local_dc, name="link", uid="link-1", spec=SPEC)
     worker = job.workers.create(role="trainer", index=0)
     engine = LocalEngine(local_dc)
-    directory = engine._worker_dir(job, "trainer", 0)
+    directory = engine.supervisor.worker_dir(job, "trainer", 0)
     directory.mkdir(parents=True)
     (directory / "log.txt").symlink_to(secret)
-    assert engine._log_reason(job, worker) == ""
+    assert engine.judge.log_reason(job, worker) == ""
     with pytest.raises(OSError):
-        engine._open_log(job, worker, os.O_WRONLY | os.O_APPEND)
+        open_log_fd(job, worker.name, os.O_WRONLY | os.O_APPEND)
     assert secret.read_text() == "[paddlecloud-launch] error: the secret\n"
     (directory / "log.txt").unlink()
     (directory / "log.txt").write_text("[paddlecloud-launch] error: installing requirements failed: ERROR: x\n")
-    assert engine._log_reason(job, worker) == "installing requirements failed: ERROR: x"
+    assert engine.judge.log_reason(job, worker) == "installing requirements failed: ERROR: x"

@@ -1,0 +1,128 @@
+"""The local engine's judge: what a job's processes did (as the supervisor saw them) -> the job's Observation.
+
+A pserver never ends by itself while the job runs: one that did is lost, and the job fails with it
+(trainers would exit 0 with nothing learned). A failed trainer fails the job once its retries are
+spent; a worker stopped at a limit (memory first, then processes) is named for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs import errorline
+from jobs.engines.base import Observation, WorkerStatus
+from jobs.engines.local import processes
+from jobs.engines.local.supervisor import STOPPED_AFTER_SUCCESS, Supervisor
+from jobs.logfiles import log_tail
+from jobs.models import Job, JobState, Reason, Role, Worker, WorkerState
+
+# The launcher's own failures (paddlecloud.runtime.launcher): their reason is its last `error:` log line.
+_LAUNCHER_CODES = (64, 68, 69, 70, 71)
+
+
+@dataclass
+class Tally:
+    """What one look at a job's workers found: whether all run, the first lost pserver and failed trainer."""
+
+    all_running: bool = True
+    trainers_done: int = 0
+    pserver_lost: tuple[int, int | None] | None = None  # (index, exit code)
+    trainer_failed: tuple[int, int | None, int, str] | None = None  # (index, exit code, restarts, message)
+
+
+def _message_of(statuses: list[WorkerStatus], role: Role, index: int) -> str:
+    return next((s.message for s in statuses if (s.role, s.index) == (role, index)), "")
+
+
+def _set_message(statuses: list[WorkerStatus], role: Role, index: int, message: str) -> None:
+    for status in statuses:
+        if (status.role, status.index) == (role, index):
+            status.message = message
+
+
+def _after(why: str, ended: str) -> str:
+    """`why` (a worker's message) as the tail of a job message that already says `ended`: ": <reason>"."""
+    if why.startswith(ended):
+        return why[len(ended) :]
+    return f": {why}" if why else ""
+
+
+class Judge:
+    """Turns what the supervisor sees of a job's processes into worker states and the job's state."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+
+    def log_reason(self, job: Job, worker: Worker) -> str:
+        """What the worker's log's end says of its failure (jobs.errorline.worker_reason); "" without a log."""
+        return errorline.worker_reason(log_tail(job, worker.name), worker.role)
+
+    def ended(self, job: Job, worker: Worker, code: int | None) -> tuple[WorkerState, str]:
+        """State and message of a worker whose process ended (before restarts are considered).
+
+        A pserver never ends by itself while the job runs: one that did, even with code 0, is lost
+        (unless the engine stopped it after every trainer succeeded).
+        """
+        name = f"{worker.role} {worker.index}"
+        if worker.role == Role.PSERVER and job.engine_data.get("pservers_stopped"):
+            return WorkerState.SUCCEEDED, STOPPED_AFTER_SUCCESS
+        if code == 0 and worker.role == Role.TRAINER:
+            return WorkerState.SUCCEEDED, f"{name} exited with code 0"
+        if code is not None and code > 128 and "stop_requested_at" in job.engine_data:
+            # We stopped it (the job was killed or failed): killed, with the signal and its exit code.
+            return WorkerState.KILLED, f"{name} {processes.describe_exit(code)}"
+        why = self.log_reason(job, worker)
+        if code in _LAUNCHER_CODES and why:
+            return WorkerState.FAILED, why  # the launcher's own failure: its words say it all
+        ended = f"{name} {processes.describe_exit(code)}"
+        return WorkerState.FAILED, f"{ended}: {why}" if why else ended
+
+    def verdict(self, job: Job, tally: Tally, statuses: list[WorkerStatus], max_retries: int) -> Observation:
+        """The job's state from what its workers did: a lost pserver or a failed trainer (OOM first) fails it,
+        its message naming the worker's exit and its last error line; once every trainer succeeded, a
+        pserver that ended is no loss."""
+        if tally.trainers_done == job.trainers and tally.trainer_failed is None:
+            return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
+        pserver_lost, trainer_failed = tally.pserver_lost, tally.trainer_failed
+        culprits = ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
+            [(Role.TRAINER, *trainer_failed[:2])] if trainer_failed else []
+        )
+        limited = self._over_a_limit(job, culprits, statuses)
+        if limited is not None:
+            return limited
+        if pserver_lost is not None:
+            index, code = pserver_lost
+            ended = f"pserver {index} {processes.describe_exit(code)}"
+            why = _after(_message_of(statuses, Role.PSERVER, index), ended)
+            message = f"{ended}{why}; the job cannot go on without it"
+            return Observation(JobState.FAILED, Reason.PSERVER_LOST, message, code, statuses)
+        if trainer_failed is not None:
+            index, code, restarts, why = trainer_failed
+            reason = Reason.BACKOFF_LIMIT if max_retries else Reason.TRAINER_FAILED
+            retries = f" after {restarts} restart(s)" if max_retries else ""
+            ended = f"trainer {index} {processes.describe_exit(code)}"
+            message = f"{ended}{retries}{_after(why, ended)}"
+            return Observation(JobState.FAILED, reason, message, code, statuses)
+        return Observation(JobState.RUNNING if tally.all_running else JobState.PENDING, workers=statuses)
+
+    def _over_a_limit(
+        self, job: Job, culprits: list[tuple[Role, int, int | None]], statuses: list[WorkerStatus]
+    ) -> Observation | None:
+        """The failure of a worker the kernel stopped at a limit (memory first, then processes), or None;
+        the worker's row says it too."""
+        for role, index, code in culprits:
+            if processes.oom_killed(self.supervisor.status_path(job, role, index)):
+                limit = job.spec.get("psmemory" if role == Role.PSERVER else "memory")
+                message = f"{role} {index} went over its memory limit ({limit}) and was killed"
+                _set_message(statuses, role, index, message)
+                return Observation(JobState.FAILED, Reason.OOM_KILLED, message, code, statuses)
+        for role, index, code in culprits:
+            if refused := processes.forks_refused(self.supervisor.status_path(job, role, index)):
+                limit = self.supervisor.datacenter.job_pids_limit
+                message = (
+                    f"{role} {index} {processes.describe_exit(code)} after {refused} fork(s) were refused at "
+                    f"the datacenter's limit of {limit} processes per worker"
+                )
+                _set_message(statuses, role, index, message)
+                return Observation(JobState.FAILED, Reason.PIDS_LIMIT, message, code, statuses)
+        return None

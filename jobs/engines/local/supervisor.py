@@ -1,0 +1,362 @@
+"""The local engine's supervisor: it spawns a job's processes (sandboxed, in the job's own network) and signals them.
+
+It reports what it does to the domain's Recorder before it relies on it (a process as it starts, a
+stop as it is asked), so any worker process finds the job's processes again; `fate` says what it sees
+of one process, and the judge (judge.py) turns that into the job's state.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from paddlecloud.contract.jobenv import JobEnv
+from paddlecloud.contract.layout import worker_folder
+from paddlecloud.contract.units import free_ports
+
+from datacenters.models import Datacenter
+from jobs import layout, runtimes
+from jobs.engines.base import EngineError, Recorder, WorkerStatus
+from jobs.engines.local import gpus, network, processes, sandbox
+from jobs.engines.local import world as local_world
+from jobs.logfiles import log_limit, open_log_fd
+from jobs.models import Job, Role, Worker, WorkerState
+from storage import paths
+
+# Only these variables of the worker's own environment reach job processes: the worker's secrets
+# (DATABASE_URL, SECRET_KEY, ...) must never.
+_PASSED_THROUGH = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_CACHE_DIR",
+    "PIP_FIND_LINKS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+
+
+STOPPED_AFTER_SUCCESS = "stopped after every trainer succeeded"
+HOST = "127.0.0.1"  # every process of a local job runs on the worker's host, in the job's own network
+
+
+def status_of(worker: Worker) -> WorkerStatus:
+    """What a worker's row (as the supervisor just changed it in memory) says, for the Recorder."""
+    return WorkerStatus(
+        role=Role(worker.role),
+        index=worker.index,
+        state=WorkerState(worker.state),
+        host=worker.host,
+        pid=worker.pid,
+        started_at=worker.started_at,
+        restarts=worker.restarts,
+        exit_code=worker.exit_code,
+        message=worker.message,
+    )
+
+
+class Supervisor:
+    """The processes of the jobs of one local datacenter: where their files lie, how they start and stop."""
+
+    def __init__(self, datacenter: Datacenter) -> None:
+        self.datacenter = datacenter
+
+    def output(self, job: Job) -> Path:
+        return layout.output_dir(self.datacenter, job.owner.get_username(), job.name, job.uid)
+
+    def worker_dir(self, job: Job, role: str, index: int) -> Path:
+        return self.output(job) / worker_folder(role, index)
+
+    def state_dir(self, job: Job, role: str, index: int) -> Path:
+        """The supervisor's files (exit status, launcher stderr): the engine's, out of the job's reach."""
+        return Path(settings.VAR_DIR) / "local-engine" / job.uid / worker_folder(role, index)
+
+    def status_path(self, job: Job, role: str, index: int) -> Path:
+        return self.state_dir(job, role, index) / "exit_status.json"
+
+    def sandbox_probe(self) -> sandbox.Probe | None:
+        """The working sandbox, None where the datacenter runs jobs without one; refuses otherwise."""
+        probe = sandbox.probe()
+        if probe.ok:
+            return probe
+        if self.datacenter.run_without_sandbox:
+            local_world.warn_once("sandbox", f"local engine: running jobs WITHOUT a sandbox: {probe.error}")
+            return None
+        raise EngineError(
+            f"{probe.error}. Jobs on datacenter {self.datacenter.name!r} run only in the sandbox; "
+            "an operator can install bubblewrap, enable unprivileged user namespaces, or tick "
+            "'run without sandbox' on the datacenter (trusted users only)."
+        )
+
+    def network(self, job: Job, recorder: Recorder) -> tuple[str, ...]:
+        """The prefix that puts a process into the job's own network (network.py), started with the
+        job's first process and recorded like a worker, so stop() ends it with the job."""
+        record = job.engine_data.get("network")
+        state = Path(settings.VAR_DIR) / "local-engine" / job.uid
+        if record is None:
+            ids = local_world.job_ids(job.owner_id)
+            try:
+                held = network.start(state, *ids, egress=local_world.egress(self.datacenter))
+            except (network.NetworkUnavailable, OSError) as exc:
+                raise EngineError(str(exc)) from None
+            record = {
+                "pid": held.spawned.pid,
+                "pid_start": held.spawned.pid_start,
+                "supervisor": held.spawned.supervisor,
+                "supervisor_start": held.spawned.supervisor_start,
+                "netns_pid": held.netns_pid,
+                "netns_start": held.netns_start,
+                "egress": held.egress,
+            }
+            recorder.keep(job, {"network": record})
+        # Checked just before use: a pid reused by another job's holder would be another job's network.
+        if not processes.is_alive(record["netns_pid"], record["netns_start"]):
+            raise EngineError(f"{network.ended(state)}; its processes cannot join it")
+        return tuple(network.enter_argv(network.tools(egress=False)["nsenter"], record["netns_pid"]))
+
+    def ports(self, job: Job, recorder: Recorder) -> dict[str, Any]:
+        """Ports are chosen once and kept on the job, so a retried start reuses them."""
+        if "ports" not in job.engine_data:
+            free = free_ports(job.pservers + job.trainers + 2)
+            ports = {
+                "pservers": free[: job.pservers],
+                "trainers": free[job.pservers : job.pservers + job.trainers],
+                "gloo": free[-2],
+                "master": free[-1],
+            }
+            recorder.keep(job, {"ports": ports})
+        return dict(job.engine_data["ports"])
+
+    def env(
+        self,
+        job: Job,
+        role: Role,
+        index: int,
+        package: str,
+        output: str,
+        runtime: runtimes.RuntimePaths | None,
+        recorder: Recorder,
+    ) -> dict[str, str]:
+        """The job's environment; `runtime` is given when the process runs in the sandbox."""
+        ports = self.ports(job, recorder)
+        spec = job.spec
+        env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
+        if runtime is not None:
+            # The worker's own directories do not exist in the sandbox: a private /tmp is home.
+            for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
+                env.pop(name, None)
+            tmp = sandbox.PRIVATE_TMP
+            env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path(runtime)})
+        env.update(spec.get("env") or {})
+        loopback = HOST
+        username = job.owner.get_username()
+        # PADDLECLOUD_HOME: the owner's home where the process sees it (the sandbox binds it at /pfs/...).
+        if runtime is None:
+            home = str(layout.home_dir(self.datacenter, username))
+        else:
+            home = paths.places(self.datacenter, username).home_inside
+        env.update(
+            JobEnv(
+                role=role.value,
+                index=index,
+                trainers=job.trainers,
+                pservers=job.pservers,
+                pserver_hosts=(loopback,) * job.pservers,
+                pserver_ports=tuple(ports["pservers"]),
+                trainer_hosts=(loopback,) * job.trainers,
+                trainer_ports=tuple(ports["trainers"]),
+                gloo_port=ports["gloo"],
+                master_port=ports["master"],
+                pod_ip=loopback,
+                job_name=job.name,
+                datacenter=self.datacenter.name,
+                username=username,
+                package_dir=package,
+                home=home,
+                entry=spec["entry"],
+                output_dir=output,
+                passes=spec.get("passes", 1),
+                log_limit=log_limit(self.datacenter),
+            ).to_env()
+        )
+        if role == Role.TRAINER:
+            env.update(gpus.gpu_env(job, index))
+        return env
+
+    def spawn(self, job: Job, worker: Worker, package: Path, recorder: Recorder) -> None:
+        """Start one worker's process; `worker` (a row, not saved here) then shows it running."""
+        directory = self.worker_dir(job, worker.role, worker.index)
+        state = self.state_dir(job, worker.role, worker.index)
+        state.mkdir(parents=True, exist_ok=True)
+        probe = self.sandbox_probe()
+        try:
+            runtime = runtimes.runtime_for(job, package)
+        except runtimes.RuntimeUnavailable as exc:
+            raise EngineError(str(exc)) from None
+        argv = [runtime.python, "-m", "paddlecloud.runtime.launcher"]
+        role = Role(worker.role)
+        if probe is None:
+            directory.mkdir(parents=True, exist_ok=True)
+            env = self.env(job, role, worker.index, str(package), str(self.output(job)), None, recorder)
+        else:
+            ids = local_world.job_ids(job.owner_id)
+            where = paths.places(self.datacenter, job.owner.get_username())
+            paths.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0, owner=ids)
+            inside = where.inside(package)
+            env = self.env(job, role, worker.index, inside, where.inside(self.output(job)), runtime, recorder)
+            devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []
+            enter = self.network(job, recorder)
+            egress = bool(job.engine_data["network"]["egress"])
+            world = local_world.build(self.datacenter, where, inside, probe, runtime, devices, ids, enter, egress)
+            argv = sandbox.command(world, argv)
+        env.update(runtime.env)
+        group = local_world.cgroup(
+            f"{job.uid}-{worker.name}-{worker.restarts}",
+            local_world.limits(job.spec, worker.role, self.datacenter.job_pids_limit),
+        )
+        spawned = processes.spawn(
+            argv,
+            env=env,
+            cwd=package,
+            status_path=self.status_path(job, worker.role, worker.index),
+            stderr_path=state / "launcher.err",
+            cgroup=group,
+        )
+        worker.pid = spawned.pid
+        worker.state = WorkerState.RUNNING
+        worker.started_at = timezone.now()
+        worker.exit_code = None
+        worker.host = HOST
+        # Recorded at once, process by process (a worker that dies mid-start leaves no stranger), and
+        # key by key: a kill recording its stop at the same moment keeps this record, and this keeps its.
+        record = {
+            "pid": spawned.pid,
+            "pid_start": spawned.pid_start,
+            "supervisor": spawned.supervisor,
+            "supervisor_start": spawned.supervisor_start,
+        }
+        recorder.keep(job, {worker.name: record})
+        recorder.started(job, status_of(worker))
+
+    def restart(self, job: Job, worker: Worker, code: int | None, package: Path, recorder: Recorder) -> None:
+        """Start a failed trainer again; its row counts the attempt and says why."""
+        worker.restarts += 1  # before the spawn: its cgroup's name holds the attempt
+        worker.message = f"restarted after it {processes.describe_exit(code)}"
+        try:
+            self.spawn(job, worker, package, recorder)
+        except EngineError:
+            worker.restarts -= 1  # not restarted: the job's message must not count it
+            raise
+
+    def fate(self, job: Job, worker: Worker) -> tuple[bool, int | None]:
+        """(still running, exit code once it ended)."""
+        record = job.engine_data.get(worker.name)
+        if not record:
+            return False, None
+        if processes.is_alive(record["pid"], record["pid_start"]):
+            return True, None
+        code = processes.exit_status(self.status_path(job, worker.role, worker.index))
+        if code is None and processes.is_alive(record["supervisor"], record["supervisor_start"]):
+            return True, None  # the launcher just ended; its supervisor is writing the status
+        return False, code
+
+    def groups(self, job: Job, network: bool = True) -> list[tuple[int, int, int, int]]:
+        """(pid, start, supervisor, start) of every process group the job has: its workers, and its network's."""
+        return [
+            (r["pid"], r["pid_start"], r["supervisor"], r["supervisor_start"])
+            for key, r in job.engine_data.items()
+            if isinstance(r, dict) and "supervisor" in r and (network or key != "network")
+        ]
+
+    def end_network_once_alone(self, job: Job) -> None:
+        """The job's network serves only its processes: once none is left it ends at once, without the
+        grace, so a finished job is released in the same cycle (its pservers shown as they ended)."""
+        network_record = job.engine_data.get("network")
+        if not isinstance(network_record, dict) or any(
+            processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3]) for g in self.groups(job, network=False)
+        ):
+            return
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and (
+            processes.is_alive(network_record["pid"], network_record["pid_start"])
+            or processes.is_alive(network_record["supervisor"], network_record["supervisor_start"])
+        ):
+            if processes.is_alive(network_record["pid"], network_record["pid_start"]):
+                processes.signal_groups([network_record["pid"]], signal.SIGKILL)  # its namespace and slirp4netns too
+            time.sleep(0.05)
+
+    def stop(self, job: Job, recorder: Recorder) -> bool:
+        """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
+        self.end_network_once_alone(job)
+        alive = [g for g in self.groups(job) if processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3])]
+        if not alive:
+            gpus.release(job)  # only now: a GPU is free once no process of the job can use it
+            return True
+        first = job.engine_data.get("stop_requested_at")
+        now = time.time()
+        if first is None:
+            recorder.keep(job, {"stop_requested_at": now})
+            first = now
+        waited = now - float(first)
+        grace = settings.PADDLECLOUD_KILL_GRACE_SECONDS
+        if 0 < waited < grace:
+            return False  # SIGTERM went out once; a second one could hit a process mid-exit and change its code
+        sig = signal.SIGKILL if waited >= grace else signal.SIGTERM
+        for pid, pid_start, supervisor, _ in alive:
+            if processes.is_alive(pid, pid_start):
+                # The launcher's group only: its supervisor must live on to record how it ended (143, 137).
+                processes.signal_groups([pid], sig)
+            elif waited >= 2 * grace + 5:
+                processes.signal_groups([supervisor], signal.SIGKILL)  # stuck writing the status: give up on it
+        return False
+
+    def stop_pservers(self, job: Job, recorder: Recorder) -> bool:
+        """Every trainer exited 0: stop the pservers (they never exit by themselves) and say so in their logs.
+
+        SIGKILL, not SIGTERM: Paddle answers SIGTERM with a C++ "FatalError: Termination signal" traceback
+        that reads like a crash; a killed pserver prints nothing and our line is the last one of its log.
+        """
+        pservers = [w for w in Worker.objects.filter(job=job, role=Role.PSERVER) if w.name in job.engine_data]
+        if not pservers or job.engine_data.get("pservers_stop_logged"):
+            return True
+        trainers = [w for w in Worker.objects.filter(job=job, role=Role.TRAINER) if w.name in job.engine_data]
+        if len(trainers) < job.trainers or any(self.fate(job, w) != (False, 0) for w in trainers):
+            return True  # not a success: release() stops everything the usual way
+        if not job.engine_data.get("pservers_stopped"):
+            recorder.keep(job, {"pservers_stopped": time.time()})
+        deadline = time.monotonic() + 3
+        while True:
+            alive = [w for w in pservers if self.fate(job, w)[0]]
+            for w in alive:
+                # The launcher's own group only: the supervisor lives on to record the exit status.
+                processes.signal_groups([job.engine_data[w.name]["pid"]], signal.SIGKILL)
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if alive:
+            return False  # the next cycle checks again
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        for w in pservers:
+            try:
+                with os.fdopen(open_log_fd(job, w.name, os.O_WRONLY | os.O_APPEND), "a") as log:
+                    log.write(f"[paddlecloud] {when} pserver {w.index} {STOPPED_AFTER_SUCCESS}\n")
+            except OSError:
+                pass  # storage gone: the worker's message still says it
+        recorder.keep(job, {"pservers_stop_logged": True})
+        return True
