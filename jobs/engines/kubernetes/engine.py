@@ -99,6 +99,10 @@ class KubernetesEngine(Engine, ClusterObjects):
 
     # ----- poll -----
 
+    def image_builder(self) -> KubernetesEngine:
+        """Builds run in the user's namespace of this cluster (images.builder), as the user's jobs do."""
+        return self
+
     def _facts(self, job: Job) -> k8s_status.Facts:
         submitted = job.submitted_at or job.created_at or timezone.now()
         timeout = int(job.spec.get("pending_timeout") or self.datacenter.pending_timeout)
