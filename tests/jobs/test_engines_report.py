@@ -9,6 +9,9 @@ import ast
 from pathlib import Path
 
 import jobs.engines
+from jobs.engines.base import Engine
+from jobs.engines.kubernetes.engine import KubernetesEngine
+from jobs.engines.kubernetes.objects import ClusterObjects
 
 ENGINES = Path(jobs.engines.__file__).parent
 ROW_WRITES = {"save", "delete", "update", "create", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
@@ -45,3 +48,11 @@ def test_no_engine_module_writes_a_row() -> None:
         and (node.func.attr == "save" or _through_a_manager(node.func.value))
     ]
     assert writes == []
+
+
+def test_the_kubernetes_engine_s_cluster_methods_win_over_the_base_s_defaults() -> None:
+    """Engine's no-op defaults (image_builder, revoke_registry_secret) must not hide the cluster's own."""
+    shared = set(vars(Engine)) & set(vars(ClusterObjects)) - {"__dict__", "__weakref__", "__module__", "__doc__"}
+    assert shared, "the base and the cluster mixin share capabilities"
+    for name in shared:
+        assert getattr(KubernetesEngine, name) is not getattr(Engine, name), name

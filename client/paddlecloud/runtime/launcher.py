@@ -154,13 +154,18 @@ def wait_for_pservers(endpoints: list[tuple[str, int]], timeout: float, tee: Tee
     tee.line(f"all {len(endpoints)} pserver(s) accept connections ({time.monotonic() - t0:.1f}s)")
 
 
+def _package_dir() -> Path:
+    """The `paddlecloud` package this launcher belongs to (this module is paddlecloud/runtime/launcher.py)."""
+    return Path(__file__).resolve().parent.parent
+
+
 def package_pythonpath(cache: Path) -> Path:
     """A directory holding only a ``paddlecloud`` link to this package, for the entry's PYTHONPATH.
 
     The job venv has no paddlecloud, and putting our site-packages on its path would leak all of
     the launcher's dependencies into the job; a link to just this package avoids both.
     """
-    pkg = Path(__file__).resolve().parent
+    pkg = _package_dir()
     d = cache / "_pythonpath" / hashlib.sha256(str(pkg).encode()).hexdigest()[:16]
     link = d / "paddlecloud"
     if not (link.is_symlink() and link.resolve() == pkg):
@@ -174,7 +179,7 @@ def package_pythonpath(cache: Path) -> Path:
 
 def _installed_in_site_packages() -> bool:
     """True when paddlecloud is installed in this runtime (a base), so layers and the entry see it."""
-    pkg = Path(__file__).resolve().parent
+    pkg = _package_dir()
     return any(pkg.is_relative_to(Path(d).resolve()) for d in site.getsitepackages())
 
 

@@ -57,7 +57,7 @@ QUOTA_GRACE_SECONDS = 30  # a quota rejection lasting this long (or half the pen
 REAP_GRACE_SECONDS = 60  # objects younger than this are never reaped (their row may not be visible yet)
 
 
-class KubernetesEngine(Engine, ClusterObjects):
+class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before the base's defaults
     def _namespace(self, job: Job) -> str | None:
         ns = (job.engine_data or {}).get("namespace")
         return str(ns) if ns else None
