@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from paddlecloud.runtime import metrics
+
+from tests.wait import wait_for
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -116,3 +120,24 @@ def test_outside_a_job_it_writes_metrics_jsonl_in_the_current_folder(tmp_path: P
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={}, check=True, timeout=60)
     assert lines(tmp_path / "metrics.jsonl")[0]["values"] == {"loss": 1.5}
 
+
+
+def test_a_flush_waits_for_the_write_another_flush_has_begun(tmp_path: Path) -> None:
+    """atexit's flush must not return while the thread still writes lines it took (they would be lost)."""
+    fifo = tmp_path / "metrics.jsonl"
+    os.mkfifo(fifo)  # opening it to append blocks until a reader comes: a write held half-way, for real
+    writer = metrics.MetricsWriter(fifo, flush_seconds=3600)
+    writer._thread = object()  # type: ignore[assignment]  # no writer thread: the flushes below are the test's
+    writer.log(0, {"loss": 1.0})
+    first = threading.Thread(target=writer.flush, daemon=True)  # daemons: a failing run never hangs pytest
+    first.start()  # takes the line, then blocks opening the FIFO
+    wait_for(lambda: not writer._lines, "the first flush to take the buffered line", 10)
+    last = threading.Thread(target=writer.flush, daemon=True)  # what atexit does
+    last.start()
+    last.join(0.5)
+    assert last.is_alive(), "the last flush returned while the first one still held lines"
+    with fifo.open(encoding="utf-8") as reader:  # let the first write go through
+        assert json.loads(reader.readline())["values"] == {"loss": 1.0}
+    first.join(10)
+    last.join(10)
+    assert not first.is_alive() and not last.is_alive()

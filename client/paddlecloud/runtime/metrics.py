@@ -51,7 +51,8 @@ class MetricsWriter:
         self.path = path
         self.flush_seconds = flush_seconds
         self._lines: list[str] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the buffer; log() never waits for a write
+        self._flushing = threading.Lock()  # one flush at a time, from taking the lines to writing them
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned: set[str] = set()
@@ -100,7 +101,15 @@ class MetricsWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write what is buffered now (the thread does it every second; atexit does it last)."""
+        """Write what is buffered now (the thread does it every second; atexit does it last).
+
+        One flush at a time, start to end: the thread is a daemon, killed as the interpreter ends, so
+        atexit's flush waits for a write the thread has begun, or the lines it took would be lost (seen:
+        a trainer whose thread first ran as training ended left an empty file)."""
+        with self._flushing:
+            self._write_buffered()
+
+    def _write_buffered(self) -> None:
         with self._lock:
             lines, self._lines = self._lines, []
         if not lines:
