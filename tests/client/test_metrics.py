@@ -47,7 +47,8 @@ def test_the_thread_flushes_within_a_second_without_more_calls(tmp_path: Path) -
     writer = metrics.MetricsWriter(path, flush_seconds=0.2)
     writer.log(1, {"loss": 2.0})
     deadline = time.monotonic() + 3
-    while not path.exists() and time.monotonic() < deadline:
+    # the file exists from open("a") on, a moment before its line is written: wait for the line itself
+    while not (path.exists() and path.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [line["values"] for line in lines(path)] == [{"loss": 2.0}]
 
