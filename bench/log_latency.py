@@ -80,7 +80,7 @@ def main() -> None:
         package.mkdir(parents=True)
         (package / "train.py").write_text(TRAINER.format(lines=args.lines))
 
-        worker = start_worker(work, queue="celery", beat=True, concurrency=2)  # Celery's default queue
+        worker = start_worker(work, beat=True, concurrency=2)  # every lane, on Celery's default queue names
         try:
             spec = {"jobname": "talk", "entry": "python train.py", "parallelism": 1, "pservers": 0}
             response = api.post("/api/v1/jobs", spec, format="json")

@@ -144,7 +144,7 @@ def run(cluster: TestCluster, work: Path, count: int, interval: float) -> None:
     for name in ["warmup", *(f"job{i}" for i in range(count))]:
         (root / "home" / "bench" / "jobs" / name).mkdir(parents=True)
 
-    worker = start_worker(work, queue="celery", beat=True, concurrency=2)  # Celery's default queue
+    worker = start_worker(work, beat=True, concurrency=2)  # every lane, on Celery's default queue names
     print(
         f"worker started (reconcile every {settings.PADDLECLOUD_RECONCILE_SECONDS}s); "
         f"submitting {count} jobs, one every {interval}s",

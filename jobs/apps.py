@@ -15,3 +15,9 @@ class JobsConfig(AppConfig):
         from jobs.usage import compute_in_use  # noqa: PLC0415
 
         register_usage_provider(compute_in_use)
+        from celery.signals import worker_ready, worker_shutdown  # noqa: PLC0415
+
+        from jobs import listener  # noqa: PLC0415
+
+        worker_ready.connect(listener.start_if_control, weak=False)
+        worker_shutdown.connect(listener.stop, weak=False)

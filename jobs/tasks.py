@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from datetime import timedelta
 
 from celery import shared_task
 from celery.app.task import Task
 from django.conf import settings
+from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -49,7 +51,9 @@ def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
             Job.objects.filter(pk=job_id, state=JobState.SUBMITTING).update(message=f"retrying: {exc}")
             countdown = min(60, 2 ** min(self.request.retries, 6))
             raise self.retry(countdown=countdown) from None
-    if not transition(job_id, JobState.PENDING, submitted_at=timezone.now(), message=""):
+    if transition(job_id, JobState.PENDING, submitted_at=timezone.now(), message=""):
+        engine.started(job)
+    else:
         now = Job.objects.select_related("owner", "datacenter").filter(pk=job_id).first()  # gone after `kill -rm`
         if now is not None and now.state in TERMINAL_STATES and not release(now, engine):
             kill_job.delay(job_id)  # killed while starting: what was just started is stopped, look by look
@@ -97,12 +101,40 @@ def reconcile() -> None:
             Q(jobs__state__in=[JobState.PENDING, JobState.RUNNING])
             | Q(jobs__released=False, jobs__state__in=TERMINAL_STATES)
         ).distinct()
-        for datacenter in busy:
-            try:
-                reconcile_datacenter(datacenter)
-            except Exception:
-                # One broken datacenter must not stop the others from being followed.
-                log.exception("reconcile of datacenter %s failed", datacenter.name)
+        _reconcile_each(busy)
+
+
+PROMPT_WAIT_SECONDS = 2.0  # an event waits this long for a running cycle to end, then leaves it to the next tick
+
+
+def reconcile_promptly(job_ids: set[int]) -> None:
+    """Events from local jobs' processes (jobs/engines/local/events.py): reconcile their datacenters now.
+
+    Runs in the control worker's event listener, not from the broker, so no queue lies between a
+    process's exit and its job's state. A cycle already running may have looked before the event:
+    wait for it briefly, then look again.
+    """
+    deadline = time.monotonic() + PROMPT_WAIT_SECONDS
+    try:
+        while True:
+            with exclusive("reconcile") as held:
+                if held:
+                    _reconcile_each(Datacenter.objects.filter(jobs__pk__in=job_ids).distinct())
+                    return
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+    finally:
+        close_old_connections()  # a long-lived thread: never keep a connection the database closed
+
+
+def _reconcile_each(datacenters: Iterable[Datacenter]) -> None:
+    for datacenter in datacenters:
+        try:
+            reconcile_datacenter(datacenter)
+        except Exception:
+            # One broken datacenter must not stop the others from being followed.
+            log.exception("reconcile of datacenter %s failed", datacenter.name)
 
 
 @shared_task(name="jobs.storage_quota", ignore_result=True)

@@ -1,7 +1,7 @@
 """Celery tasks: create a finished job's deliveries, then send each one, retrying with backoff.
 
-They run on a queue of their own (notify_queue), consumed by a worker process of its own, so a slow
-receiver holds only notification slots, never the ones that start and follow jobs.
+They run on a queue of their own (the `notify` lane, core/lanes.py), consumed by a worker process of
+its own, so a slow receiver holds only notification slots, never the ones that start and follow jobs.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from celery import current_app, shared_task
+from celery import shared_task
 from django.db import transaction
 
 from notifications import services
@@ -39,13 +39,3 @@ def send_delivery(delivery_id: int) -> None:
 def on_job_ended(sender: Any, job_id: int, **kwargs: Any) -> None:
     """Receives jobs.signals.job_ended: the notification is sent once the final state has committed."""
     transaction.on_commit(lambda: job_ended.delay(job_id))
-
-
-def notify_queue() -> str:
-    """The notifications' queue: named from the default queue (`celery-notify`; per test run in the tests)."""
-    return f"{current_app.conf.task_default_queue}-notify"
-
-
-def route(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **extra: Any) -> dict[str, str] | None:
-    """Celery router (settings.CELERY_TASK_ROUTES): every notifications.* task to notify_queue()."""
-    return {"queue": notify_queue()} if name.startswith("notifications.") else None

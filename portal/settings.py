@@ -284,9 +284,9 @@ if not _broker_url:
         "control_folder": str(_control),
     }
 CELERY_TASK_IGNORE_RESULT = True
-# Notifications go to a queue of their own (`<default queue>-notify`, its own worker process): a slow
-# webhook receiver never holds a slot that starts jobs.
-CELERY_TASK_ROUTES = ["notifications.tasks.route"]
+# Control loops, per-job work, side work and notifications each have a queue and worker slots of
+# their own, so none waits behind another's backlog (core/lanes.py).
+CELERY_TASK_ROUTES = ["core.lanes.route"]
 # Messages are JSON only: a message someone else put on the broker is never unpickled.
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

@@ -75,15 +75,18 @@ start_portal() {
     --access-logfile -
 }
 
-# Two workers: `worker` (with beat) starts and follows jobs on the default queue `celery`; `notify`
-# sends job-end notifications from `celery-notify` (notifications/tasks.py) with slots of its
-# own, so a webhook receiver that answers slowly never holds a job's slot.
+# Three workers, one per lane (core/lanes.py), so no lane waits behind another's backlog:
+# `worker` starts and stops jobs and builds (queue `celery`); `control` runs beat and the loops that
+# follow every job (`celery-control`: reconcile, storage quota, cleanup) and hears local jobs' process
+# events; `side` verifies uploads, recounts usage and sends job-end notifications (`celery-side`,
+# `celery-notify`), so a slow webhook receiver or a big upload never holds a job's slot.
 start_worker() {
   mkdir -p "$VAR_DIR/celery"  # beat's schedule file lives here whatever the broker (Redis too)
-  start_bg worker .venv/bin/celery -A portal worker -B -s "$VAR_DIR/celery/beat-schedule" \
-    -Q celery --concurrency 2 -l info -n "paddlecloud@%h"
-  start_bg notify .venv/bin/celery -A portal worker -Q celery-notify --pool threads --concurrency 4 \
-    -l info -n "notify@%h"
+  start_bg worker .venv/bin/celery -A portal worker -Q celery --concurrency 2 -l info -n "paddlecloud@%h"
+  start_bg control .venv/bin/celery -A portal worker -B -s "$VAR_DIR/celery/beat-schedule" \
+    -Q celery-control --pool threads --concurrency 2 -l info -n "control@%h"
+  start_bg side .venv/bin/celery -A portal worker -Q celery-side,celery-notify --pool threads --concurrency 4 \
+    -l info -n "side@%h"
 }
 
 wait_for_portal() {  # until OUR portal answers on 127.0.0.1:$PORT; anything else there stops the run

@@ -18,4 +18,4 @@ fi
 creds=$(.venv/bin/python -c "import json,sys; d=json.load(open('$VAR_DIR/demo-credentials.json')); print(d['username'], d['password'])")
 echo
 echo "PaddleCloud is running at $PORTAL_URL/ (log in as: $creds)"
-echo "Logs: $VAR_DIR/log/portal.log, $VAR_DIR/log/worker.log, $VAR_DIR/log/notify.log. Stop with: make stop"
+echo "Logs: $VAR_DIR/log/portal.log, worker.log, control.log, side.log. Stop with: make stop"

@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
-stop_bg notify
+stop_bg side
+stop_bg control
 stop_bg worker
 stop_bg portal
 echo "Running jobs keep running; the next \`make run\` adopts them. To stop a job: paddlectl kill <job> (before make stop)."

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from django.conf import settings
 from django.db import connection
 
-from notifications.tasks import notify_queue
+from core import lanes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +31,7 @@ def test_database_url() -> str:
 
 @dataclass
 class WorkerProcess:
-    """A worker consuming this test run's queue (see tests/settings.py)."""
+    """A worker consuming this test run's queues (see tests/settings.py); `queue` is the first of them."""
 
     queue: str
     process: subprocess.Popen[bytes]
@@ -58,16 +57,14 @@ class WorkerProcess:
 
 def start_worker(
     log_dir: Path,
-    queue: str | None = None,
+    lanes_consumed: tuple[str, ...] = lanes.LANES,
     beat: bool = False,
     extra_env: dict[str, str] | None = None,
     concurrency: int = 1,
-    notifications: bool = True,
 ) -> WorkerProcess:
-    """A worker on `queue` (this run's default queue), and this run's notifications' queue too unless told not."""
-    # Set by tests/settings.py; mypy types `settings` from portal/settings.py, which leaves it to Celery.
-    queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE  # type: ignore[misc]
-    queues = f"{queue},{notify_queue()}" if notifications and queue != notify_queue() else queue
+    """A worker on this run's queues of `lanes_consumed` (core/lanes.py; all of them unless told)."""
+    queues = [lanes.queue(lane) for lane in lanes_consumed]
+    queue = queues[0]
     env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     log_path = log_dir / f"worker-{queue}.log"
     args = [
@@ -78,7 +75,7 @@ def start_worker(
         "portal",
         "worker",
         "-Q",
-        queues,
+        ",".join(queues),
         "-c",
         str(concurrency),
         "--pool",

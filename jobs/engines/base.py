@@ -120,6 +120,10 @@ class Engine(ABC):
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         """The log text of one worker ("trainer-0", "pserver-1") after `cursor`."""
 
+    def started(self, job: Job) -> None:
+        """The job is recorded started (pending): an engine that hears its workers' events may look at once."""
+        return
+
     def finish(self, job: Job, recorder: Recorder) -> bool:
         """Keep the logs and stop the workers of a job that is about to get its final state; True once done.
 

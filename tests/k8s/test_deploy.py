@@ -19,6 +19,7 @@ import pytest
 import yaml
 from django.conf import settings
 
+from core import lanes
 from tools.k8s.dockerfile import SUPPORTED, parse_dockerfile
 from tools.k8s.testcluster import TestCluster, default_bin_dir
 
@@ -187,6 +188,20 @@ def test_every_portal_pod_gets_the_same_secrets_in_its_migrate_step_and_its_proc
         assert migrate["env"] == main["env"], name
         required = {v["name"] for v in main["env"] if not v["valueFrom"]["secretKeyRef"].get("optional")}
         assert required == {"SECRET_KEY", "PADDLECLOUD_ENCRYPTION_KEY", "DATABASE_URL", "CELERY_BROKER_URL"}
+
+
+def test_every_lane_has_a_worker_container_of_its_own_with_the_workers_secrets(docs: list[Doc]) -> None:
+    """Control, per-job, side and notification work each get slots no other lane's backlog can take."""
+    pod = portal_deployments(docs)["worker"]["spec"]["template"]["spec"]
+    consumed = {}
+    for container in pod["containers"]:
+        command = container["command"]
+        consumed[container["name"]] = command[command.index("-Q") + 1].split(",")
+        assert container["env"] == pod["containers"][0]["env"], container["name"]
+    assert sorted(queue for queues in consumed.values() for queue in queues) == sorted(
+        "celery" if lane == lanes.JOBS else f"celery-{lane}" for lane in lanes.LANES
+    )
+    assert all(len(queues) == 1 for queues in consumed.values()), consumed
 
 
 def test_web_is_probed_on_healthz_and_readyz(docs: list[Doc]) -> None:

@@ -12,12 +12,12 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from core import lanes
 from datacenters.models import Datacenter
 from jobs.models import STARTED_STATES, Job, JobState
 from jobs.states import transition
 from notifications import webhook
 from notifications.models import Delivery, DeliveryState
-from notifications.tasks import notify_queue
 from tests.jobs.conftest import put_package
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
@@ -112,14 +112,16 @@ WORKER_ENV = {"PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE": "true", "PADDLECLOUD_WEBHOOK_
 @pytest.fixture
 def job_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
     """The worker that starts and follows jobs, with two slots as `make run` gives it; no notifications."""
-    process = start_worker(tmp_path, beat=True, concurrency=2, notifications=False, extra_env=WORKER_ENV)
+    process = start_worker(
+        tmp_path, (lanes.JOBS, lanes.CONTROL, lanes.SIDE), beat=True, concurrency=2, extra_env=WORKER_ENV
+    )
     yield process
     process.stop()
 
 
 @pytest.fixture
 def notify_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = start_worker(tmp_path, queue=notify_queue(), concurrency=2, extra_env=WORKER_ENV)
+    process = start_worker(tmp_path, (lanes.NOTIFY,), concurrency=2, extra_env=WORKER_ENV)
     yield process
     process.stop()
 

@@ -116,8 +116,13 @@ def test_make_run_is_production_like_by_default(tmp_path: Path) -> None:
     result = run_script('echo "DEBUG=$DEBUG EMBEDDED=$PADDLECLOUD_EMBEDDED"', 8000, tmp_path)
     assert result.stdout.strip() == "DEBUG=false EMBEDDED=true"
     env = {**os.environ, "DEBUG": "true"}
-    developer = subprocess.run(["bash", "-c", 'source scripts/common.sh; echo "DEBUG=$DEBUG"'], cwd=ROOT,
-                               env={**env, "PADDLECLOUD_VAR_DIR": str(tmp_path)}, capture_output=True, text=True)
+    developer = subprocess.run(
+        ["bash", "-c", 'source scripts/common.sh; echo "DEBUG=$DEBUG"'],
+        cwd=ROOT,
+        env={**env, "PADDLECLOUD_VAR_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
     assert developer.stdout.strip() == "DEBUG=true"
 
 
@@ -168,19 +173,19 @@ def consumed_queues(log: Path) -> list[str] | None:
 
 
 @pytest.mark.celery
-def test_make_run_starts_a_notifications_worker_of_its_own_and_make_stop_stops_it(tmp_path: Path) -> None:
+def test_make_run_starts_a_worker_per_lane_and_make_stop_stops_them(tmp_path: Path) -> None:
     database = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}  # not the developer's
     try:
         started = run_script("start_worker", 8000, tmp_path, **database)
         assert started.returncode == 0, started.stderr
-        logs = {name: tmp_path / "log" / f"{name}.log" for name in ("worker", "notify")}
+        logs = {name: tmp_path / "log" / f"{name}.log" for name in ("worker", "control", "side")}
         queues = {name: wait_for(partial(consumed_queues, log), f"the {name} worker to start", 60)
                   for name, log in logs.items()}  # fmt: skip
-        assert queues == {"worker": ["celery"], "notify": ["celery-notify"]}
+        assert queues == {"worker": ["celery"], "control": ["celery-control"], "side": ["celery-notify", "celery-side"]}
     finally:
         stopped = run_script("scripts/stop.sh", 8000, tmp_path, **database)
     assert stopped.returncode == 0, stopped.stderr
-    assert "notify stopped" in stopped.stdout and "worker stopped" in stopped.stdout
+    assert all(f"{name} stopped" in stopped.stdout for name in ("worker", "control", "side"))
     assert not list((tmp_path / "run").glob("*.pid"))
 
 
@@ -205,7 +210,7 @@ def test_make_run_with_a_redis_broker_starts_beat(tmp_path: Path) -> None:
     try:
         started = run_script("start_worker", 8000, tmp_path, **env)
         assert started.returncode == 0, started.stderr
-        wait_for(partial(beat_sent_a_task, tmp_path / "log" / "worker.log"), "beat to send a task", 90)
+        wait_for(partial(beat_sent_a_task, tmp_path / "log" / "control.log"), "beat to send a task", 90)
         assert (tmp_path / "celery" / "beat-schedule").exists() or list((tmp_path / "celery").glob("beat-schedule*"))
     finally:
         stopped = run_script("scripts/stop.sh", 8000, tmp_path, **env)

@@ -16,7 +16,7 @@ from django.conf import settings
 
 from datacenters.models import Datacenter
 from jobs.engines.base import Engine, EngineError, Observation, Recorder, WorkerStatus
-from jobs.engines.local import gpus, processes
+from jobs.engines.local import events, gpus, processes
 from jobs.engines.local.judge import Judge, Tally
 from jobs.engines.local.supervisor import HOST, Supervisor
 from jobs.logfiles import LogChunk, parse_cursor, read_log_file
@@ -53,6 +53,9 @@ class LocalEngine(Engine):
             worker = Worker.objects.get(job=job, role=role, index=index)
             if worker.name not in job.engine_data:
                 self.supervisor.spawn(job, worker, package, recorder)
+
+    def started(self, job: Job) -> None:
+        events.announce(job.pk)  # its processes run already: the control worker records them running now
 
     def poll(self, jobs: list[Job], recorder: Recorder) -> dict[int, Observation]:
         return {job.pk: self._observe(job, recorder) for job in jobs}

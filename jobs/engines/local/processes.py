@@ -3,7 +3,8 @@
 Each job process runs under a tiny supervisor that double-forks away from the Celery worker (so a
 worker killed with SIGKILL leaves the job running, and no zombie is left to the worker), starts its
 own session, runs the launcher, and writes the launcher's exit status to a file. Any worker can then
-learn a process's fate from /proc and that file, without being its parent.
+learn a process's fate from /proc and that file, without being its parent; the supervisor also says
+at once that the process ended (events.py), so the job's state need not wait for the next reconcile.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from jobs.engines.local import cgroups
+from jobs.engines.local import cgroups, events
 
 _SUPERVISOR = r"""
 import json, os, signal, subprocess, sys, time
@@ -100,6 +101,15 @@ tmp = status_path + ".tmp"
 with open(tmp, "w") as f:
     json.dump(status, f)
 os.replace(tmp, status_path)
+if config["events"]:  # tell the control worker at once (jobs/engines/local/events.py)
+    try:
+        fd = os.open(config["events"], os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(fd, config["event"].encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # nobody listening, or the pipe is full: the periodic reconcile sees the exit
 for directory in config["cgroup_dirs"]:  # empty once the namespace's last process is reaped
     for _ in range(50):
         try:
@@ -142,11 +152,13 @@ def spawn(
     status_path: Path,
     stderr_path: Path,
     cgroup: cgroups.Group | None = None,
+    job_id: int | None = None,
 ) -> Spawned:
     """Start ``argv`` under a detached supervisor (in ``cgroup`` when given).
 
     When ``argv`` is a sandbox's command (it holds sandbox.INFO_FD), the pid returned is the
-    sandbox's pid 1 on the host, the process to follow and signal.
+    sandbox's pid 1 on the host, the process to follow and signal. With ``job_id``, the supervisor
+    announces the process's exit on the events pipe (events.py) the moment it has written its status.
     """
     status_path.unlink(missing_ok=True)
     config = {
@@ -156,6 +168,8 @@ def spawn(
         "cgroup_dirs": [str(d) for d in cgroup.dirs] if cgroup else [],
         "oom_events": str(cgroup.events) if cgroup else "",
         "pids_events": str(cgroup.pids_events) if cgroup and cgroup.pids_events else "",
+        "events": str(events.pipe_path()) if job_id is not None else "",
+        "event": events.line(job_id) if job_id is not None else "",
     }
     result = subprocess.run(
         [sys.executable, "-c", _SUPERVISOR, json.dumps(config), *argv],

@@ -237,6 +237,7 @@ class Supervisor:
             status_path=self.status_path(job, worker.role, worker.index),
             stderr_path=state / "launcher.err",
             cgroup=group,
+            job_id=job.pk,
         )
         worker.pid = spawned.pid
         worker.state = WorkerState.RUNNING

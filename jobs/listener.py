@@ -1,0 +1,41 @@
+"""The control worker hears local jobs' process events (jobs/engines/local/events.py) and reconciles at once.
+
+Started by Celery's worker_ready signal in the worker that consumes the control lane (core/lanes.py),
+on a daemon thread of its own: an event never waits for a worker slot or a broker round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from core import lanes
+from jobs.engines.local import events
+from jobs.tasks import reconcile_promptly
+
+log = logging.getLogger(__name__)
+_stop = threading.Event()
+
+
+def start_if_control(sender: Any = None, **kwargs: Any) -> None:
+    """worker_ready receiver: listen when this worker consumes the control lane."""
+    consumed = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
+    if lanes.queue(lanes.CONTROL) not in consumed:
+        return
+    threading.Thread(target=_listen, name="local-job-events", daemon=True).start()
+    log.info("listening for local jobs' process events on %s", events.pipe_path())
+
+
+def stop(sender: Any = None, **kwargs: Any) -> None:
+    """worker_shutdown receiver."""
+    _stop.set()
+
+
+def _listen() -> None:
+    while not _stop.is_set():
+        try:
+            events.listen(reconcile_promptly, _stop)
+        except Exception:
+            log.exception("local job events: the listener failed; listening again in 1 s")
+            _stop.wait(1.0)
