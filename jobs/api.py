@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from core.api.errors import quote
 from core.api.params import by_state, flag
-from jobs import hooks, layout, logs, metrics, services
+from jobs import hooks, layout, logs, metrics, services, waiting
 from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
@@ -208,10 +208,40 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
+def _wait_params(request: Request) -> tuple[str, float]:
+    """`?state=` (a job state) and `?wait=` (seconds, 0 to waiting.MAX_WAIT), both or neither; 400 naming the field."""
+    seen, wait = request.query_params.get("state"), request.query_params.get("wait")
+    if seen is None and wait is None:
+        return "", 0.0
+    if seen not in JobState.values:
+        raise exceptions.ValidationError({"state": [f"with wait, must be one of {', '.join(JobState.values)}"]})
+    try:
+        seconds = float(wait or "")
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= waiting.MAX_WAIT:
+        raise exceptions.ValidationError({"wait": [f"must be a number of seconds from 0 to {waiting.MAX_WAIT:g}"]})
+    return seen, seconds
+
+
 class JobDetail(APIView):
-    @extend_schema(responses=JobSerializer)
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("state", str, required=False, description="with wait: answer once the state is not this"),
+            OpenApiParameter("wait", float, required=False, description=f"seconds, at most {waiting.MAX_WAIT:g}"),
+        ],
+        responses=JobSerializer,
+    )
     def get(self, request: Request, name: str) -> Response:
-        return Response(JobSerializer(get_job(request, name)).data)
+        seen, wait = _wait_params(request)
+        job = get_job(request, name)
+        if seen:
+            waiting.until_state_leaves(job, seen, wait, request.user.pk or 0)
+            try:
+                job.refresh_from_db()
+            except Job.DoesNotExist:
+                raise exceptions.NotFound(f"job {quote(name)} was removed") from None
+        return Response(JobSerializer(job).data)
 
     @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses={200: JobSerializer, 204: None})
     def delete(self, request: Request, name: str) -> Response:

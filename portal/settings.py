@@ -324,6 +324,9 @@ PADDLECLOUD_UPLOAD_VERIFY_INLINE = env_int("PADDLECLOUD_UPLOAD_VERIFY_INLINE", 4
 
 # --- Jobs -------------------------------------------------------------------------------------
 PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, minimum=1)
+# Requests that may wait for a job's change at once, per web process (jobs/waiting.py): half of
+# `make run`'s 4 threads, so waiting clients never hold every thread.
+PADDLECLOUD_LONG_POLL_SLOTS = env_int("PADDLECLOUD_LONG_POLL_SLOTS", 2, minimum=0)
 PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, minimum=0)
 # Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
 # empty: the launcher's default, ~/.cache/paddlecloud/venvs.

@@ -40,8 +40,13 @@ def package_dir(session: Session, datacenter: str, jobname: str) -> str:
     return layout.default_package(datacenter, session.username, jobname)
 
 
-def get(session: Session, name: str) -> dict[str, Any]:
-    data: dict[str, Any] = session.get(job_path(name))
+LONG_POLL_SECONDS = 10.0  # the portal's bound on one waiting request (jobs/waiting.py)
+
+
+def get(session: Session, name: str, unless_state: str = "", wait: float = 0.0) -> dict[str, Any]:
+    """The job; with `unless_state`, the portal answers once its state is another, or after `wait` s."""
+    params = {"state": unless_state, "wait": f"{min(wait, LONG_POLL_SECONDS):.3f}"} if unless_state else None
+    data: dict[str, Any] = session.get(job_path(name), params=params)
     return data
 
 
@@ -349,5 +354,18 @@ def wait(
             return job
         if deadline is not None and time.monotonic() >= deadline:
             raise PaddleCloudError(f"job {name} is still {job.get('state')} after {timeout:g} s")
-        time.sleep(poll)
-        job = outage.call(lambda: get(session, uid))
+        job = _next_state(session, uid, job, poll, outage, deadline)
+
+
+def _next_state(
+    session: Session, uid: str, job: dict[str, Any], poll: float, outage: _Outage, deadline: float | None
+) -> dict[str, Any]:
+    """The job once its state changes: the portal holds the request until then (long polling), up to its
+    bound; where it answers at once (its waiting slots are taken) this waits `poll` s between asks."""
+    asked = time.monotonic()
+    left = LONG_POLL_SECONDS if deadline is None else max(0.0, deadline - asked)
+    seen = str(job.get("state", ""))
+    now: dict[str, Any] = outage.call(lambda: get(session, uid, unless_state=seen, wait=left))
+    if now.get("state") == seen:
+        time.sleep(max(0.0, min(poll - (time.monotonic() - asked), left)))
+    return now
