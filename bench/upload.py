@@ -7,10 +7,11 @@ For each size it starts a fresh portal as `make run` starts it (gunicorn with th
 scripts/common.sh, DEBUG off, the embedded defaults) on a private var directory, creates a user and
 logs paddlectl in once, then alternates: `paddlectl file cp` of the file (this checkout's client, run
 as a process, as a user runs it: start-up, hashing, chunks, complete) and `cp` of it next to the
-uploaded copy. Before each timed step the page cache's dirty pages are written out (sync), so neither
-pays for the other's writes. It prints both throughputs, their ratio (goal >= 0.8 at 2 GiB), the
-portal's peak RSS during the upload (goal: flat with file size) and paddlectl's. Prints figures; it is
-not a test.
+uploaded copy, then `sync` of that copy (fsync: the portal fsyncs an upload before it answers
+`completed`; `cp` alone leaves its copy in the page cache). Before each timed step the page cache's
+dirty pages are written out (sync), so neither pays for the other's writes. It prints the throughputs,
+the ratios to `cp` (goal >= 0.8 at 2 GiB) and to `cp` + fsync, the portal's peak RSS during the upload
+(goal: flat with file size) and paddlectl's. Prints figures; it is not a test.
 """
 
 from __future__ import annotations
@@ -213,6 +214,7 @@ class Figures:
 
     uploads: list[float] = field(default_factory=list)
     copies: list[float] = field(default_factory=list)
+    durable: list[float] = field(default_factory=list)  # cp, then the copy fsynced (as complete does)
     server_kib: list[int] = field(default_factory=list)
     client_kib: list[int] = field(default_factory=list)
     reset: bool = True
@@ -241,17 +243,21 @@ def bench_size(size: int, args: argparse.Namespace, extra_env: dict[str, str]) -
             os.sync()
             began = time.perf_counter()
             subprocess.run(["cp", str(source), str(disk_home / "copied.bin")], check=True)
-            copy = size / (time.perf_counter() - began) / MIB
+            copied = time.perf_counter() - began
+            subprocess.run(["sync", str(disk_home / "copied.bin")], check=True)  # fsync(2) of the copy
+            copy, durable = size / copied / MIB, size / (time.perf_counter() - began) / MIB
             label = f"round {round_ + 1}" if round_ >= 0 else "warm-up"
             print(
-                f"  {human(size)} {label}: paddlectl file cp {upload:6.0f} MiB/s, cp {copy:6.0f} MiB/s, "
-                f"ratio {upload / copy:4.2f}; portal peak RSS {sampler.peak_hwm / 1024:4.0f} MB "
+                f"  {human(size)} {label}: paddlectl file cp {upload:6.0f} MiB/s, cp {copy:6.0f} MiB/s "
+                f"(+fsync {durable:5.0f}), ratio {upload / copy:4.2f} ({upload / durable:4.2f}); "
+                f"portal peak RSS {sampler.peak_hwm / 1024:4.0f} MB "
                 f"(sampled {sampler.peak_sample / 1024:.0f} MB), paddlectl {client_kib / 1024:.0f} MB",
                 flush=True,
             )
             if round_ >= 0:  # the warm-up is not counted: first touches of memory and disk
                 figures.uploads.append(upload)
                 figures.copies.append(copy)
+                figures.durable.append(durable)
                 figures.server_kib.append(sampler.peak_hwm)
                 figures.client_kib.append(client_kib)
                 figures.reset = figures.reset and sampler.reset
@@ -284,13 +290,15 @@ def main() -> None:
     )
     results = {size: bench_size(size, args, extra_env) for size in sizes}
     print()
-    print("medians of the timed rounds (best in brackets)")
-    print(f"{'size':>9} {'paddlectl MiB/s':>16} {'cp MiB/s':>15} {'ratio':>6} {'portal peak':>16} {'paddlectl':>14}")
+    print("medians of the timed rounds (best in brackets); ratio: paddlectl / cp, and / cp with the copy fsynced")
+    print(f"{'size':>9} {'paddlectl MiB/s':>16} {'cp MiB/s':>15} {'cp+fsync':>9} {'ratio':>11} {'portal peak':>12} "
+          f"{'paddlectl':>10}")
     for size, r in results.items():
-        upload, copy = statistics.median(r.uploads), statistics.median(r.copies)
+        upload, copy, durable = (statistics.median(x) for x in (r.uploads, r.copies, r.durable))
         print(
-            f"{human(size):>9} {upload:7.0f} ({max(r.uploads):6.0f}) {copy:6.0f} ({max(r.copies):6.0f}) "
-            f"{upload / copy:6.2f} {max(r.server_kib) / 1024:13.0f} MB {max(r.client_kib) / 1024:11.0f} MB"
+            f"{human(size):>9} {upload:7.0f} ({max(r.uploads):6.0f}) {copy:6.0f} ({max(r.copies):6.0f}) {durable:9.0f} "
+            f"{upload / copy:5.2f} ({upload / durable:4.2f}) {max(r.server_kib) / 1024:9.0f} MB "
+            f"{max(r.client_kib) / 1024:7.0f} MB"
         )
     print(
         "goals: ratio >= 0.8 at 2 GiB; peak RSS flat with file size"
