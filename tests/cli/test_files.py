@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,6 +144,30 @@ def test_an_upload_cut_half_way_resumes_and_sends_only_the_missing_chunks(
     assert proxy.count(b"PUT /api/v1/files/uploads/") == 13 - kept
     assert (portal.pfs_home / "big.bin").read_bytes() == data
     assert Upload.objects.get(path=target).state == "completed"
+
+
+def test_a_large_file_goes_in_large_chunks(portal: Portal, tmp_path: Path, settings: Any) -> None:
+    settings.PADDLECLOUD_UPLOAD_CHUNK = 1024 * 1024  # the portal's default, for clients that choose none
+    data = os.urandom(20 * 1024 * 1024 + 7)
+    big = tmp_path / "big.bin"
+    big.write_bytes(data)
+    result = portal.run("cp", str(big), f"{HOME}/big.bin")
+    assert result.exit_code == 0, result.stderr
+    assert (portal.pfs_home / "big.bin").read_bytes() == data
+    upload = Upload.objects.get(path=f"{HOME}/big.bin")
+    # paddlectl's choice: a quarter of the file each (one per connection), at least 8 MiB
+    assert upload.chunk_size == 8 * 1024 * 1024 and upload.chunk_count == 3
+
+
+def test_a_portal_with_smaller_chunks_gets_its_default(portal: Portal, tmp_path: Path, settings: Any) -> None:
+    settings.PADDLECLOUD_UPLOAD_MAX_CHUNK = 1024 * 1024
+    settings.PADDLECLOUD_UPLOAD_CHUNK = 256 * 1024
+    data = os.urandom(3 * 1024 * 1024)
+    (tmp_path / "f.bin").write_bytes(data)
+    result = portal.run("cp", str(tmp_path / "f.bin"), f"{HOME}/f.bin")
+    assert result.exit_code == 0, result.stderr
+    assert (portal.pfs_home / "f.bin").read_bytes() == data
+    assert Upload.objects.get(path=f"{HOME}/f.bin").chunk_size == 256 * 1024
 
 
 def test_a_download_cut_half_way_resumes_with_a_range(portal: Portal, proxy: Proxy, tmp_path: Path) -> None:

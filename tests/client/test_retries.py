@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from paddlecloud.sdk import config as configfile
 from paddlecloud.sdk.errors import APIError, NetworkError
 from paddlecloud.sdk.jobs import _Outage
 from paddlecloud.sdk.session import Session, transport_retrying
-from paddlecloud.sdk.transfers import Transfers
+from paddlecloud.sdk.upload_chunks import ChunkSender
 
 Answer = tuple[int, bytes, dict[str, str]]
 
@@ -29,12 +30,15 @@ class Portal:
     def __init__(self) -> None:
         self.script: dict[tuple[str, str], list[Answer]] = {}
         self.seen: list[tuple[str, str]] = []
+        self.bodies: list[bytes] = []  # of the PUTs
         portal = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
+                body = self.rfile.read(length)
+                if self.command == "PUT":
+                    portal.bodies.append(body)
                 key = (self.command, self.path.split("?", 1)[0])
                 portal.seen.append(key)
                 answers = portal.script.get(key) or [_json(404, {"detail": "not found", "code": "not_found"})]
@@ -116,16 +120,41 @@ def test_an_unreachable_portal_is_one_network_error(session: Session) -> None:
     assert str(caught.value) == f"cannot reach the portal at {down}: connection refused"
 
 
-def test_a_chunk_damaged_on_the_way_is_sent_three_times_in_all(portal: Portal, session: Session) -> None:
+def test_a_chunk_damaged_on_the_way_is_sent_three_times_in_all(
+    portal: Portal, session: Session, tmp_path: Path
+) -> None:
     mismatch = _json(400, {"detail": "checksum does not match", "code": "checksum_mismatch"})
     portal.script[("PUT", "/api/v1/files/uploads/7/chunks/0")] = [mismatch, mismatch, _json(200, {})]
-    Transfers(session)._put_chunk({"id": 7}, 0, b"data")
-    assert portal.count("PUT", "/files/uploads/7/chunks/0") == 3
+    local = tmp_path / "data.bin"
+    local.write_bytes(b"datadata")
+    fd = os.open(local, os.O_RDONLY)
+    try:
+        sender = ChunkSender(session, fd, local, {"id": 7, "size": 8, "chunk_size": 4}, None, parallel=1)
+        assert sender.put(0) == 4
+        assert portal.count("PUT", "/files/uploads/7/chunks/0") == 3
 
-    portal.script[("PUT", "/api/v1/files/uploads/7/chunks/1")] = [mismatch]
-    with pytest.raises(APIError, match="checksum does not match"):
-        Transfers(session)._put_chunk({"id": 7}, 1, b"data")
-    assert portal.count("PUT", "/files/uploads/7/chunks/1") == 3
+        portal.script[("PUT", "/api/v1/files/uploads/7/chunks/1")] = [mismatch]
+        with pytest.raises(APIError, match="checksum does not match"):
+            sender.put(1)
+        assert portal.count("PUT", "/files/uploads/7/chunks/1") == 3
+    finally:
+        os.close(fd)
+    assert portal.bodies == [b"data"] * 6  # each try sent the whole chunk again
+
+
+def test_a_chunk_the_restarting_portal_refused_is_sent_again_whole(
+    portal: Portal, session: Session, tmp_path: Path
+) -> None:
+    unavailable = _json(503, {"detail": "restarting", "code": "unavailable"})
+    portal.script[("PUT", "/api/v1/files/uploads/7/chunks/0")] = [unavailable, unavailable, _json(200, {})]
+    local = tmp_path / "data.bin"
+    local.write_bytes(b"0123456789")
+    fd = os.open(local, os.O_RDONLY)
+    try:
+        ChunkSender(session, fd, local, {"id": 7, "size": 10, "chunk_size": 10}, None, parallel=1).put(0)
+    finally:
+        os.close(fd)
+    assert portal.bodies == [b"0123456789"] * 3
 
 
 def test_log_following_waits_out_an_outage_and_says_so() -> None:
