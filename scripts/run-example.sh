@@ -43,5 +43,5 @@ echo
 echo "Job page: $PORTAL_URL/jobs/$uid/"
 echo "Portal:   $PORTAL_URL/ (log in as demo; password in $VAR_DIR/demo-credentials.json)"
 echo "paddlectl: export PADDLE_CONFIG=$PADDLE_CONFIG PADDLE_TOKEN_CACHE=$PADDLE_TOKEN_CACHE"
-echo "Stop the portal and worker with: make stop"
+echo "Stop the portal and workers with: make stop"
 exit "$status"
