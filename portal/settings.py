@@ -325,6 +325,9 @@ PADDLECLOUD_UPLOAD_VERIFY_INLINE = env_int("PADDLECLOUD_UPLOAD_VERIFY_INLINE", 4
 # --- Jobs -------------------------------------------------------------------------------------
 PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, minimum=1)
 PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, minimum=0)
+# PS mode: seconds the trainers' gloo rendezvous may take from the first trainer's arrival before each
+# trainer's launcher fails it (RendezvousTimeout; paddlecloud.runtime.rendezvous). Paddle's own: an hour.
+PADDLECLOUD_RENDEZVOUS_TIMEOUT = env_int("PADDLECLOUD_RENDEZVOUS_TIMEOUT", 300, minimum=1)
 # Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
 # empty: the launcher's default, ~/.cache/paddlecloud/venvs.
 PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
