@@ -48,6 +48,7 @@ class Reason(models.TextChoices):
     BUILD_FAILED = "BuildFailed"  # that build failed or was cancelled; the message is its last error line
     STORAGE_QUOTA_EXCEEDED = "StorageQuotaExceeded"  # its owner's files outgrew the storage quota while it ran
     PIDS_LIMIT = "PidsLimit"  # a worker hit the datacenter's process limit and could not fork
+    RENDEZVOUS_TIMEOUT = "RendezvousTimeout"  # PS mode: the trainers' gloo rendezvous did not complete in its bound
 
 
 class Role(models.TextChoices):

@@ -328,6 +328,9 @@ PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, mini
 # `make run`'s 4 threads, so waiting clients never hold every thread.
 PADDLECLOUD_LONG_POLL_SLOTS = env_int("PADDLECLOUD_LONG_POLL_SLOTS", 2, minimum=0)
 PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, minimum=0)
+# PS mode: seconds the trainers' gloo rendezvous may take from the first trainer's arrival before each
+# trainer's launcher fails it (RendezvousTimeout; paddlecloud.runtime.rendezvous). Paddle's own: an hour.
+PADDLECLOUD_RENDEZVOUS_TIMEOUT = env_int("PADDLECLOUD_RENDEZVOUS_TIMEOUT", 300, minimum=1)
 # Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
 # empty: the launcher's default, ~/.cache/paddlecloud/venvs.
 PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")

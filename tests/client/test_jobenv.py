@@ -28,6 +28,7 @@ FULL = JobEnv(
     passes=3,
     venv_cache="/var/cache/venvs",
     pserver_wait_timeout=12.5,
+    rendezvous_timeout=45.0,
     pod_ip="10.0.0.7",
     log_limit=256 * 1024 * 1024,
 )

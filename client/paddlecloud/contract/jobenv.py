@@ -11,6 +11,7 @@ role against pservers) are the launcher's (``launch_env.read_facts``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,6 +46,9 @@ VARIABLES = """\
                                    else ``~/.cache/paddlecloud/venvs``)
 ``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names and for every
                                    pserver to accept TCP before a trainer starts
+``PADDLECLOUD_RENDEZVOUS_TIMEOUT``  PS mode: seconds (default 300) the trainers' gloo rendezvous
+                                   may take from the first trainer's arrival; past it every
+                                   trainer's launcher fails with exit code 72 naming it
 ``PADDLECLOUD_POD_IP``             optional: this process's IP (k8s: downward API status.podIP)
 ``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (less counts as 65536);
                                    past it the head and the end are kept with a line saying how
@@ -81,6 +85,7 @@ class JobEnv:
     passes: int | None = None
     venv_cache: str | None = None
     pserver_wait_timeout: float | None = None
+    rendezvous_timeout: float | None = None
     pod_ip: str | None = None
     log_limit: int | None = None
 
@@ -127,6 +132,7 @@ class JobEnv:
             passes=_int(env, "passes", 1),
             venv_cache=_str(env, "venv_cache") or None,
             pserver_wait_timeout=_float(env, "pserver_wait_timeout"),
+            rendezvous_timeout=_float(env, "rendezvous_timeout", above=0),
             pod_ip=_str(env, "pod_ip") or None,
             log_limit=_int(env, "log_limit", 1),
         )
@@ -166,14 +172,17 @@ def _required_int(env: Mapping[str, str], field: str, minimum: int) -> int:
     return value
 
 
-def _float(env: Mapping[str, str], field: str) -> float | None:
+def _float(env: Mapping[str, str], field: str, above: float | None = None) -> float | None:
     raw = _str(env, field)
     if not raw:
         return None
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         raise JobEnvError(f"{env_name(field)}={raw!r} is not a number") from None
+    if above is not None and not (math.isfinite(value) and value > above):
+        raise JobEnvError(f"{env_name(field)}={raw} must be a finite number > {above:g}")
+    return value
 
 
 def _port(name: str, raw: str) -> int:

@@ -38,6 +38,7 @@ class Facts:
     venv_cache: Path | None
     pserver_wait_timeout: float
     pod_ip: str | None
+    rendezvous_timeout: float = 300.0  # PS mode: seconds the trainers' gloo rendezvous may take (rendezvous.py)
     log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.runtime.logcap); None: unbounded
 
     @property
@@ -118,6 +119,7 @@ def read_facts(env: Mapping[str, str], hostname: str) -> Facts:
         pserver_wait_timeout=300.0 if job.pserver_wait_timeout is None else job.pserver_wait_timeout,
         pod_ip=job.pod_ip,
         log_limit=job.log_limit,
+        rendezvous_timeout=300.0 if job.rendezvous_timeout is None else job.rendezvous_timeout,
     )
 
 

@@ -22,7 +22,10 @@ What it does, in order:
    ``installing requirements failed: <pip's last error line>`` (exit 70).
 4. Resolves peer host names to IPs (retrying while DNS is not there yet) and exports Paddle's
    variables (``launch_env.paddle_env``): ``paddlecloud`` itself is importable by the entry.
-5. PS-mode trainers: waits until every pserver accepts TCP (paddle-notes trap 3).
+5. PS-mode trainers: waits until every pserver accepts TCP (paddle-notes trap 3), then joins a
+   rendezvous round on pserver 0's store and runs the entry with the round's ``SYS_JOB_ID``
+   (``rendezvous``): when another trainer was restarted the entry runs again with it in a new
+   round, and a rendezvous not complete within ``PADDLECLOUD_RENDEZVOUS_TIMEOUT`` fails (exit 72).
 6. Runs the entry in the launcher's process group (the launcher makes itself a group leader if
    it is not one). Engines stop a job process with ``killpg(SIGTERM)`` and SIGKILL after a grace
    period; a SIGTERM/SIGINT/SIGHUP that reaches only the launcher (k8s signals PID 1) is relayed
@@ -33,17 +36,15 @@ What it does, in order:
 The launcher's own failures (the reason is the last line of the log / stderr):
 64 bad or missing facts, 68 a peer name did not resolve in time, 69 a pserver did not accept
 connections in time, 70 the venv could not be created or pip failed, 71 an OS error (log dir,
-store port taken, cannot start /bin/sh), 128+N the launcher was signalled before the entry ran.
+store port taken, cannot start /bin/sh), 72 the trainers' rendezvous did not complete in time
+(``paddlecloud.contract.exitcodes``), 128+N the launcher was signalled before the entry ran.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import hashlib
 import os
 import signal
-import site
 import socket
 import subprocess
 import sys
@@ -54,18 +55,23 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from paddlecloud.contract import jobenv, layout, logtimes
+from paddlecloud.contract import exitcodes, jobenv, layout, logtimes
 from paddlecloud.contract.layout import LOG_NAME
-from paddlecloud.runtime import launch_env, logcap, venvcache
+from paddlecloud.runtime import launch_env, logcap, reaper, rendezvous, venvcache
 from paddlecloud.runtime.gloo_store import GlooStore
 from paddlecloud.runtime.launch_env import Facts, FactsError
 
-EXIT_BAD_FACTS = 64
-EXIT_DNS = 68
-EXIT_PSERVER_UNREACHABLE = 69
-EXIT_VENV = 70
-EXIT_OS_ERROR = 71
+EXIT_BAD_FACTS = exitcodes.BAD_FACTS
+EXIT_DNS = exitcodes.DNS
+EXIT_PSERVER_UNREACHABLE = exitcodes.PSERVER_UNREACHABLE
+EXIT_VENV = exitcodes.VENV
+EXIT_OS_ERROR = exitcodes.OS_ERROR
+EXIT_RENDEZVOUS = exitcodes.RENDEZVOUS
+MAX_ROUNDS = 100  # entry runs of one PS trainer attempt; each new round needs a restart by the engine
 RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+Watcher = Callable[[], "rendezvous.Stop | None"]
 
 
 class LaunchError(Exception):
@@ -154,35 +160,6 @@ def wait_for_pservers(endpoints: list[tuple[str, int]], timeout: float, tee: Tee
     tee.line(f"all {len(endpoints)} pserver(s) accept connections ({time.monotonic() - t0:.1f}s)")
 
 
-def _package_dir() -> Path:
-    """The `paddlecloud` package this launcher belongs to (this module is paddlecloud/runtime/launcher.py)."""
-    return Path(__file__).resolve().parent.parent
-
-
-def package_pythonpath(cache: Path) -> Path:
-    """A directory holding only a ``paddlecloud`` link to this package, for the entry's PYTHONPATH.
-
-    The job venv has no paddlecloud, and putting our site-packages on its path would leak all of
-    the launcher's dependencies into the job; a link to just this package avoids both.
-    """
-    pkg = _package_dir()
-    d = cache / "_pythonpath" / hashlib.sha256(str(pkg).encode()).hexdigest()[:16]
-    link = d / "paddlecloud"
-    if not (link.is_symlink() and link.resolve() == pkg):
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".paddlecloud.{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(pkg, target_is_directory=True)
-        tmp.replace(link)  # atomic: concurrent launchers never see a missing link
-    return d
-
-
-def _installed_in_site_packages() -> bool:
-    """True when paddlecloud is installed in this runtime (a base), so layers and the entry see it."""
-    pkg = _package_dir()
-    return any(pkg.is_relative_to(Path(d).resolve()) for d in site.getsitepackages())
-
-
 class SignalRelay:
     """Relays a signal that reached the launcher to its process group, once per signal number."""
 
@@ -190,6 +167,11 @@ class SignalRelay:
         self.child_started = False
         self.exiting = False
         self._relayed: set[int] = set()
+
+    @property
+    def stopping(self) -> bool:
+        """A stop signal came: the entry must not be started again."""
+        return bool(self._relayed)
 
     def install(self) -> None:
         for sig in RELAYED_SIGNALS:
@@ -222,53 +204,6 @@ def _open_log(facts: Facts) -> BinaryIO:
         raise LaunchError(EXIT_OS_ERROR, f"cannot open the log in {facts.log_dir}: {e}") from None
 
 
-def _become_subreaper() -> None:
-    # /bin/sh (dash) does not exec the last command: python is our grandchild. Orphaned
-    # descendants (sh died first, or the entry left a background process) must come back to
-    # us so that the launcher exits only when the whole job process is gone.
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: orphans go to init instead
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-
-
-def _children() -> list[int]:
-    me, out = str(os.getpid()), []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()  # comm may contain spaces
-        except (OSError, IndexError):
-            continue
-        if fields[1] == me:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _reap_until(deadline: float) -> bool:
-    """Reap children until none is left (True) or the deadline passes (False)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return True
-        if pid == 0:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-
-
-def reap_descendants(tee: Tee, settle: float = 2.0, grace: float = 5.0) -> None:
-    """After the entry's shell exited: wait for what it left, then SIGTERM, then SIGKILL it."""
-    if _reap_until(time.monotonic() + settle):
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = _children()
-        tee.line(f"sending {signal.Signals(sig).name} to {len(pids)} process(es) the entry left running")
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        if _reap_until(time.monotonic() + grace):
-            return
-
-
 def _pump(src: BinaryIO, tee: Tee) -> None:
     # Chunks, not lines: partial lines (progress output) show up at once.
     fd = src.fileno()
@@ -276,7 +211,24 @@ def _pump(src: BinaryIO, tee: Tee) -> None:
         tee.write(chunk)
 
 
-def run_entry(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -> int:
+def _wait(proc: subprocess.Popen[bytes], watch: Watcher | None, relay: SignalRelay) -> rendezvous.Stop | None:
+    """Wait for the entry to end; with a watch, stop it (every process of it) when the watch says so."""
+    while True:
+        try:
+            proc.wait(timeout=rendezvous.LOOK_INTERVAL if watch else None)
+            return None
+        except subprocess.TimeoutExpired:
+            stop = None if relay.stopping else watch() if watch else None
+            if stop is not None:
+                reaper.kill_descendants()
+                proc.wait()
+                return stop
+
+
+def run_entry(
+    facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay, watch: Watcher | None = None
+) -> int | rendezvous.Stop:
+    """The entry's exit code, or why `watch` stopped it."""
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -289,17 +241,44 @@ def run_entry(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -
         )
     except OSError as e:
         raise LaunchError(EXIT_OS_ERROR, f"cannot start /bin/sh in {facts.package_dir}: {e}") from None
-    relay.child_started = True
+    relay.child_started, relay.exiting = True, False
     assert proc.stdout is not None
     pump = threading.Thread(target=_pump, args=(proc.stdout, tee), daemon=True)
     pump.start()
-    code = proc.wait()
+    stop = _wait(proc, watch, relay)
     relay.exiting = True
-    reap_descendants(tee)
+    reaper.reap_descendants(tee.line)
     pump.join(timeout=5)  # bounded: a process we could not see may still hold the pipe
+    if stop is not None:
+        tee.line(f"entry stopped after {time.monotonic() - t0:.1f}s: {stop.message}")
+        return stop
+    code = proc.returncode
     code = 128 - code if code < 0 else code
     tee.line(f"entry exited with code {code} after {time.monotonic() - t0:.1f}s")
     return code
+
+
+def run_in_rounds(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -> int:
+    """A PS trainer: its entry in a rendezvous round (rendezvous.py), again in each newer one its peers open."""
+    endpoint = env["PADDLE_GLOO_HTTP_ENDPOINT"]
+    client = rendezvous.Client(endpoint, facts.index)
+    for run in range(MAX_ROUNDS):
+        try:
+            token, number = client.join(rerun=run > 0)
+        except (OSError, ValueError, KeyError) as e:
+            tee.line(f"the rendezvous store at {endpoint} did not answer ({e}); the entry runs without rounds")
+            outcome = run_entry(facts, env, tee, relay)
+            assert isinstance(outcome, int)  # no watch, no stop
+            return outcome
+        tee.line(f"rendezvous round {number} (SYS_JOB_ID={token})")
+        watch = rendezvous.Watch(client, token, facts.trainers, facts.rendezvous_timeout)
+        outcome = run_entry(facts, env | {"SYS_JOB_ID": token}, tee, relay, watch.check)
+        if isinstance(outcome, int):
+            return outcome
+        if not outcome.rerun:
+            raise LaunchError(EXIT_RENDEZVOUS, outcome.message)
+        tee.line("running the entry again, with the other trainers, in the new round")
+    raise LaunchError(EXIT_RENDEZVOUS, f"the trainers' rendezvous opened more than {MAX_ROUNDS} rounds")
 
 
 def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
@@ -321,16 +300,20 @@ def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
     except OSError as e:
         raise LaunchError(EXIT_VENV, f"installing requirements failed: {e}") from None
     env |= launch_env.paddle_env(facts, resolver(facts.pserver_wait_timeout, tee))
-    if not _installed_in_site_packages():
+    if not venvcache.installed_in_site_packages():
         try:
-            link_dir = str(package_pythonpath(cache))
+            link_dir = str(venvcache.package_pythonpath(cache))
         except OSError as e:
             raise LaunchError(EXIT_OS_ERROR, f"cannot link paddlecloud into {cache}: {e}") from None
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), link_dir]))
     if facts.ps_mode and facts.role == "trainer":
         wait_for_pservers(launch_env.pserver_endpoints(env), facts.pserver_wait_timeout, tee)
     try:
-        return run_entry(facts, env, tee, relay)
+        if facts.ps_mode and facts.role == "trainer":
+            return run_in_rounds(facts, env, tee, relay)
+        outcome = run_entry(facts, env, tee, relay)
+        assert isinstance(outcome, int)  # no watch, no stop
+        return outcome
     finally:
         if store is not None:
             store.close()
@@ -369,7 +352,7 @@ def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.get
     _own_process_group()
     relay = SignalRelay()
     relay.install()
-    _become_subreaper()
+    reaper.become_subreaper()
     tee = Tee(None)
     try:
         log = _open_log(facts)

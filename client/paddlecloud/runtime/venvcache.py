@@ -218,3 +218,32 @@ def job_env(env: dict[str, str], requirements_file: Path | None, cache: Path, lo
     if sys.prefix != sys.base_prefix:
         return activate(env, current_base())
     return env
+
+
+def _package_dir() -> Path:
+    """The `paddlecloud` package this launcher belongs to (this module is paddlecloud/runtime/venvcache.py)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def package_pythonpath(cache: Path) -> Path:
+    """A directory holding only a ``paddlecloud`` link to this package, for the entry's PYTHONPATH.
+
+    The job venv has no paddlecloud, and putting our site-packages on its path would leak all of
+    the launcher's dependencies into the job; a link to just this package avoids both.
+    """
+    pkg = _package_dir()
+    d = cache / "_pythonpath" / hashlib.sha256(str(pkg).encode()).hexdigest()[:16]
+    link = d / "paddlecloud"
+    if not (link.is_symlink() and link.resolve() == pkg):
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".paddlecloud.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(pkg, target_is_directory=True)
+        tmp.replace(link)  # atomic: concurrent launchers never see a missing link
+    return d
+
+
+def installed_in_site_packages() -> bool:
+    """True when paddlecloud is installed in this runtime (a base), so layers and the entry see it."""
+    pkg = _package_dir()
+    return any(pkg.is_relative_to(Path(d).resolve()) for d in site.getsitepackages())

@@ -2,12 +2,15 @@
 
 A pserver never ends by itself while the job runs: one that did is lost, and the job fails with it
 (trainers would exit 0 with nothing learned). A failed trainer fails the job once its retries are
-spent; a worker stopped at a limit (memory first, then processes) is named for it.
+spent; a worker stopped at a limit (memory first, then processes) is named for it, and a trainer whose
+launcher gave up on the gloo rendezvous at its bound (exit code 72) fails it `RendezvousTimeout`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from paddlecloud.contract import exitcodes
 
 from jobs import errorline
 from jobs.engines.base import Observation, WorkerStatus
@@ -15,9 +18,6 @@ from jobs.engines.local import processes
 from jobs.engines.local.supervisor import STOPPED_AFTER_SUCCESS, Supervisor
 from jobs.logfiles import log_tail
 from jobs.models import Job, JobState, Reason, Role, Worker, WorkerState
-
-# The launcher's own failures (paddlecloud.runtime.launcher): their reason is its last `error:` log line.
-_LAUNCHER_CODES = (64, 68, 69, 70, 71)
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Judge:
             # We stopped it (the job was killed or failed): killed, with the signal and its exit code.
             return WorkerState.KILLED, f"{name} {processes.describe_exit(code)}"
         why = self.log_reason(job, worker)
-        if code in _LAUNCHER_CODES and why:
+        if code in exitcodes.LAUNCHER_CODES and why:
             return WorkerState.FAILED, why  # the launcher's own failure: its words say it all
         ended = f"{name} {processes.describe_exit(code)}"
         return WorkerState.FAILED, f"{ended}: {why}" if why else ended
@@ -99,6 +99,8 @@ class Judge:
         if trainer_failed is not None:
             index, code, restarts, why = trainer_failed
             reason = Reason.BACKOFF_LIMIT if max_retries else Reason.TRAINER_FAILED
+            if code == exitcodes.RENDEZVOUS:  # its launcher's bound: the message names it and who never came
+                reason = Reason.RENDEZVOUS_TIMEOUT
             retries = f" after {restarts} restart(s)" if max_retries else ""
             ended = f"trainer {index} {processes.describe_exit(code)}"
             message = f"{ended}{retries}{_after(why, ended)}"

@@ -193,6 +193,7 @@ class Supervisor:
                 output_dir=output,
                 passes=spec.get("passes", 1),
                 log_limit=log_limit(self.datacenter),
+                rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
             ).to_env()
         )
         if role == Role.TRAINER:
