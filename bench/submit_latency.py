@@ -198,8 +198,6 @@ def run(args: argparse.Namespace, broker: str, work: Path, setup: Any) -> None:
     from django.contrib.auth.models import User
     from rest_framework.test import APIClient
 
-    from tests.workers import start_worker
-
     root = work / "pfs"
     (root / "home").mkdir(parents=True)
     dc = setup.datacenter(root)
@@ -213,8 +211,8 @@ def run(args: argparse.Namespace, broker: str, work: Path, setup: Any) -> None:
     def post(name: str, trivial_job: bool = False) -> None:
         submit(api, setup, {**setup.spec(trivial_job), "datacenter": dc.name, "jobname": name})
 
-    worker = start_worker(work, queue="celery", beat=True, concurrency=2)  # Celery's default queue
-    print(f"engine {setup.engine}, broker {broker}: worker started (reconcile every "
+    workers = start_lanes(work)
+    print(f"engine {setup.engine}, broker {broker}: workers started as make run does (reconcile every "
           f"{settings.PADDLECLOUD_RECONCILE_SECONDS}s)", flush=True)  # fmt: skip
     try:
         # Warm-up: the first job also makes what a user's first job needs (a namespace on kubernetes).
@@ -228,10 +226,36 @@ def run(args: argparse.Namespace, broker: str, work: Path, setup: Any) -> None:
             succeeded.append(time.monotonic() - start)
         running, final = follow_burst(api, post, burst, args.rate, want_final=setup.engine == "local")
     finally:
-        worker.stop()
-        if os.environ.get("BENCH_WORKER_LOG"):
-            print(worker.log()[-20000:])
-    report(broker, setup.engine, args, succeeded, running, final, worker.log())
+        for worker in workers:
+            worker.stop()
+            if os.environ.get("BENCH_WORKER_LOG"):
+                print(worker.log()[-20000:])
+    report(broker, setup.engine, args, succeeded, running, final, "".join(w.log() for w in workers))
+
+
+# The worker processes of `make run` (scripts/common.sh start_worker): one per lane (core/lanes.py).
+LANES = (
+    ("celery", ["--concurrency", "2"]),
+    ("celery-control", ["-B", "--pool", "threads", "--concurrency", "2"]),
+    ("celery-side,celery-notify", ["--pool", "threads", "--concurrency", "4"]),
+)
+
+
+def start_lanes(work: Path) -> list[Any]:
+    from tests.workers import WorkerProcess
+
+    started = []
+    for queues, options in LANES:
+        name = queues.split(",")[0]
+        log_path = work / f"worker-{name}.log"
+        if "-B" in options:
+            options = [*options, "-s", str(work / "beat-schedule")]
+        argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", queues, *options, "-l", "info",
+                "-n", f"{name}@%h", "--without-gossip", "--without-mingle"]  # fmt: skip
+        with log_path.open("wb") as out:
+            process = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(WorkerProcess(queue=name, process=process, log_path=log_path))
+    return started
 
 
 def follow_burst(

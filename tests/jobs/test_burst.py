@@ -8,6 +8,7 @@ burst (each freed worker slot idled up to a second), and the reconcile ticks, wh
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,13 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from core import lanes
 from datacenters.models import Datacenter
 from jobs.models import Job
 from jobs.states import TERMINAL_STATES
 from tests.jobs.conftest import put_package
 from tests.wait import wait_for
-from tests.workers import WorkerProcess
+from tests.workers import WorkerProcess, start_worker
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -28,11 +30,25 @@ JOBS = 100
 RATE = 3.0  # submits per second
 FAKE_PACKAGE = Path(__file__).parent / "fake_package"
 # The smallest job: one trainer, one step, no sleep; the test is about the queue, not the job.
-SPEC = {"entry": "python train.py", "cpu": "100m", "memory": "128Mi", "env": {"FAKE_STEPS": "1", "FAKE_STEP_SECONDS": "0"}}
+SPEC = {"entry": "python train.py", "cpu": "100m", "memory": "128Mi",
+        "env": {"FAKE_STEPS": "1", "FAKE_STEP_SECONDS": "0"}}  # fmt: skip
+
+
+@pytest.fixture
+def lane_workers(transactional_db: None, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    """One worker per lane, as `make run` starts them (scripts/common.sh): the control lane has beat."""
+    workers = [
+        start_worker(tmp_path, (lanes.JOBS,), concurrency=2),
+        start_worker(tmp_path, (lanes.CONTROL,), beat=True, concurrency=2),
+        start_worker(tmp_path, (lanes.SIDE, lanes.NOTIFY), concurrency=4),
+    ]
+    yield workers
+    for worker in workers:
+        worker.stop()
 
 
 def test_a_burst_of_submits_on_the_embedded_broker_all_end_and_no_reconcile_is_discarded(
-    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+    alice_api: APIClient, alice: User, local_dc: Datacenter, lane_workers: list[WorkerProcess]
 ) -> None:
     assert settings.CELERY_BROKER_URL == "pcfs://", "this test is about the embedded default"
     local_dc.default_jobs = JOBS  # the quota would hold back what the broker is to hold
@@ -49,8 +65,9 @@ def test_a_burst_of_submits_on_the_embedded_broker_all_end_and_no_reconcile_is_d
     def all_final() -> bool:
         return Job.objects.filter(name__in=names, state__in=TERMINAL_STATES, released=True).count() == JOBS
 
-    wait_for(all_final, f"{JOBS} jobs to end", 120, watch=worker)
+    control = lane_workers[1]
+    wait_for(all_final, f"{JOBS} jobs to end", 120, watch=control)
     assert set(Job.objects.filter(name__in=names).values_list("state", flat=True)) == {"succeeded"}
-    log = worker.log()
+    log = control.log()
     assert "jobs.reconcile" in log, "the worker ran no reconcile: its log is not the one expected"
     assert log.count("Discarding revoked task: jobs.reconcile") == 0
