@@ -18,8 +18,7 @@ from rest_framework.test import APIClient
 
 from core import lanes
 from datacenters.models import Datacenter
-from jobs.models import Job
-from jobs.states import TERMINAL_STATES
+from jobs.models import TERMINAL_STATES, Job
 from tests.jobs.conftest import put_package
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
