@@ -270,18 +270,17 @@ _broker_url = env_secret("CELERY_BROKER_URL")
 CELERY_BROKER_URL = _broker_url or "pcfs://"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if not _broker_url:
-    # kombu's filesystem transport made safe (core/broker.py): a broker with no server.
+    # The embedded broker (core/broker.py): a folder of message files, no server. Its consumers are woken
+    # by inotify and by their own acks; taken messages wait in `<broker>/.claims/` until acked.
     _broker_dir = VAR_DIR / "celery" / "broker"
-    _processed = VAR_DIR / "celery" / "processed"
     _control = VAR_DIR / "celery" / "control"  # kombu's default is ./control in the cwd
-    for _d in (_broker_dir, _processed, _control):
+    for _d in (_broker_dir, _control):
         _d.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
-        "processed_folder": str(_processed),
-        "store_processed": False,
         "control_folder": str(_control),
+        "polling_interval": 1.0,  # seconds: only the safety net (and the poll where there is no inotify)
     }
 CELERY_TASK_IGNORE_RESULT = True
 # Control loops, per-job work, side work and notifications each have a queue and worker slots of
