@@ -133,7 +133,7 @@ def start(state_dir: Path, uid: int, gid: int, egress: bool) -> Held:
         "ready": str(ready),
     }
     spawned = processes.spawn(
-        [sys.executable, str(HOLDER), json.dumps(config)],
+        [sys.executable, "-I", "-S", str(HOLDER), json.dumps(config)],  # standard library only (processes.spawn)
         env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
         cwd=state_dir,
         status_path=state_dir / EXIT_FILE,
