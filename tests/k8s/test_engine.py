@@ -197,6 +197,15 @@ def test_a_quota_rejection_is_a_clear_reason_then_fails_the_job(
     assert trainers.spec.suspend is True
 
 
+def test_a_trainer_whose_rendezvous_could_not_complete_fails_the_job_naming_it(k8s_dc: Datacenter, alice: User) -> None:
+    """The launcher exits 72 when the trainers' gloo rendezvous misses its bound (paddlecloud.contract.exitcodes)."""
+    job = submit(
+        k8s_dc, alice, {"jobname": "gloo"}, trainer_annotations={FATE: "fail", EXIT_CODE: "72", DELAY: "500ms"}
+    )
+    job = drive(k8s_dc, lambda: finished(job), "the rendezvous failure")
+    assert (job.state, job.reason, job.exit_code) == ("failed", "RendezvousTimeout", 72)
+
+
 def test_oomkilled_image_pull_and_a_lost_pserver_are_named(k8s_dc: Datacenter, alice: User) -> None:
     oom = submit(k8s_dc, alice, {"jobname": "oom"}, trainer_annotations={FATE: "oomkilled", DELAY: "500ms"})
     pull = submit(k8s_dc, alice, {"jobname": "pull", "image": "registry.example/invalid-image:1"})

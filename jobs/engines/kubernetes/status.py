@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from paddlecloud.contract import exitcodes
 from paddlecloud.contract.units import parse_time
 
 from jobs.engines.base import Observation, WorkerStatus
@@ -161,6 +162,15 @@ def _pserver(f: Facts, index: int, pods: list[Obj]) -> tuple[WorkerStatus, _Prob
     return _status(Role.PSERVER, index, WorkerState.PENDING, pod, message=message), pending
 
 
+def _trainer_reason(f: Facts, term: Obj | None, code: int | None) -> str:
+    """Why a trainer's failure fails the job: its memory limit, the launcher's rendezvous bound, or its own exit."""
+    if (term or {}).get("reason") == "OOMKilled":
+        return Reason.OOM_KILLED
+    if code == exitcodes.RENDEZVOUS:  # the launcher gave up on the trainers' gloo rendezvous (its message says why)
+        return Reason.RENDEZVOUS_TIMEOUT
+    return Reason.BACKOFF_LIMIT if f.max_retries else Reason.TRAINER_FAILED
+
+
 def _trainer(
     f: Facts, index: int, pods: list[Obj], completed: set[int], failed: set[int], job_failed: bool
 ) -> tuple[WorkerStatus, _Problem | None]:
@@ -181,11 +191,7 @@ def _trainer(
         what = describe(term, f"failed: {(pod.get('status') or {}).get('reason') or 'no exit status'}")
         if index in failed:
             retries = f" after {restarts} restart(s)" if f.max_retries else ""
-            reason: str = (
-                Reason.OOM_KILLED
-                if (term or {}).get("reason") == "OOMKilled"
-                else (Reason.BACKOFF_LIMIT if f.max_retries else Reason.TRAINER_FAILED)
-            )
+            reason = _trainer_reason(f, term, code)
             problem = _Problem(reason, f"{name} {what}{retries}", code)
             return _status(
                 Role.TRAINER, index, WorkerState.FAILED, pod, restarts=restarts, exit_code=code, message=what
@@ -269,7 +275,9 @@ def _first(problems: list[_Problem], *reasons: str) -> _Problem | None:
 
 def _failed(f: Facts, job_conds: dict[str, Obj], problems: list[_Problem], statuses: list[WorkerStatus]) -> Observation:
     """The failure of a job whose trainer Job failed: a worker's own reason, else the Job's condition."""
-    failure = _first(problems, Reason.OOM_KILLED, Reason.BACKOFF_LIMIT, Reason.TRAINER_FAILED)
+    failure = _first(
+        problems, Reason.OOM_KILLED, Reason.RENDEZVOUS_TIMEOUT, Reason.BACKOFF_LIMIT, Reason.TRAINER_FAILED
+    )
     if failure:
         return Observation(JobState.FAILED, failure.reason, failure.message, failure.exit_code, statuses)
     cond = job_conds.get("Failed") or job_conds.get("FailureTarget") or {}
