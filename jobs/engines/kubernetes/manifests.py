@@ -282,6 +282,7 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
         output_dir=plan.output_dir,
         passes=plan.passes,
         log_limit=plan.log_limit,
+        rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
     ).to_env()
     result: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
     result += [{"name": k, "value": v} for k, v in facts.items()]
