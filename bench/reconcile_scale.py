@@ -4,7 +4,8 @@ For each count given (`--jobs 500 2000 5000`), on a private test control plane o
 fake nodes big enough for every pod) and a private SQLite database: N PS-mode jobs (1 pserver +
 1 trainer each, trainers told to run forever: 2N pods, N StatefulSets, N Jobs, N Services) are
 started one after the other as submit_job does (engine.start, then pending) while the reconciler
-runs every second beside them, as the beat does; the clock stops when every job is `running`. Then
+runs every second beside them in a process of its own, as the beat's worker does; the clock stops
+when every job is `running`. Then
 it times reconcile cycles (the beat's `reconcile_datacenter`) and counts the API calls each makes.
 
 Prints, per count: start time per job (and API calls per start), submit -> all running (total and
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -47,7 +49,7 @@ class Figures:
     poll_s: float = 0.0
 
 
-def setup_django(var_dir: Path) -> None:
+def setup_django(var_dir: Path, migrate: bool = True) -> None:
     os.environ["PADDLECLOUD_VAR_DIR"] = str(var_dir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
     os.environ["LOG_LEVEL"] = "WARNING"
@@ -56,7 +58,8 @@ def setup_django(var_dir: Path) -> None:
     from django.core.management import call_command
 
     django.setup()
-    call_command("migrate", verbosity=0)
+    if migrate:
+        call_command("migrate", verbosity=0)
 
 
 def main() -> None:
@@ -65,7 +68,13 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=10)
     parser.add_argument("--ramp-timeout", type=float, default=1800.0, help="seconds to wait for all running")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the start loop and one cycle")
+    parser.add_argument("--reconcile-loop", nargs=4, help=argparse.SUPPRESS)  # the child: DC COUNT TIMEOUT PROFILE
     args = parser.parse_args()
+    if args.reconcile_loop:
+        dc_name, count, timeout, profile = args.reconcile_loop
+        setup_django(Path(os.environ["PADDLECLOUD_VAR_DIR"]), migrate=False)
+        reconcile_loop(dc_name, int(count), float(timeout), profile == "1")
+        return
 
     from tools.k8s.testcluster import FATE, FakeNode, TestCluster, default_bin_dir
 
@@ -108,49 +117,55 @@ def _datacenter(cluster: Any, work: Path, count: int) -> Any:
     )
 
 
-class Reconciler(threading.Thread):
-    """The beat's reconcile, every second, beside the submit loop; stops when every job runs."""
+def reconcile_loop(dc_name: str, count: int, timeout: float, profile: bool) -> None:
+    """The beat's reconcile, every second, in a process of its own (as a worker runs it), until every job
+    runs; prints progress, then `DONE <seconds> <cycles> <median cycle>` (or `TIMEOUT`)."""
+    from datacenters.models import Datacenter
+    from jobs.reconcile import reconcile_datacenter
 
-    def __init__(self, dc: Any, count: int, timeout: float, profile: bool = False) -> None:
+    dc = Datacenter.objects.get(name=dc_name)
+    began = last_print = time.monotonic()
+    cycles: list[float] = []
+    while time.monotonic() - began < timeout:
+        t0 = time.monotonic()
+        if profile and running_now(dc) >= count // 2:
+            profile = False  # one cycle half-way through the ramp
+            profiler = _profiler(True)
+            profiler.runcall(reconcile_datacenter, dc)
+            _print_profile(profiler, "a reconcile cycle half-way through the ramp")
+        else:
+            reconcile_datacenter(dc)
+        cycles.append(time.monotonic() - t0)
+        running = running_now(dc)
+        if running >= count:
+            print(f"DONE {time.monotonic() - began:.3f} {len(cycles)} {statistics.median(cycles):.3f}", flush=True)
+            return
+        if time.monotonic() - last_print > 15:
+            last_print = time.monotonic()
+            print(f"    {time.monotonic() - began:6.1f}s: {running} running; last cycle {cycles[-1]:.2f}s", flush=True)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
+    print("TIMEOUT", flush=True)
+
+
+class Reconciler(threading.Thread):
+    """Runs reconcile_loop in a child process (this script again) beside the submit loop and relays its lines."""
+
+    def __init__(self, dc: Any, count: int, timeout: float, profile: bool) -> None:
         super().__init__(daemon=True)
-        self.dc, self.count, self.timeout, self.profile = dc, count, timeout, profile
-        self.done_at: float | None = None
-        self.error: BaseException | None = None
-        self.cycles: list[float] = []
+        self.args = [dc.name, str(count), str(timeout), "1" if profile else "0"]
+        self.ramp_s: float | None = None  # from the child's first cycle to every job running
+        self.cycles, self.median_cycle = 0, 0.0
 
     def run(self) -> None:
-        from django.db import connection
-
-        from jobs.reconcile import reconcile_datacenter
-
-        began = time.monotonic()
-        last_print = began
-        try:
-            while time.monotonic() - began < self.timeout:
-                t0 = time.monotonic()
-                if self.profile and running_now(self.dc) >= self.count // 2:
-                    self.profile = False  # one cycle half-way through the ramp
-                    profiler = _profiler(True)
-                    profiler.runcall(reconcile_datacenter, self.dc)
-                    _print_profile(profiler, "a reconcile cycle half-way through the ramp")
+        cmd = [sys.executable, __file__, "--reconcile-loop", *self.args]
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith("DONE "):
+                    _, seconds, cycles, median = line.split()
+                    self.ramp_s, self.cycles, self.median_cycle = float(seconds), int(cycles), float(median)
                 else:
-                    reconcile_datacenter(self.dc)
-                self.cycles.append(time.monotonic() - t0)
-                running = running_now(self.dc)
-                if running >= self.count:
-                    self.done_at = time.monotonic()
-                    return
-                if time.monotonic() - last_print > 15:
-                    last_print = time.monotonic()
-                    print(
-                        f"    {time.monotonic() - began:6.1f}s: {running} running; last cycle {self.cycles[-1]:.2f}s",
-                        flush=True,
-                    )
-                time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
-        except BaseException as exc:  # reported by the main thread
-            self.error = exc
-        finally:
-            connection.close()
+                    print(line, end="", flush=True)
 
 
 def running_now(dc: Any) -> int:
@@ -190,15 +205,13 @@ def run(cluster: Any, work: Path, count: int, args: argparse.Namespace, fate: st
     figures.start_calls = kube.total_calls() / count  # the reconciler's calls are in it too: a few per cycle
     print(f"  started {count} jobs in {figures.start_s:.1f}s ({1000 * figures.start_s / count:.1f} ms per job)")
     reconciler.join()
-    if reconciler.error is not None:
-        raise reconciler.error
-    if reconciler.done_at is None:
+    if reconciler.ramp_s is None:
         raise SystemExit(f"jobs did not all run within {args.ramp_timeout:.0f}s")
-    figures.all_running_s = reconciler.done_at - started
+    figures.all_running_s = time.monotonic() - started
     print(
         f"  submit -> all {count} running: {figures.all_running_s:.1f}s "
-        f"({1000 * figures.all_running_s / count:.1f} ms per job; {len(reconciler.cycles)} cycles during it, "
-        f"median {statistics.median(reconciler.cycles):.2f}s)",
+        f"({1000 * figures.all_running_s / count:.1f} ms per job; {reconciler.cycles} cycles during it, "
+        f"median {reconciler.median_cycle:.2f}s)",
         flush=True,
     )
     cycles(dc, count, args.cycles, figures, args.profile)
