@@ -1,13 +1,19 @@
-"""Benchmark: one reconcile cycle of a kubernetes datacenter with 500 active jobs on the test cluster.
+"""Benchmark: N kubernetes jobs from submit to all `running`, and one reconcile cycle over them, on the test cluster.
 
-Starts a private test control plane (tools/k8s; fake nodes big enough for every pod), a private
-SQLite database, and 500 PS-mode jobs (1 pserver + 1 trainer each, trainers told to run forever:
-1000 pods, 500 StatefulSets, 500 Jobs, 500 Services). Once every job is `running`, it times
-reconcile cycles (the beat's `reconcile_datacenter`) and counts the API calls each makes.
-Prints calls per cycle (goal <= 3 per datacenter) and cycle time (goal <= 1 s). Prints figures;
-it is not a test.
+For each count given (`--jobs 500 2000 5000`), on a private test control plane of its own (tools/k8s;
+fake nodes big enough for every pod) and a private SQLite database: N PS-mode jobs (1 pserver +
+1 trainer each, trainers told to run forever: 2N pods, N StatefulSets, N Jobs, N Services) are
+started one after the other as submit_job does (engine.start, then pending) while the reconciler
+runs every second beside them in a process of its own, as the beat's worker does; the clock stops
+when every job is `running`. Then
+it times reconcile cycles (the beat's `reconcile_datacenter`) and counts the API calls each makes.
 
-    .venv/bin/python bench/reconcile_scale.py [--jobs 500] [--cycles 10]
+Prints, per count: start time per job (and API calls per start), submit -> all running (total and
+per job: linear in N when the per-job figure stays flat), calls per reconcile cycle (goal <= 3 per
+datacenter), cycle time and DB queries per cycle; then a table of all counts. Prints figures; it is
+not a test. Each count is its own cluster, so the figures of one do not carry the objects of another.
+
+    .venv/bin/python bench/reconcile_scale.py [--jobs 500 2000 5000] [--cycles 10] [--profile]
 """
 
 from __future__ import annotations
@@ -15,16 +21,36 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+USERS = 10  # jobs are spread over this many users, so over this many namespaces
+SPEC = {"parallelism": 1, "pservers": 1, "cpu": "100m", "memory": "128Mi", "pscpu": "100m", "psmemory": "128Mi"}
 
-def setup_django(var_dir: Path) -> None:
+
+@dataclass
+class Figures:
+    jobs: int
+    baseline: bool = False  # the namespace made at every start, as every start did before
+    start_s: float = 0.0  # starting every job (the submit loop)
+    start_calls: float = 0.0  # API calls per start
+    all_running_s: float = 0.0  # first submit -> every job running
+    cycle_s: float = 0.0  # median reconcile cycle once all run
+    cycle_calls: int = 0
+    cycle_queries: int = 0
+    poll_s: float = 0.0
+
+
+def setup_django(var_dir: Path, migrate: bool = True) -> None:
     os.environ["PADDLECLOUD_VAR_DIR"] = str(var_dir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
     os.environ["LOG_LEVEL"] = "WARNING"
@@ -33,83 +59,192 @@ def setup_django(var_dir: Path) -> None:
     from django.core.management import call_command
 
     django.setup()
-    call_command("migrate", verbosity=0)
+    if migrate:
+        call_command("migrate", verbosity=0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[500])
     parser.add_argument("--cycles", type=int, default=10)
-    parser.add_argument("--profile", action="store_true", help="print a cProfile of one cycle")
+    parser.add_argument("--ramp-timeout", type=float, default=1800.0, help="seconds to wait for all running")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the start loop and one cycle")
+    parser.add_argument(
+        "--baseline",
+        type=int,
+        nargs="*",
+        default=[],
+        help="counts to run first as the baseline: the user's namespace made at every start (as before)",
+    )
+    parser.add_argument("--reconcile-loop", nargs=4, help=argparse.SUPPRESS)  # the child: DC COUNT TIMEOUT PROFILE
     args = parser.parse_args()
+    if args.reconcile_loop:
+        dc_name, count, timeout, profile = args.reconcile_loop
+        setup_django(Path(os.environ["PADDLECLOUD_VAR_DIR"]), migrate=False)
+        reconcile_loop(dc_name, int(count), float(timeout), profile == "1")
+        return
 
     from tools.k8s.testcluster import FATE, FakeNode, TestCluster, default_bin_dir
 
+    results: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="bench-reconcile-") as tmp:
-        work = Path(tmp)
-        nodes = [FakeNode(f"big-{i}", cpu="256", memory="1Ti", pods="1000") for i in range(2)]
-        cluster = TestCluster(default_bin_dir(), work / "k8s", nodes=nodes)
-        started = time.monotonic()
-        cluster.start()
-        print(f"test cluster up in {time.monotonic() - started:.1f}s", flush=True)
-        try:
-            setup_django(work / "var")
-            run(cluster, work, args.jobs, args.cycles, FATE, args.profile)
-        finally:
-            cluster.stop()
+        runs = [(count, True) for count in args.baseline] + [(count, False) for count in args.jobs]
+        for count, baseline in runs:
+            work = Path(tmp) / f"{count}{'-baseline' if baseline else ''}"
+            pods_per_node = str(count + 100)  # 2 nodes: every pod fits
+            nodes = [FakeNode(f"big-{i}", cpu="100000", memory="100Ti", pods=pods_per_node) for i in range(2)]
+            cluster = TestCluster(default_bin_dir(), work / "k8s", nodes=nodes)
+            started = time.monotonic()
+            cluster.start()
+            what = " (baseline: the namespace made at every start)" if baseline else ""
+            print(f"\n== {count} jobs{what}: test cluster up in {time.monotonic() - started:.1f}s", flush=True)
+            try:
+                if not results:
+                    setup_django(Path(tmp) / "var")
+                results.append(run(cluster, work, count, args, FATE, baseline))
+            finally:
+                cluster.stop()
+    summary(results)
 
 
-def run(cluster: object, work: Path, count: int, cycles: int, fate: str, profile: bool) -> None:
+def _datacenter(cluster: Any, work: Path, tag: str) -> Any:
+    from datacenters.models import Datacenter, Engine, StorageKind
+
+    root = work / "pfs"
+    (root / "home").mkdir(parents=True)
+    return Datacenter.objects.create(
+        name=f"bench{tag}",
+        engine=Engine.KUBERNETES,
+        kubeconfig=cluster.kubeconfig_path.read_text(),
+        kube_context=cluster.context,
+        storage_kind=StorageKind.HOSTPATH,
+        host_path=str(root),
+        storage_root=str(root),
+        namespace_prefix=f"b{tag}-",
+        default_cpu="100000",
+        default_memory="1000Ti",
+        default_jobs=1000000,
+    )
+
+
+def reconcile_loop(dc_name: str, count: int, timeout: float, profile: bool) -> None:
+    """The beat's reconcile, every second, in a process of its own (as a worker runs it), until every job
+    runs; prints progress, then `DONE <seconds> <cycles> <median cycle>` (or `TIMEOUT`)."""
+    from datacenters.models import Datacenter
+    from jobs.reconcile import reconcile_datacenter
+
+    dc = Datacenter.objects.get(name=dc_name)
+    began = last_print = time.monotonic()
+    cycles: list[float] = []
+    while time.monotonic() - began < timeout:
+        t0 = time.monotonic()
+        if profile and running_now(dc) >= count // 2:
+            profile = False  # one cycle half-way through the ramp
+            profiler = _profiler(True)
+            profiler.runcall(reconcile_datacenter, dc)
+            _print_profile(profiler, "a reconcile cycle half-way through the ramp")
+        else:
+            reconcile_datacenter(dc)
+        cycles.append(time.monotonic() - t0)
+        running = running_now(dc)
+        if running >= count:
+            print(f"DONE {time.monotonic() - began:.3f} {len(cycles)} {statistics.median(cycles):.3f}", flush=True)
+            return
+        if time.monotonic() - last_print > 15:
+            last_print = time.monotonic()
+            print(f"    {time.monotonic() - began:6.1f}s: {running} running; last cycle {cycles[-1]:.2f}s", flush=True)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
+    print("TIMEOUT", flush=True)
+
+
+class Reconciler(threading.Thread):
+    """Runs reconcile_loop in a child process (this script again) beside the submit loop and relays its lines."""
+
+    def __init__(self, dc: Any, count: int, timeout: float, profile: bool) -> None:
+        super().__init__(daemon=True)
+        self.args = [dc.name, str(count), str(timeout), "1" if profile else "0"]
+        self.ramp_s: float | None = None  # from the child's first cycle to every job running
+        self.cycles, self.median_cycle = 0, 0.0
+
+    def run(self) -> None:
+        cmd = [sys.executable, __file__, "--reconcile-loop", *self.args]
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith("DONE "):
+                    _, seconds, cycles, median = line.split()
+                    self.ramp_s, self.cycles, self.median_cycle = float(seconds), int(cycles), float(median)
+                else:
+                    print(line, end="", flush=True)
+
+
+def running_now(dc: Any) -> int:
+    from jobs.models import Job
+
+    return int(Job.objects.filter(datacenter=dc, state="running").count())
+
+
+def run(cluster: Any, work: Path, count: int, args: argparse.Namespace, fate: str, baseline: bool) -> Figures:
     from django.contrib.auth.models import User
+
+    from jobs.engines.kubernetes import client as kube
+    from jobs.engines.kubernetes import objects
+    from tests.k8s.engine_helpers import new_job, start
+
+    objects.NAMESPACE_RECHECK_SECONDS = 0 if baseline else 60
+    figures = Figures(count, baseline)
+    dc = _datacenter(cluster, work, f"{count}{'b' if baseline else ''}")
+    users = [User.objects.get_or_create(username=f"user{i}")[0] for i in range(USERS)]
+    jobs = [
+        new_job(dc, users[i % USERS], {**SPEC, "jobname": f"{dc.name}-{i}"}, trainer_annotations={fate: "hang"})
+        for i in range(count)
+    ]
+    kube.reset_calls()
+    reconciler = Reconciler(dc, count, args.ramp_timeout, args.profile)
+    started = time.monotonic()
+    reconciler.start()
+    profiler = _profiler(args.profile)
+    for i, job in enumerate(jobs):
+        if profiler and i == count // 2:
+            profiler.enable()
+        start(job)
+        if (i + 1) % (count // 5) == 0:
+            print(f"  started {i + 1} jobs ({time.monotonic() - started:.1f}s)", flush=True)
+    if profiler:
+        profiler.disable()
+        _print_profile(profiler, "the second half of the start loop")
+    figures.start_s = time.monotonic() - started
+    figures.start_calls = kube.total_calls() / count  # the reconciler's calls are in it too: a few per cycle
+    print(f"  started {count} jobs in {figures.start_s:.1f}s ({1000 * figures.start_s / count:.1f} ms per job)")
+    reconciler.join()
+    if reconciler.ramp_s is None:
+        raise SystemExit(f"jobs did not all run within {args.ramp_timeout:.0f}s")
+    figures.all_running_s = time.monotonic() - started
+    print(
+        f"  submit -> all {count} running: {figures.all_running_s:.1f}s "
+        f"({1000 * figures.all_running_s / count:.1f} ms per job; {reconciler.cycles} cycles during it, "
+        f"median {reconciler.median_cycle:.2f}s)",
+        flush=True,
+    )
+    cycles(dc, count, args.cycles, figures, args.profile)
+    return figures
+
+
+def cycles(dc: Any, count: int, rounds: int, figures: Figures, profile: bool) -> None:
+    """Time reconcile cycles over the running jobs: API calls, wall time, listing + mapping, DB queries."""
     from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
-    from datacenters.models import Datacenter, Engine, StorageKind
     from jobs.engines import engine_for
     from jobs.engines.kubernetes import client as kube
     from jobs.models import Job
     from jobs.reconcile import reconcile_datacenter
     from jobs.records import RECORDS
-    from tests.k8s.engine_helpers import new_job, start
-
-    root = work / "pfs"
-    (root / "home").mkdir(parents=True)
-    dc = Datacenter.objects.create(
-        name="bench",
-        engine=Engine.KUBERNETES,
-        kubeconfig=cluster.kubeconfig_path.read_text(),  # type: ignore[attr-defined]
-        kube_context=cluster.context,  # type: ignore[attr-defined]
-        storage_kind=StorageKind.HOSTPATH,
-        host_path=str(root),
-        storage_root=str(root),
-        default_cpu="10000",
-        default_memory="100Ti",
-        default_jobs=100000,
-    )
-    users = [User.objects.create(username=f"user{i}") for i in range(10)]
-    spec = {"parallelism": 1, "pservers": 1, "cpu": "100m", "memory": "128Mi", "pscpu": "100m", "psmemory": "128Mi"}
-    kube.reset_calls()
-    started = time.monotonic()
-    for i in range(count):
-        job = new_job(dc, users[i % len(users)], {**spec, "jobname": f"job{i}"}, trainer_annotations={fate: "hang"})
-        start(job)
-        if (i + 1) % 100 == 0:
-            print(f"  started {i + 1} jobs ({time.monotonic() - started:.1f}s)", flush=True)
-    submit_calls = kube.total_calls()
-    print(f"started {count} jobs in {time.monotonic() - started:.1f}s ({submit_calls / count:.1f} API calls per job)")
-
-    ramp = time.monotonic()
-    while Job.objects.filter(datacenter=dc, state="running").count() < count:
-        reconcile_datacenter(dc)
-        if time.monotonic() - ramp > 600:
-            raise SystemExit("jobs did not all run within 10 minutes")
-        time.sleep(1)
-    print(f"all {count} jobs running after {time.monotonic() - ramp:.1f}s more")
 
     engine = engine_for(dc)
     active = list(Job.objects.filter(datacenter=dc, state="running").select_related("owner", "datacenter"))
     times, poll_times, calls, queries = [], [], [], []
-    for _ in range(cycles):
+    for _ in range(rounds):
         kube.reset_calls()
         reset_queries()
         with CaptureQueriesContext(connection) as captured:
@@ -122,20 +257,46 @@ def run(cluster: object, work: Path, count: int, cycles: int, fate: str, profile
         engine.poll(active, RECORDS)
         poll_times.append(time.perf_counter() - t0)
     pods = len(kube.for_datacenter(dc).list("Pod", label_selector="app.kubernetes.io/managed-by=paddlecloud"))
-    print(f"objects: {count} jobs, {pods} pods")
     if profile:
-        import cProfile
-        import pstats
-
-        profiler = cProfile.Profile()
+        profiler = _profiler(True)
+        assert profiler is not None
         profiler.runcall(reconcile_datacenter, dc)
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-    print(f"API calls per reconcile cycle: {statistics.median(calls):.0f} (max {max(calls)}; goal <= 3 per datacenter)")
+        _print_profile(profiler, "one reconcile cycle")
+    figures.cycle_s, figures.poll_s = statistics.median(times), statistics.median(poll_times)
+    figures.cycle_calls, figures.cycle_queries = int(statistics.median(calls)), int(statistics.median(queries))
+    print(f"  objects: {count} jobs, {pods} pods")
+    print(f"  API calls per reconcile cycle: {figures.cycle_calls} (max {max(calls)}; goal <= 3 per datacenter)")
     print(
-        f"reconcile cycle time: median {statistics.median(times):.3f}s, max {max(times):.3f}s (goal <= 1 s); "
-        f"of which listing and mapping (engine.poll): median {statistics.median(poll_times):.3f}s; "
-        f"database queries per cycle: {statistics.median(queries):.0f}"
+        f"  reconcile cycle time: median {figures.cycle_s:.3f}s, max {max(times):.3f}s; "
+        f"of which listing and mapping (engine.poll): median {figures.poll_s:.3f}s; "
+        f"database queries per cycle: {figures.cycle_queries}",
+        flush=True,
     )
+
+
+def _profiler(enabled: bool) -> Any:
+    if not enabled:
+        return None
+    import cProfile
+
+    return cProfile.Profile()
+
+
+def _print_profile(profiler: Any, what: str) -> None:
+    import pstats
+
+    print(f"  --- profile of {what} ---")
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
+def summary(results: list[Figures]) -> None:
+    print("\n    jobs     | start ms/job | calls/start | submit -> all running | ms/job | cycle (s) | calls | queries")
+    for f in results:
+        label = f"{f.jobs} (base)" if f.baseline else str(f.jobs)
+        print(
+            f"{label:>12} | {1000 * f.start_s / f.jobs:>12.1f} | {f.start_calls:>11.1f} | {f.all_running_s:>19.1f} s | "
+            f"{1000 * f.all_running_s / f.jobs:>6.1f} | {f.cycle_s:>9.3f} | {f.cycle_calls:>5} | {f.cycle_queries:>7}"
+        )
 
 
 if __name__ == "__main__":

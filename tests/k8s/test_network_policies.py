@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 from datacenters.models import Datacenter
 from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import client as kube
-from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes import names, objects
 from jobs.engines.kubernetes import policies as p
 from tests.k8s.engine_helpers import kill, nothing_left, submit
 from tests.wait import wait_for
@@ -140,7 +140,7 @@ def policies_in(dc: Datacenter, ns: str) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.django_db
 def test_a_submit_gives_the_namespace_its_policies_and_the_job_its_own_which_goes_with_it(
-    k8s_dc: Datacenter, alice: User, k8s_api: k8s.ApiClient
+    k8s_dc: Datacenter, alice: User, k8s_api: k8s.ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job = submit(k8s_dc, alice, {"jobname": "fit", "parallelism": 2, "pservers": 1})
     ns = job.engine_data["namespace"]
@@ -163,8 +163,11 @@ def test_a_submit_gives_the_namespace_its_policies_and_the_job_its_own_which_goe
     assert found[p.EGRESS]["spec"] == {"podSelector": {}, "policyTypes": ["Egress"]}  # no rule: nothing allowed
     assert f"{second.uid}-peers" in found
 
-    # A job from before the policies (no `-peers` of its own) gets one at the next start, before the deny.
+    # A namespace from before the policies (no default deny; a job with no `-peers` of its own): the first
+    # start that checks the namespace again gives that job its own, before the deny.
     kube.for_datacenter(k8s_dc).delete("NetworkPolicy", ns, f"{second.uid}-peers")
+    kube.for_datacenter(k8s_dc).delete("NetworkPolicy", ns, p.DEFAULT_DENY)
+    monkeypatch.setattr(objects, "NAMESPACE_RECHECK_SECONDS", 0)
     third = submit(k8s_dc, alice, {"jobname": "third"})
     restored = policies_in(k8s_dc, ns)[f"{second.uid}-peers"]
     assert restored["spec"]["podSelector"] == {"matchLabels": {names.JOB_LABEL: second.uid}}

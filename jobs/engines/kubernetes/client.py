@@ -4,6 +4,13 @@ Objects go in and come out as plain dicts (the API's own JSON, camelCase): the e
 manifests as dicts (`manifests`) and reads status from dicts (`status`), and skipping the
 client's model classes keeps a list of thousands of pods fast to decode.
 
+Calls are paced per client (per process and cluster): a token bucket of `PADDLECLOUD_K8S_QPS` calls a
+second (default 50) with bursts of `PADDLECLOUD_K8S_BURST` (default 100), kubectl's own choice. The
+Python client has no limiter of its own, and client-go's default (5/s, burst 10) would cap a worker at
+~1 job start a second (5 calls each); 50/s lets one worker start ~10 jobs a second, about what a stock
+controller-manager (20 calls/s per controller) turns into pods, while a burst of submits or many
+workers cannot flood the API server (which answers 429, a transient error, past its own limits).
+
 Errors are sorted once, here: the cluster not answering (connection refused, timeouts, 5xx, 429,
 401) -> `TransientEngineError` (the caller retries later); 404 -> `NotFound`; 409 -> `Conflict`;
 any other 4xx -> `KubeError` carrying the API server's own message. Every request is counted
@@ -15,7 +22,9 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +39,8 @@ from kubernetes.config.config_exception import ConfigException
 from datacenters.models import Datacenter
 from jobs.engines.base import EngineError, TransientEngineError
 
+QPS_ENV, BURST_ENV = "PADDLECLOUD_K8S_QPS", "PADDLECLOUD_K8S_BURST"
+DEFAULT_QPS, DEFAULT_BURST = 50.0, 100
 TIMEOUT = (5, 30)  # (connect, read) seconds for every call but logs
 LOG_TIMEOUT = (5, 60)
 
@@ -73,6 +84,51 @@ def _count(verb: str, kind: str) -> None:
         CALLS[f"{verb} {kind}"] += 1
 
 
+class RateLimit:
+    """A token bucket: `qps` calls a second on average, `burst` at once after a quiet spell.
+
+    `wait()` takes a token, sleeping until one is due; callers in several threads queue in order.
+    """
+
+    def __init__(self, qps: float, burst: int, clock: Any = time.monotonic, sleep: Any = time.sleep) -> None:
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def wait(self) -> float:
+        """Take a token; returns the seconds slept for it."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
+            self._at = now
+            self._tokens -= 1.0  # reserved now: a token owed is paid by the wait below
+            delay = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if delay > 0:
+            self._sleep(delay)
+        return delay
+
+
+def rate_limit_from_env() -> RateLimit:
+    """The pace of a new client: $PADDLECLOUD_K8S_QPS / $PADDLECLOUD_K8S_BURST, else 50 / 100."""
+    qps = _bounded(os.environ.get(QPS_ENV, ""), QPS_ENV, DEFAULT_QPS, 1000.0)
+    burst = int(_bounded(os.environ.get(BURST_ENV, ""), BURST_ENV, DEFAULT_BURST, 10000.0))
+    return RateLimit(qps, max(1, burst))
+
+
+def _bounded(text: str, variable: str, default: float, most: float) -> float:
+    if not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise EngineError(f"{variable}: {text!r} is not a number") from None
+    if not 0 < value <= most:
+        raise EngineError(f"{variable}: {text!r} must be above 0 and at most {most:g}")
+    return value
+
+
 class KubeError(Exception):
     """The API server refused a request (4xx); `message` is its own explanation."""
 
@@ -107,8 +163,9 @@ def _path(kind: str, namespace: str | None, name: str | None = None, sub: str = 
 class Kube:
     """Create, read, list, patch and delete objects as dicts; read pod logs."""
 
-    def __init__(self, api: k8s.ApiClient) -> None:
+    def __init__(self, api: k8s.ApiClient, pace: RateLimit | None = None) -> None:
         self.api = api
+        self.pace = pace or rate_limit_from_env()
 
     def _request(
         self,
@@ -123,6 +180,7 @@ class Kube:
         timeout: tuple[int, int] = TIMEOUT,
     ) -> bytes:
         _count(verb, kind)
+        self.pace.wait()
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type  # a JSON type: the client serializes the dict itself

@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+import time
+import weakref
 from typing import Any
 
 from datacenters import quota
@@ -22,6 +25,45 @@ from registry.models import RegistrySecret
 log = logging.getLogger(__name__)
 
 CONTENT_HASH = "paddlecloud.org/content-hash"
+# How long a namespace this process made (with its quota and policies) is trusted to be as it made it: a
+# quota or policy changed by hand in the cluster is put right at the first start after this.
+NAMESPACE_RECHECK_SECONDS = 60.0
+
+
+class NamespacesMade:
+    """The user namespaces this process made or brought up to date in one cluster: when, which namespace
+    object (its uid), and a digest of what they were made to hold."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[str, tuple[str, str, float]] = {}  # namespace -> (its uid, digest, monotonic time)
+
+    def made_as(self, ns: str, digest: str) -> str | None:
+        """The uid of the namespace `ns` as made to hold `digest` less than NAMESPACE_RECHECK_SECONDS ago, else None."""
+        with self._lock:
+            made = self._made.get(ns)
+        if made is None:
+            return None
+        uid, made_digest, when = made
+        fresh = made_digest == digest and time.monotonic() - when < NAMESPACE_RECHECK_SECONDS
+        return uid if fresh and uid else None
+
+    def remember(self, ns: str, uid: str, digest: str) -> None:
+        with self._lock:
+            self._made[ns] = (uid, digest, time.monotonic())
+
+
+_made: weakref.WeakKeyDictionary[kube.Kube, NamespacesMade] = weakref.WeakKeyDictionary()
+_made_lock = threading.Lock()
+
+
+def _made_in(client: kube.Kube) -> NamespacesMade:
+    """The namespaces made through this client (one per cluster and credentials: a new cluster starts afresh)."""
+    with _made_lock:
+        made = _made.get(client)
+        if made is None:
+            made = _made[client] = NamespacesMade()
+        return made
 
 
 class ClusterObjects:
@@ -49,8 +91,8 @@ class ClusterObjects:
         except kube.KubeError as exc:
             raise self.refused(f"{kind} {meta['name']}", exc) from None
 
-    def ensure_current(self, kind: str, body: dict[str, Any], readable: bool = True) -> None:
-        """Create the object, or bring it up to date (a new quota, a new registry login).
+    def ensure_current(self, kind: str, body: dict[str, Any], readable: bool = True) -> bool:
+        """Create the object, or bring it up to date (a new quota, a new registry login); True if it wrote.
 
         `readable`: compare a hash of the content (an annotation) first and replace only on a change
         (the API server rewrites quantities, so comparing fields would always differ). Secrets are
@@ -60,18 +102,13 @@ class ClusterObjects:
         ns, name = meta.get("namespace"), meta["name"]
         try:
             if readable:  # (never for secrets: not even a hash of a password goes on an object)
-                content = {k: v for k, v in body.items() if k not in ("metadata", "status")}
-                digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
-                meta = {**meta, "annotations": {**(meta.get("annotations") or {}), CONTENT_HASH: digest}}
-                body = {**body, "metadata": meta}
-                try:
-                    current = self.k8s.get(kind, ns, name)
-                except kube.NotFound:
-                    pass
-                else:
-                    if (current["metadata"].get("annotations") or {}).get(CONTENT_HASH) != digest:
-                        self.k8s.replace(kind, ns, name, body)
-                    return
+                body = _with_content_hash(body)
+                current = self._read(kind, ns, name)
+                if current is not None:
+                    if _content_hash(current) == _content_hash(body):
+                        return False
+                    self.k8s.replace(kind, ns, name, body)
+                    return True
             try:
                 self.k8s.create(kind, ns, body)
             except kube.Conflict:
@@ -80,23 +117,49 @@ class ClusterObjects:
             raise TransientEngineError(f"{kind} {name} changed while being updated; retrying") from None
         except kube.KubeError as exc:
             raise self.refused(f"{kind} {name}", exc) from None
+        return True
+
+    def _read(self, kind: str, ns: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return self.k8s.get(kind, ns, name)
+        except kube.NotFound:
+            return None
 
     def ensure_user_namespace(self, user: Any, ns: str) -> None:
         """The user's namespace, its ResourceQuota (their compute quota) and its NetworkPolicies (default
-        deny, DNS, the egress the datacenter allows: policies.py), made or brought up to date."""
+        deny, DNS, the egress the datacenter allows: policies.py), made or brought up to date.
+
+        At most every NAMESPACE_RECHECK_SECONDS per namespace and process (and whenever what they should
+        hold changes): a job's start then costs one read here (the namespace, still the one made) instead
+        of seven calls, two of them lists as long as the user's jobs (the start grew with every job).
+        """
         username = user.get_username()
+        wanted = namespaces.namespace(ns, self.datacenter.name, username)
+        limits = quota.limits(user, self.datacenter)
+        quota_body = namespaces.resource_quota(ns, self.datacenter.name, username, limits)
+        labels = m.user_labels(self.datacenter.name, username)
+        policy_bodies = policies.namespace_policies(ns, labels, self.datacenter.job_egress, policies.cluster_cidrs())
+        digest = _digest([wanted, quota_body, *policy_bodies])
+        made = _made_in(self.k8s).made_as(ns, digest)
+        if made and made == _made_as(self._read("Namespace", None, ns) or {}):
+            return  # still the namespace made, holding what it should: nothing to read or write
         try:
-            self.k8s.create("Namespace", None, namespaces.namespace(ns, self.datacenter.name, username))
+            current = self.k8s.create("Namespace", None, wanted)
         except kube.Conflict:
-            pass
+            current = self._read("Namespace", None, ns) or {}
         except kube.KubeError as exc:
             raise self.refused(f"namespace {ns}", exc) from None
-        limits = quota.limits(user, self.datacenter)
-        self.ensure_current("ResourceQuota", namespaces.resource_quota(ns, self.datacenter.name, username, limits))
-        self._ensure_peer_policies(ns)
-        labels = m.user_labels(self.datacenter.name, username)
-        for policy in policies.namespace_policies(ns, labels, self.datacenter.job_egress, policies.cluster_cidrs()):
+        self.ensure_current("ResourceQuota", quota_body)
+        deny = next(p for p in policy_bodies if p["metadata"]["name"] == policies.DEFAULT_DENY)
+        if self._stale("NetworkPolicy", deny):
+            self._ensure_peer_policies(ns)  # only where the deny is (re)made: after it, every job made its own
+        for policy in policy_bodies:
             self.ensure_current("NetworkPolicy", policy)
+        _made_in(self.k8s).remember(ns, _made_as(current), digest)
+
+    def _stale(self, kind: str, body: dict[str, Any]) -> bool:
+        current = self._read(kind, body["metadata"].get("namespace"), body["metadata"]["name"])
+        return current is None or _content_hash(current) != _content_hash(_with_content_hash(body))
 
     def _ensure_peer_policies(self, ns: str) -> None:
         """`<uid>-peers` for every job in the namespace, before its default deny: a job started before
@@ -146,3 +209,25 @@ class ClusterObjects:
             self.k8s.replace("Secret", ns, body["metadata"]["name"], body)
         except kube.NotFound:
             return
+
+
+def _content_hash(obj: dict[str, Any]) -> str | None:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(CONTENT_HASH)
+
+
+def _with_content_hash(body: dict[str, Any]) -> dict[str, Any]:
+    """The body with a hash of its content (all but metadata and status) as an annotation."""
+    content = {k: v for k, v in body.items() if k not in ("metadata", "status")}
+    meta = body["metadata"]
+    annotations = {**(meta.get("annotations") or {}), CONTENT_HASH: _digest(content)}
+    return {**body, "metadata": {**meta, "annotations": annotations}}
+
+
+def _digest(content: Any) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _made_as(namespace: dict[str, Any]) -> str:
+    """The namespace's uid: one deleted and made again (by anyone) is a new one, whose objects are not ours yet."""
+    meta = namespace.get("metadata") or {}
+    return "" if meta.get("deletionTimestamp") else str(meta.get("uid") or "")
