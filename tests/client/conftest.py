@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -47,3 +51,15 @@ def run_launcher(facts: dict[str, str], timeout: float = 60) -> subprocess.Compl
 @pytest.fixture
 def facts(tmp_path: Path) -> dict[str, str]:
     return base_facts(tmp_path)
+
+
+@contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[None]:
+    """A stand-in portal's HTTP server answering on a thread for the block's length."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +15,8 @@ from paddlecloud.sdk.errors import APIError, NetworkError
 from paddlecloud.sdk.jobs import _Outage
 from paddlecloud.sdk.session import Session, transport_retrying
 from paddlecloud.sdk.upload_chunks import ChunkSender
+
+from tests.client.conftest import serving
 
 Answer = tuple[int, bytes, dict[str, str]]
 
@@ -64,11 +65,8 @@ class Portal:
 @pytest.fixture
 def portal() -> Iterator[Portal]:
     p = Portal()
-    thread = threading.Thread(target=p.server.serve_forever, daemon=True)
-    thread.start()
-    yield p
-    p.server.shutdown()
-    p.server.server_close()
+    with serving(p.server):
+        yield p
 
 
 @pytest.fixture

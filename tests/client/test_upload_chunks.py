@@ -28,6 +28,8 @@ from paddlecloud.sdk.upload_chunks import (
     hash_file,
 )
 
+from tests.client.conftest import serving
+
 KIB = 1024
 
 
@@ -122,11 +124,8 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def portal() -> Iterator[UploadPortal]:
     p = UploadPortal()
-    thread = threading.Thread(target=p.server.serve_forever, daemon=True)
-    thread.start()
-    yield p
-    p.server.shutdown()
-    p.server.server_close()
+    with serving(p.server):
+        yield p
 
 
 @pytest.fixture
