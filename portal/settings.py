@@ -269,7 +269,7 @@ SPECTACULAR_SETTINGS = {
 _broker_url = env_secret("CELERY_BROKER_URL")
 CELERY_BROKER_URL = _broker_url or "pcfs://"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
-if not _broker_url:
+if CELERY_BROKER_URL.startswith("pcfs://"):  # unset, or named explicitly
     # The embedded broker (core/broker.py): a folder of message files, no server. Its consumers are woken
     # by inotify and by their own acks; taken messages wait in `<broker>/.claims/` until acked.
     _broker_dir = VAR_DIR / "celery" / "broker"

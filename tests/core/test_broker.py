@@ -86,7 +86,7 @@ def test_a_taken_message_is_claimed_until_acked_and_a_rejected_one_goes_back(
 
 def test_closing_a_consumer_puts_back_what_it_took_and_did_not_ack(options: dict[str, object], q: str) -> None:
     with Connection("pcfs://", transport_options=options) as conn:
-        queue = conn.SimpleQueue(sys.argv[2])
+        queue = conn.SimpleQueue(q)
         queue.put({"n": 1})
         assert queue.get(timeout=2).payload == {"n": 1}  # never acked
         queue.close()
