@@ -1,7 +1,7 @@
 """Celery lanes: which queue each task goes to, so control, per-job and side work never wait on each other.
 
-Each lane is a queue with worker slots of its own (`make run` starts one worker process per lane; the
-deploy one container per lane):
+Each lane is a queue with worker slots of its own (the deploy runs one container per lane; `make run`
+one worker process per lane, but `side` and `notify` share one on a laptop):
 
 - `jobs` (the default queue, `celery`): per-job work, a message per job: start, kill, image builds, and
   the heartbeat (it proves that this lane's worker runs).
