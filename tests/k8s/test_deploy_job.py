@@ -254,8 +254,10 @@ def test_with_services_installs_the_portal_its_database_and_broker_and_runs_the_
         finally:
             core.delete_namespace(ns)
             kubeconfig = str(k8s_node_cluster.kubeconfig_path)
+            # --wait=false: a volume keeps its protection finalizer until the namespace's claims are gone, which the
+            # namespace deletion above does in its own time; waiting for it here is what once timed this test out.
             for doc in [*scoped, *volumes]:
-                subprocess.run([kubectl(), "--kubeconfig", kubeconfig, "delete", doc["kind"].lower(),
+                subprocess.run([kubectl(), "--kubeconfig", kubeconfig, "delete", "--wait=false", doc["kind"].lower(),
                                 doc["metadata"]["name"]], capture_output=True, timeout=60, check=False)  # fmt: skip
             user_namespaces: list[Any] = core.list_namespace(label_selector="paddlecloud.org/datacenter=pods").items
             for user_ns in user_namespaces:
