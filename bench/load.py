@@ -78,6 +78,8 @@ def world(users: int, per_user: int, pfs: Path) -> tuple[list[str], Any]:
     dc = Datacenter.objects.create(
         name="local", engine=Engine.LOCAL, storage_kind=StorageKind.LOCAL, storage_root=str(pfs),
         default_cpu="10000", default_memory="100Ti", default_jobs=100000,
+        # The control plane is measured, not the scheduler's queue (bench/scheduler.py): room for every job.
+        capacity_cpu="10000", capacity_memory="100Ti", max_queued_jobs=10000,
     )  # fmt: skip
     tokens = []
     for u in range(users):

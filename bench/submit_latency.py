@@ -147,7 +147,8 @@ class LocalSetup:
 
         return Datacenter.objects.create(name="bench", engine=Engine.LOCAL, storage_kind=StorageKind.LOCAL,
                                          storage_root=str(root), default_cpu="10000", default_memory="100Ti",
-                                         default_jobs=100000)  # fmt: skip
+                                         default_jobs=100000, capacity_cpu="10000",
+                                         capacity_memory="100Ti", max_queued_jobs=10000)  # fmt: skip
 
     def spec(self, trivial: bool) -> dict[str, object]:
         if trivial:  # the spec's default CPU, as a Ray job gets: a 100m cap makes Python's own start take ~1 s

@@ -29,6 +29,7 @@ LANES = (JOBS, CONTROL, SIDE, NOTIFY)
 
 _LANE_OF_TASK = {
     "jobs.reconcile": CONTROL,
+    "jobs.schedule": CONTROL,
     "jobs.storage_quota": CONTROL,
     "jobs.cleanup": CONTROL,
     "images.poll_builds": CONTROL,

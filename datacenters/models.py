@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,6 +56,9 @@ class EngineRules(Protocol):
 
     @classmethod
     def detect_gpus(cls) -> list[str]: ...
+
+    @classmethod
+    def host_capacity(cls, datacenter: Datacenter) -> tuple[Decimal | None, int | None, int | None]: ...
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,33 @@ class Datacenter(models.Model):
     default_storage = models.CharField(max_length=20, default="100Gi", validators=[validate_storage_quantity])
     default_storage_files = models.PositiveIntegerField(default=1_000_000)
 
+    # The scheduler (jobs/scheduling): what all running jobs together may hold, and how it shares it out.
+    capacity_cpu = models.CharField(
+        max_length=20, blank=True, validators=[validate_cpu_quantity],
+        help_text="Cores all running jobs together may hold. Blank: the host's cores (local engine); unbounded on "
+        "Kubernetes, whose own scheduler places pods.",
+    )  # fmt: skip
+    capacity_memory = models.CharField(
+        max_length=20, blank=True, validators=[validate_memory_quantity],
+        help_text="Memory all running jobs together may hold. Blank: the host's memory (local); unbounded on "
+        "Kubernetes.",
+    )  # fmt: skip
+    capacity_gpu = models.PositiveIntegerField(
+        null=True, blank=True, help_text="GPUs all running jobs may hold. Blank: the GPUs listed above (local)."
+    )
+    max_queued_jobs = models.PositiveIntegerField(
+        default=100, validators=[MaxValueValidator(10_000)], help_text="Jobs one user may have waiting at once."
+    )
+    fair_share_half_life = models.PositiveIntegerField(
+        default=7 * 24 * 3600, validators=[MinValueValidator(60)],
+        help_text="Seconds after which past usage counts half in the fair share (Slurm's PriorityDecayHalfLife).",
+    )  # fmt: skip
+    reserve_after = models.PositiveIntegerField(
+        default=600,
+        help_text="Seconds the first waiting job may wait before it holds a reservation: then smaller jobs start "
+        "ahead of it only with what it does not need.",
+    )
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -253,6 +284,10 @@ class Quota(models.Model):
     jobs = models.PositiveIntegerField(null=True, blank=True, help_text="Concurrent active jobs.")
     storage = models.CharField(max_length=20, blank=True, validators=[validate_storage_quantity])
     storage_files = models.PositiveIntegerField(null=True, blank=True)
+    weight = models.DecimalField(
+        max_digits=8, decimal_places=3, default=1, validators=[MinValueValidator(Decimal("0.001"))],
+        help_text="Fair-share weight: a user of weight 2 is entitled to twice the share of a user of weight 1.",
+    )  # fmt: skip
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

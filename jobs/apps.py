@@ -20,4 +20,7 @@ class JobsConfig(AppConfig):
         from jobs import listener  # noqa: PLC0415
 
         worker_ready.connect(listener.start_if_control, weak=False)
+        from jobs import signals, tasks  # noqa: PLC0415
+
+        signals.job_released.connect(tasks.wake_scheduler, weak=False)
         worker_shutdown.connect(listener.stop, weak=False)

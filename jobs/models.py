@@ -49,6 +49,9 @@ class Reason(models.TextChoices):
     STORAGE_QUOTA_EXCEEDED = "StorageQuotaExceeded"  # its owner's files outgrew the storage quota while it ran
     PIDS_LIMIT = "PidsLimit"  # a worker hit the datacenter's process limit and could not fork
     RENDEZVOUS_TIMEOUT = "RendezvousTimeout"  # PS mode: the trainers' gloo rendezvous did not complete in its bound
+    WAITING_FOR_CAPACITY = "WaitingForCapacity"  # queued: the datacenter has not enough free now (jobs/scheduling)
+    QUOTA_EXHAUSTED = "QuotaExhausted"  # queued: its owner's running jobs use the quota up; it starts as they end
+    HELD = "Held"  # queued: an operator holds it; it starts only once released
 
 
 class Role(models.TextChoices):
@@ -97,6 +100,21 @@ class Job(models.Model):
     cleaned = models.BooleanField(default=False)
     # `kill -rm`: forget the job (delete its row) once the engine released it.
     remove_when_released = models.BooleanField(default=False)
+
+    # The scheduler's (jobs/scheduling): what the whole job holds while admitted, and where it stands in the queue.
+    cpu_request = models.DecimalField(max_digits=12, decimal_places=3, default=0)
+    memory_request = models.BigIntegerField(default=0)
+    gpu_request = models.PositiveIntegerField(default=0)
+    priority_class = models.CharField(max_length=40, default="normal")
+    priority = models.IntegerField(default=100, help_text="The priority class's value when submitted; higher first.")
+    admitted_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        db_index=True,
+        help_text="When the scheduler let it start: from then on it holds its requests.",
+    )
+    held = models.BooleanField(default=False, help_text="An operator holds it in the queue.")
+    queue_boost = models.BooleanField(default=False, help_text="An operator moved it to the front of its priority.")
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -228,3 +246,70 @@ class GpuAssignment(models.Model):
 
     def __str__(self) -> str:
         return f"GPU {self.gpu} -> {self.job_id}/trainer-{self.trainer}"
+
+
+class PriorityClass(models.Model):
+    """A priority operators define (`low`, `normal`, `high` to start with): higher values are admitted first."""
+
+    name = models.CharField(max_length=40, unique=True, validators=[validate_dns_label])
+    value = models.IntegerField(help_text="Higher is admitted first; `normal` is the default class.")
+    open_to_all = models.BooleanField(
+        default=False, help_text="Every user may submit with it; otherwise staff and those listed below."
+    )
+    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-value"]
+        verbose_name_plural = "priority classes"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
+class UsageRecord(models.Model):
+    """The ledger: what one worker of one job held, and for how long. Written once, when the job is released.
+
+    Kept when the job row is removed (`kill -rm`): accounting outlives jobs, so it names them, not points at them.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    datacenter = models.ForeignKey("datacenters.Datacenter", on_delete=models.CASCADE, related_name="+")
+    job_uid = models.CharField(max_length=48)
+    job_name = models.CharField(max_length=40)
+    worker = models.CharField(max_length=40)
+    cpu = models.DecimalField(max_digits=12, decimal_places=3)
+    memory = models.BigIntegerField()
+    gpu = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-ended_at"]
+        constraints = [models.UniqueConstraint(fields=["job_uid", "worker"], name="one_record_per_job_worker")]
+        indexes = [models.Index(fields=["datacenter", "owner", "ended_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.job_uid}/{self.worker}"
+
+    @property
+    def seconds(self) -> float:
+        return max((self.ended_at - self.started_at).total_seconds(), 0.0)
+
+
+class FairShareUsage(models.Model):
+    """A user's past usage in one datacenter, decayed to `as_of` by the datacenter's half-life (resource-seconds)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    datacenter = models.ForeignKey("datacenters.Datacenter", on_delete=models.CASCADE, related_name="+")
+    cpu_seconds = models.FloatField(default=0)
+    memory_seconds = models.FloatField(default=0)  # byte-seconds
+    gpu_seconds = models.FloatField(default=0)
+    as_of = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "datacenter"], name="one_fair_share_per_user")]
+
+    def __str__(self) -> str:
+        return f"fair share of {self.owner_id} in {self.datacenter_id}"

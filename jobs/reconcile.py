@@ -18,16 +18,19 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from paddlecloud.contract.units import human_bytes
 
 from core.locks import exclusive, job_lock
 from datacenters import quota
 from datacenters.models import Datacenter
+from jobs import signals
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Worker, WorkerState
 from jobs.records import RECORDS, note_refused_logs, record_workers
+from jobs.scheduling import ledger
 from jobs.states import transition
 from storage import backends, usage
 from storage.models import StorageUsage
@@ -35,7 +38,7 @@ from storage.tasks import recompute_usage
 
 log = logging.getLogger(__name__)
 
-STUCK_AFTER = timedelta(seconds=30)  # a queued/submitting job not touched for this long is submitted again
+STUCK_AFTER = timedelta(seconds=30)  # an admitted job not started and not touched for this long is submitted again
 
 
 def _counts(observation: Observation) -> dict[str, Any]:
@@ -156,10 +159,14 @@ def _release(job: Job, engine: Engine) -> bool:
             state=WorkerState.SUCCEEDED, message="stopped after every trainer succeeded"
         )
     job.workers.filter(state__in=[WorkerState.RUNNING, WorkerState.PENDING]).update(state=WorkerState.KILLED)
-    released = Job.objects.filter(pk=job.pk, released=False).update(
-        released=True, pservers_running=0, trainers_running=0, pservers_pending=0, trainers_pending=0
-    )
+    with transaction.atomic():
+        released = Job.objects.filter(pk=job.pk, released=False).update(
+            released=True, pservers_running=0, trainers_running=0, pservers_pending=0, trainers_pending=0
+        )
+        if released:
+            ledger.record(job)  # what its workers held, once; the same transaction, so never lost nor doubled
     if released:
+        signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
         note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
         # The job wrote its output and logs straight onto the user's storage: count them in the quota.
         owner, datacenter = job.owner_id, job.datacenter_id
@@ -167,11 +174,6 @@ def _release(job: Job, engine: Engine) -> bool:
     if job.remove_when_released:
         Job.objects.filter(pk=job.pk).delete()
     return True
-
-
-def submit_later(job_id: int) -> None:
-    """A job whose submit_job could not be sent (the broker is down): the next reconcile cycle sends it."""
-    Job.objects.filter(pk=job_id, state=JobState.QUEUED).update(updated_at=timezone.now() - STUCK_AFTER)
 
 
 def reconcile_datacenter(datacenter: Datacenter) -> None:
@@ -204,7 +206,8 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
 def stuck_submissions() -> list[int]:
     """Jobs whose submit_job was lost (a worker killed mid-task, a broker restart): submit them again."""
     cutoff = timezone.now() - STUCK_AFTER
-    stuck = Job.objects.filter(state__in=[JobState.QUEUED, JobState.SUBMITTING], updated_at__lt=cutoff)
+    admitted = Q(state=JobState.QUEUED, admitted_at__isnull=False) | Q(state=JobState.SUBMITTING)
+    stuck = Job.objects.filter(admitted, updated_at__lt=cutoff)
     ids = list(stuck.values_list("pk", flat=True))
     # Touch them so the next cycles do not enqueue them again while this submission runs.
     Job.objects.filter(pk__in=ids).update(updated_at=timezone.now())

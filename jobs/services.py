@@ -25,10 +25,11 @@ from datacenters import quota
 from datacenters.models import Datacenter, rules_for, usable_datacenter
 from jobs import hooks, layout, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
-from jobs.reconcile import submit_later, workers_stopping
+from jobs.reconcile import workers_stopping
+from jobs.scheduling import cycle, priorities
 from jobs.spec import JobSpecSerializer
 from jobs.states import remove_when_released, transition
-from jobs.tasks import kill_job, submit_job
+from jobs.tasks import kill_job, schedule
 from registry.models import RegistrySecret
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class Checked:
     memory: int
     gpu: int
     limits: quota.Amounts
+    priority: int
 
 
 def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = False) -> Checked:
@@ -88,27 +90,44 @@ def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = Fals
         layout.resolve_package(datacenter, user, data["package"], data["jobname"])
     rules_for(datacenter.engine).check_spec(datacenter, data)  # the local engine: `image` names a runtime, ...
     cpu, memory, gpu = spec.requested(data)
-    return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter))
+    chosen = priorities.resolve(user, data.get("priority"))
+    data["priority"] = chosen.name
+    return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter), chosen.value)
 
 
-def _check_quota(checked: Checked) -> None:
-    """Compare what the job asks for with what is free; only already-parsed numbers, so it is quick."""
-    limits, used, name = checked.limits, quota.usage(checked.user, checked.datacenter), checked.datacenter.name
-    problems = []
-    for label, asked, limit, in_use, show in (
-        ("cpu", checked.cpu, limits.cpu, used.cpu, _cores),
-        ("memory", checked.memory, limits.memory, used.memory, lambda n: quantity_bytes(int(n))),
-        ("gpu", checked.gpu, limits.gpu, used.gpu, str),
-        ("jobs", 1, limits.jobs, used.jobs, lambda n: f"{n} active jobs"),
-    ):
-        if in_use + asked > limit:
-            problems.append(
-                f"{label}: the job needs {show(asked)} but only {show(max(limit - in_use, 0))} of your "
-                f"{show(limit)} are free in {name} ({show(in_use)} in use); "
-                f"over by {show(in_use + asked - limit)}"
-            )
+def _check_could_start(checked: Checked) -> None:
+    """Refuse only a job that could never start: bigger than its owner's quota or the datacenter's capacity.
+
+    Everything else is accepted and queued (jobs/scheduling): the quota caps what runs at once, not what
+    may be submitted. Only already-parsed numbers, so it is quick.
+    """
+    limits, name = checked.limits, checked.datacenter.name
+    problems = [
+        f"{label}: the job needs {show(asked)} but your quota in {name} is {show(limit)}, so it could never start"
+        for label, asked, limit, show in (
+            ("cpu", checked.cpu, limits.cpu, _cores),
+            ("memory", checked.memory, limits.memory, lambda n: quantity_bytes(int(n))),
+            ("gpu", checked.gpu, limits.gpu, str),
+            ("jobs", 1, limits.jobs, lambda n: f"{n} running jobs"),
+        )
+        if asked > limit
+    ]
     if problems:
         raise Invalid(problems, "quota")
+    room = cycle.never_fits(checked.datacenter, (checked.cpu, checked.memory, checked.gpu))
+    if room:
+        raise Invalid([f"{problem}, so it could never start" for problem in room], "capacity")
+
+
+def _check_queue_room(checked: Checked) -> None:
+    """A user's waiting jobs are bounded (the datacenter's max_queued_jobs): the queue is shared."""
+    bound = checked.datacenter.max_queued_jobs
+    if cycle.waiting(checked.datacenter).filter(owner=checked.user).count() >= bound:
+        raise Invalid(
+            f"you already have {bound} jobs waiting in {checked.datacenter.name}, the most allowed; "
+            "let some start or kill some",
+            "queue",
+        )
 
 
 def _check_name_free(checked: Checked) -> None:
@@ -122,7 +141,8 @@ def _check_name_free(checked: Checked) -> None:
 
 def dry_run(checked: Checked) -> Job:
     """Answer what submit would, quota and name included, creating nothing: the job as it would be."""
-    _check_quota(checked)
+    _check_could_start(checked)
+    _check_queue_room(checked)
     _check_name_free(checked)
     name = checked.spec["jobname"]
     return Job(owner=checked.user, datacenter=checked.datacenter, name=name, uid="", spec=checked.spec)
@@ -162,7 +182,8 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
         earlier = submitted_with(user, idempotency_key, data["jobname"])
         if earlier is not None:
             return earlier
-        _check_quota(checked)
+        _check_could_start(checked)
+        _check_queue_room(checked)
         _check_name_free(checked)
         try:
             with transaction.atomic():
@@ -172,6 +193,11 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
                     name=data["jobname"],
                     uid=_uid(data["jobname"]),
                     spec=data,
+                    cpu_request=checked.cpu,
+                    memory_request=checked.memory,
+                    gpu_request=checked.gpu,
+                    priority_class=data["priority"],
+                    priority=checked.priority,
                 )
         except IntegrityError:
             # Another submit won the race for the name: the same submission (its key) answers with its job.
@@ -179,7 +205,7 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
             if earlier is not None:
                 return earlier
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
-        transaction.on_commit(lambda: _send(job.pk))
+        transaction.on_commit(lambda: _wake_scheduler(checked.datacenter.pk))
     return job
 
 
@@ -225,14 +251,17 @@ def submit_request(
     return Submitted(submit(checked, idempotency_key), checked)
 
 
-def _send(job_id: int) -> None:
-    """Hand a created job to the workers. The job exists whatever the broker does: if the broker cannot
-    take the message now, the job stays queued and the reconciler's sweep sends it once the broker is back."""
+def _wake_scheduler(datacenter_id: int) -> None:
+    """Ask for a scheduling cycle now. The job exists whatever the broker does: if the broker cannot take
+    the message, the job stays queued and the scheduler's periodic cycle admits it once the broker is back."""
     try:
-        submit_job.delay(job_id)
+        schedule.delay(datacenter_id)
     except (KombuOperationalError, OSError) as exc:
-        log.warning("job %s: the broker did not take its submission (%s); the reconciler sends it later", job_id, exc)
-        submit_later(job_id)
+        log.warning(
+            "datacenter %s: the broker did not take a scheduling request (%s); the next cycle runs it",
+            datacenter_id,
+            exc,
+        )
 
 
 def kill(job: Job) -> bool:

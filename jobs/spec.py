@@ -69,6 +69,10 @@ class JobSpecSerializer(StrictSerializer):
         default=dict,
     )
     max_retries = _integer("max_retries", default=0)
+    priority = serializers.CharField(
+        max_length=40, required=False, allow_blank=True, default="",
+        help_text="A priority class (GET /api/v1/priorities); empty: `normal`. Operators choose who may use which.",
+    )  # fmt: skip
     pending_timeout = _integer("pending_timeout", required=False)
     notify = serializers.JSONField(
         required=False, default=None, help_text='{"email": true, "webhook": "https://..."}; absent: the profile default'

@@ -10,7 +10,7 @@ from datetime import timedelta
 from celery import shared_task
 from celery.app.task import Task
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -22,6 +22,7 @@ from jobs.engines.base import EngineError, TransientEngineError
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import enforce_storage_quota, reconcile_datacenter, release, stuck_submissions
 from jobs.records import RECORDS
+from jobs.scheduling import cycle
 from jobs.states import transition
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="jobs.submit_job", bind=True, max_retries=None, acks_late=True)
 def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
+    if not Job.objects.filter(pk=job_id, admitted_at__isnull=False).exists():
+        return  # not admitted by the scheduler (jobs.scheduling): it waits in the queue, which starts it
     if hooks.admit(job_id) != hooks.Verdict.GO:
         return  # e.g. its image is still building (the build's end sends it again), or the build failed it
     if not transition(job_id, JobState.SUBMITTING, reason=Reason.NONE):
@@ -63,7 +66,10 @@ KILL_RECHECK_SECONDS = 0.5  # how soon a kill looks again while the job's proces
 
 
 @shared_task(
-    name="jobs.revoke_registry_login", acks_late=True, autoretry_for=(TransientEngineError,), retry_backoff=True,
+    name="jobs.revoke_registry_login",
+    acks_late=True,
+    autoretry_for=(TransientEngineError,),
+    retry_backoff=True,
     max_retries=10,
 )
 def revoke_registry_login(username: str, name: str) -> None:
@@ -88,6 +94,25 @@ def kill_job(job_id: int, until: float | None = None) -> None:
         return
     if time.time() < deadline:
         kill_job.apply_async((job_id, deadline), countdown=KILL_RECHECK_SECONDS)
+
+
+@shared_task(name="jobs.schedule", ignore_result=True)
+def schedule(datacenter_id: int | None = None) -> None:
+    """A scheduling cycle of one datacenter (a submit or a release woke it), or of each with waiting jobs (beat)."""
+    if datacenter_id is not None:
+        datacenters = Datacenter.objects.filter(pk=datacenter_id)
+    else:
+        datacenters = Datacenter.objects.filter(
+            pk__in=Job.objects.filter(state=JobState.QUEUED, admitted_at__isnull=True).values("datacenter_id")
+        )
+    for datacenter in datacenters:
+        for job_id in cycle.schedule(datacenter):
+            submit_job.delay(job_id)
+
+
+def wake_scheduler(sender: object, datacenter_id: int, **kwargs: object) -> None:
+    """A released job freed its requests: schedule its datacenter once that is committed."""
+    transaction.on_commit(lambda: schedule.delay(datacenter_id))
 
 
 @shared_task(name="jobs.reconcile", ignore_result=True)

@@ -1,20 +1,21 @@
-"""Compute in use by a user's active jobs, for quota checks and `GET /api/v1/quota`."""
+"""Compute held by a user's admitted jobs (what runs, and what is being stopped), for quota and `GET /api/v1/quota`."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
+
+from django.db.models import Count, Sum
 
 from datacenters.models import Datacenter
 from datacenters.quota import Amounts
-from jobs.models import ACTIVE_STATES, Job
-from jobs.spec import requested
+from jobs.scheduling.cycle import holding
 
 
 def compute_in_use(user: Any, datacenter: Datacenter) -> Amounts:
-    total = Amounts()
-    for job_spec in Job.objects.filter(owner=user, datacenter=datacenter, state__in=ACTIVE_STATES).values_list(
-        "spec", flat=True
-    ):
-        cpu, memory, gpu = requested(job_spec)
-        total = total + Amounts(cpu=cpu, memory=memory, gpu=gpu, jobs=1)
-    return total
+    row = (
+        holding(datacenter)
+        .filter(owner=user)
+        .aggregate(cpu=Sum("cpu_request"), memory=Sum("memory_request"), gpu=Sum("gpu_request"), jobs=Count("id"))
+    )
+    return Amounts(cpu=row["cpu"] or Decimal(0), memory=row["memory"] or 0, gpu=row["gpu"] or 0, jobs=row["jobs"])

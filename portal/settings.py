@@ -347,6 +347,12 @@ CELERY_BEAT_SCHEDULE.update(
             "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
             "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
         },
+        # The scheduler's safety net: submits and releases wake it at once (jobs/scheduling/cycle.py).
+        "schedule": {
+            "task": "jobs.schedule",
+            "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
+            "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
+        },
         "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
         # Homes of users with started jobs, each measured at most every 5 s (jobs/reconcile.py).
         "storage-quota": {"task": "jobs.storage_quota", "schedule": 3.0, "options": {"expires": 6}},

@@ -48,9 +48,12 @@ def local_dc(db: None, tmp_path: Path) -> Datacenter:
     root = tmp_path / "pfs" / "local"
     (root / "home").mkdir(parents=True)
     (root / "public").mkdir()
+    # A large capacity: tests not about scheduling must not queue behind each other on a 2-core CI host
+    # (the scheduler's own tests set theirs; tests/jobs/test_scheduler*.py).
     return Datacenter.objects.create(
-        name="local", engine=Engine.LOCAL, storage_kind=StorageKind.LOCAL, storage_root=str(root)
-    )
+        name="local", engine=Engine.LOCAL, storage_kind=StorageKind.LOCAL, storage_root=str(root),
+        capacity_cpu="256", capacity_memory="1Ti",
+    )  # fmt: skip
 
 
 def client_for(user: User | None) -> APIClient:

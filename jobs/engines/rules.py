@@ -7,6 +7,7 @@ engine-specific bits (the host report, GPU detection) are asked of them too.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from core.errors import Invalid
@@ -44,3 +45,8 @@ class EngineRules:
     def detect_gpus(cls) -> list[str]:
         """The host GPUs a datacenter of this engine may give jobs (the admin's "Detect GPUs")."""
         return []
+
+    @classmethod
+    def host_capacity(cls, datacenter: Datacenter) -> tuple[Decimal | None, int | None, int | None]:
+        """(cores, memory bytes, GPUs) a datacenter whose capacity fields are blank has; None: unbounded."""
+        return None, None, None

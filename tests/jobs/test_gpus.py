@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from datacenters.models import Datacenter, Quota
 from jobs.engines.local import gpus
 from jobs.models import GpuAssignment, Job
+from jobs.scheduling import cycle
 from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
@@ -89,15 +90,21 @@ def test_the_gpu_quota_counts_gpus_of_active_jobs(
     local_dc.save()
     body = {"jobname": "fake", "entry": "python train.py", "gpu": 1, "package": "/pfs/local/home/alice/jobs/fake"}
     assert alice_api.post("/api/v1/jobs", body, format="json").status_code == 201
-    response = alice_api.post("/api/v1/jobs", {**body, "jobname": "again"}, format="json")
-    assert response.status_code == 400
-    quota_errors = [e["message"] for e in response.json()["errors"] if e["field"] == "quota"]
-    assert quota_errors and quota_errors[0].startswith("gpu: the job needs 1 but only 0 of your 1 are free")
+    assert alice_api.post("/api/v1/jobs", {**body, "jobname": "again"}, format="json").status_code == 201
+    first, again = Job.objects.get(name="fake"), Job.objects.get(name="again")
+    assert cycle.schedule(local_dc) == [first.pk]  # the quota caps the GPUs running at once
+    again.refresh_from_db()
+    assert (again.state, again.reason) == ("queued", "QuotaExhausted")
+    assert "gpu" in again.message
+    big = alice_api.post("/api/v1/jobs", {**body, "jobname": "big", "gpu": 2}, format="json")
+    assert big.status_code == 400  # more GPUs than the quota: it could never start
+    quota_errors = [e["message"] for e in big.json()["errors"] if e["field"] == "quota"]
+    assert quota_errors == ["gpu: the job needs 2 but your quota in local is 1, so it could never start"]
 
 
 @pytest.mark.celery
 @pytest.mark.django_db(transaction=True)
-def test_a_job_waits_unschedulable_for_gpus_then_starts_when_they_free_up(
+def test_a_job_waits_in_the_queue_for_gpus_then_starts_when_they_free_up(
     alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path, worker: WorkerProcess
 ) -> None:
     Quota.objects.create(user=alice, datacenter=local_dc, gpu=4)
@@ -111,12 +118,12 @@ def test_a_job_waits_unschedulable_for_gpus_then_starts_when_they_free_up(
     waiting = {**holder, "jobname": "waiting", "parallelism": 1, "gpu": 2, "env": {"FAKE_STEPS": "2"}}
     assert alice_api.post("/api/v1/jobs", waiting, format="json").status_code == 201
 
-    def unschedulable() -> Job | None:
-        return Job.objects.filter(name="waiting", state="pending", reason="Unschedulable").first()
+    def queued() -> Job | None:  # the scheduler holds it back: the datacenter's 2 GPUs are both held
+        return Job.objects.filter(name="waiting", state="queued", reason="WaitingForCapacity").first()
 
-    job = wait_for(unschedulable, "waiting job unschedulable", 60, watch=worker)
+    job = wait_for(queued, "waiting job queued for capacity", 60, watch=worker)
     assert isinstance(job, Job)
-    assert job.message.startswith("waiting for 2 GPUs"), job.message
+    assert "gpu" in job.message, job.message
     assert not job.workers.exists() and not job.engine_data.get("trainer-0")
     # The holder's two trainers saw one distinct GPU each.
     logs = [alice_api.get(f"/api/v1/jobs/holder/logs?worker=trainer-{i}").json()["text"] for i in (0, 1)]

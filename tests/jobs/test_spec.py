@@ -10,7 +10,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter, Quota
-from jobs.models import Job
+from jobs.models import Job, JobState
+from jobs.scheduling import cycle
 from jobs.spec import requested
 
 GOOD: dict[str, Any] = {"jobname": "fake", "entry": "python train.py", "parallelism": 2, "pservers": 2}
@@ -45,7 +46,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("unknown registry", {"registry": "harbor"}, "registry", "no registry secret named 'harbor'"),
     ("typo in a field", {"paralellism": 2}, "paralellism", "unknown field"),
     ("too many retries", {"max_retries": 11}, "max_retries", "less than or equal to 10"),
-    ("quota cpu", {"parallelism": 20, "cpu": "1"}, "quota", "cpu: the job needs 22 cores but only 16"),
+    ("quota cpu", {"parallelism": 20, "cpu": "1"}, "quota", "cpu: the job needs 22 cores but your quota in local is 16"),
 ]
 
 
@@ -77,27 +78,28 @@ def test_quota_message_says_which_limit_and_by_how_much(
     response = alice_api.post("/api/v1/jobs", {**GOOD, "gpu": 1}, format="json")
     messages = [e["message"] for e in response.json()["errors"] if e["field"] == "quota"]
     assert any(
-        m.startswith(
-            "memory: the job needs 4Gi but only 3Gi of your 3Gi are free in local (0 bytes in use); over by 1Gi"
-        )
-        for m in messages
-    )
-    assert any(
-        "gpu: the job needs 2 but only 1 of your 1 are free in local (0 in use); over by 1" in m for m in messages
-    )
+        m == "memory: the job needs 4Gi but your quota in local is 3Gi, so it could never start" for m in messages
+    ), messages
+    assert "gpu: the job needs 2 but your quota in local is 1, so it could never start" in messages
 
 
-def test_concurrent_jobs_quota_counts_active_jobs(
+def test_over_the_running_jobs_quota_a_job_queues_and_starts_as_quota_frees(
     alice_api: APIClient, alice: User, local_dc: Datacenter, fake_package: Path
 ) -> None:
+    """The quota caps what runs at once, not what may be submitted: the second job waits, QuotaExhausted."""
     Quota.objects.create(user=alice, datacenter=local_dc, jobs=1)
     assert alice_api.post("/api/v1/jobs", GOOD, format="json").status_code == 201
     response = alice_api.post(
         "/api/v1/jobs", {**GOOD, "jobname": "other", "package": "/pfs/local/home/alice/jobs/fake"}, format="json"
     )
-    assert response.status_code == 400
-    assert "jobs: the job needs 1 active jobs but only 0 active jobs of your 1 active jobs" in response.json()["detail"]
-    assert Job.objects.count() == 1
+    assert response.status_code == 201, response.json()
+    first, second = Job.objects.get(name=GOOD["jobname"]), Job.objects.get(name="other")
+    assert cycle.schedule(local_dc) == [first.pk]
+    second.refresh_from_db()
+    assert (second.state, second.reason, second.admitted_at) == (JobState.QUEUED, "QuotaExhausted", None)
+    assert "jobs" in second.message
+    Job.objects.filter(pk=first.pk).update(state=JobState.SUCCEEDED, released=True)
+    assert cycle.schedule(local_dc) == [second.pk]
 
 
 def test_an_active_name_is_a_conflict(alice_api: APIClient, local_dc: Datacenter, fake_package: Path) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from decimal import Decimal
 from typing import Any
+
+import psutil
 
 from core.errors import Invalid
 from datacenters.models import Datacenter
@@ -42,3 +46,9 @@ class LocalRules(EngineRules):
     @classmethod
     def detect_gpus(cls) -> list[str]:
         return detect()
+
+    @classmethod
+    def host_capacity(cls, datacenter: Datacenter) -> tuple[Decimal | None, int | None, int | None]:
+        """The host's cores (those this process may run on), memory and the datacenter's GPUs: no overcommit."""
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return Decimal(cores), int(psutil.virtual_memory().total), len(datacenter.gpus or [])

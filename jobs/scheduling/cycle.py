@@ -1,0 +1,173 @@
+"""One scheduling cycle of a datacenter: read what runs and what waits, ask the policy, admit and explain.
+
+One cycle at a time per datacenter (a database lock); admission is a conditional UPDATE of a queued,
+unheld, unadmitted job, so a cycle that dies half-way, or runs again at once, never admits a job twice
+and loses nothing: whatever it did not write, the next cycle decides again. A cycle reads at most
+PER_OWNER waiting jobs of each user and MAX_CANDIDATES in all, so its work is bounded however long the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, F, Sum, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+from paddlecloud.contract.units import quantity_bytes
+
+from core.locks import exclusive
+from datacenters import quota
+from datacenters.capacity import Capacity, capacity
+from datacenters.models import Datacenter, Quota
+from jobs.models import FairShareUsage, Job, JobState, Reason
+from jobs.scheduling import policy
+from jobs.scheduling.ledger import decay
+
+log = logging.getLogger(__name__)
+
+PER_OWNER = 50  # waiting jobs of one user a cycle looks at (their first, in their own order)
+MAX_CANDIDATES = 5000  # waiting jobs a cycle looks at in all
+
+
+def waiting(datacenter: Datacenter) -> Any:
+    """The jobs waiting for admission: queued, not yet admitted, not held."""
+    return Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, admitted_at__isnull=True, held=False)
+
+
+def holding(datacenter: Datacenter) -> Any:
+    """The jobs that hold their requests: admitted and not yet released (a killed job holds until it is)."""
+    return Job.objects.filter(datacenter=datacenter, admitted_at__isnull=False, released=False)
+
+
+def _bound(value: Decimal | int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _scale(datacenter: Datacenter, room: Capacity) -> policy.Amount:
+    """What "all of it" is per resource, for shares: the capacity; where unbounded, the default quota."""
+    defaults = quota.limits(None, datacenter)
+    return policy.Amount(
+        float(room.cpu if room.cpu is not None else defaults.cpu),
+        float(room.memory if room.memory is not None else defaults.memory),
+        float(room.gpu if room.gpu is not None else max(defaults.gpu, 1)),
+    )
+
+
+def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
+    now = timezone.now()
+    room = capacity(datacenter)
+    world = policy.World(
+        capacity=policy.Bound(_bound(room.cpu), _bound(room.memory), _bound(room.gpu)),
+        scale=_scale(datacenter, room),
+        reserve_after=float(datacenter.reserve_after),
+    )
+    for row in (
+        holding(datacenter)
+        .values("owner_id")
+        .annotate(cpu=Sum("cpu_request"), memory=Sum("memory_request"), gpu=Sum("gpu_request"), jobs=Count("id"))
+    ):
+        amount = policy.Amount(float(row["cpu"] or 0), float(row["memory"] or 0), float(row["gpu"] or 0))
+        world.owner_in_use[row["owner_id"]] = amount
+        world.owner_jobs[row["owner_id"]] = row["jobs"]
+        world.in_use = world.in_use + amount
+    ranked = waiting(datacenter).annotate(
+        turn=Window(
+            RowNumber(),
+            partition_by=[F("owner_id")],
+            order_by=[F("priority").desc(), F("queue_boost").desc(), "created_at", "id"],
+        )
+    )
+    rows = (
+        ranked.filter(turn__lte=PER_OWNER)
+        .values(
+            "id", "owner_id", "priority", "queue_boost", "created_at", "cpu_request", "memory_request", "gpu_request"
+        )
+        .order_by("-priority", "created_at")[:MAX_CANDIDATES]
+    )
+    candidates = [
+        policy.Candidate(
+            job_id=row["id"], owner_id=row["owner_id"], priority=row["priority"], boosted=row["queue_boost"],
+            created=row["created_at"].timestamp(), waited=(now - row["created_at"]).total_seconds(),
+            request=policy.Amount(float(row["cpu_request"]), float(row["memory_request"]), float(row["gpu_request"])),
+        )
+        for row in rows
+    ]  # fmt: skip
+    owners = {c.owner_id for c in candidates} | set(world.owner_in_use)
+    _owners_limits_and_shares(datacenter, owners, world, now)
+    return candidates, world
+
+
+def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: policy.World, now: Any) -> None:
+    overrides = {q.user_id: q for q in Quota.objects.filter(datacenter=datacenter, user_id__in=owners)}
+    for owner in owners:
+        limits = quota.limits(owner, datacenter) if owner in overrides else quota.limits(None, datacenter)
+        world.owner_limits[owner] = policy.Bound(
+            float(limits.cpu), float(limits.memory), float(limits.gpu), limits.jobs
+        )
+        world.weights[owner] = float(overrides[owner].weight) if owner in overrides else 1.0
+    half_life = float(datacenter.fair_share_half_life)
+    # A steady hold of all of a resource for one half-life counts as a past share of 1.
+    for row in FairShareUsage.objects.filter(datacenter=datacenter, owner_id__in=owners):
+        past = (
+            decay(row.cpu_seconds, row.as_of, now, half_life) / world.scale.cpu,
+            decay(row.memory_seconds, row.as_of, now, half_life) / world.scale.memory,
+            decay(row.gpu_seconds, row.as_of, now, half_life) / world.scale.gpu,
+        )
+        world.past_share[row.owner_id] = max(past) / half_life
+
+
+def _explain(reason: str, short: list[str]) -> str:
+    if reason == policy.QUOTA_EXHAUSTED:
+        return f"waiting for your running jobs to free quota ({', '.join(short)}); it starts as they end"
+    return f"waiting for free {', '.join(short)} in the datacenter; it starts as running jobs end"
+
+
+def schedule(datacenter: Datacenter) -> list[int]:
+    """Admit what fits now; note why the others wait. The ids admitted (their starts are the caller's to send)."""
+    with exclusive(f"schedule-{datacenter.pk}") as held:
+        if not held:
+            return []  # another cycle of this datacenter is running: it sees what this one would
+        candidates, world = load(datacenter)
+        if not candidates:
+            return []
+        result = policy.plan(candidates, world)
+        now = timezone.now()
+        admitted = [
+            job_id
+            for job_id in result.admit
+            if waiting(datacenter).filter(pk=job_id).update(admitted_at=now, reason=Reason.NONE, message="")
+        ]
+        by_note: dict[tuple[str, str], list[int]] = {}
+        for job_id, (reason, short) in result.waiting.items():
+            by_note.setdefault((reason, _explain(reason, short)), []).append(job_id)
+        for (reason, message), ids in by_note.items():
+            waiting(datacenter).filter(pk__in=ids).exclude(reason=reason, message=message).update(
+                reason=reason, message=message
+            )
+        return admitted
+
+
+def positions(datacenter: Datacenter) -> list[int]:
+    """Every waiting job looked at, in the order the scheduler would admit them were there room for all."""
+    candidates, world = load(datacenter)
+    return policy.plan(candidates, world, dry=True).order
+
+
+def never_fits(datacenter: Datacenter, request: tuple[Decimal, int, int]) -> list[str]:
+    """What a job of this request could never get here, however long it waited: capacity problems, by field."""
+    room = capacity(datacenter)
+    cpu, memory, gpu = request
+    problems = []
+    if room.cpu is not None and cpu > room.cpu:
+        problems.append(
+            f"cpu: the job needs {cpu.normalize():f} cores but {datacenter.name} has {room.cpu.normalize():f}"
+        )
+    if room.memory is not None and memory > room.memory:
+        problems.append(
+            f"memory: the job needs {quantity_bytes(memory)} but {datacenter.name} has {quantity_bytes(room.memory)}"
+        )
+    if room.gpu is not None and gpu > room.gpu:
+        problems.append(f"gpu: the job needs {gpu} but {datacenter.name} has {room.gpu}")
+    return problems
