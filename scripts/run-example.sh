@@ -19,7 +19,8 @@ $paddlectl kill "$job" >/dev/null 2>&1 || true
 echo
 echo "Submitting $job (2 pservers + 2 trainers). The first job installs PaddlePaddle 3.0.0 into the"
 echo "cached job environment (~20 s); later jobs start at once."
-$paddlectl submit -jobname "$job" -pservers 2 -parallelism 2 -cpu 1 -memory 1Gi -passes 8 \
+# Half a core each: the four processes fit a 2-core laptop's capacity (the scheduler never oversubscribes).
+$paddlectl submit -jobname "$job" -pservers 2 -parallelism 2 -cpu 0.5 -pscpu 0.5 -memory 1Gi -psmemory 1Gi -passes 8 \
   -entry "python train.py" examples/fit_a_line
 uid=$($paddlectl get jobs -o json | .venv/bin/python -c "import json,sys; print(json.load(sys.stdin)[0]['uid'])")
 echo "Watch it: $PORTAL_URL/jobs/$uid/   (or: PADDLE_CONFIG=$PADDLE_CONFIG $paddlectl logs -f $job)"

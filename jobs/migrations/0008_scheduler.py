@@ -116,19 +116,13 @@ class Migration(migrations.Migration):
     ]
 
 
-def seed_and_backfill(apps, schema_editor):  # type: ignore[no-untyped-def]
-    """The three starting classes, and the requests of jobs submitted before the scheduler (already admitted)."""
+def backfill(apps, schema_editor):  # type: ignore[no-untyped-def]
+    """The requests of jobs submitted before the scheduler; those past the queue count as admitted.
+
+    The priority classes are made on first use (jobs.scheduling.priorities.ensure_classes), not here.
+    """
     from paddlecloud.contract.spec import requested  # noqa: PLC0415
 
-    priority_class = apps.get_model("jobs", "PriorityClass")
-    for name, value, open_to_all, description in (
-        ("low", 0, True, "Runs when nothing else waits; the first to be preempted."),
-        ("normal", 100, True, "The default."),
-        ("high", 1000, False, "Deadlines: staff, and users an operator lists."),
-    ):
-        priority_class.objects.get_or_create(
-            name=name, defaults={"value": value, "open_to_all": open_to_all, "description": description}
-        )
     job = apps.get_model("jobs", "Job")
     for row in job.objects.filter(released=False).only("pk", "spec", "state", "created_at", "submitted_at"):
         cpu, memory, gpu = requested(row.spec)
@@ -138,4 +132,4 @@ def seed_and_backfill(apps, schema_editor):  # type: ignore[no-untyped-def]
         )
 
 
-Migration.operations.append(migrations.RunPython(seed_and_backfill, migrations.RunPython.noop))
+Migration.operations.append(migrations.RunPython(backfill, migrations.RunPython.noop))

@@ -110,12 +110,13 @@ def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: p
     half_life = float(datacenter.fair_share_half_life)
     # A steady hold of all of a resource for one half-life counts as a past share of 1.
     for row in FairShareUsage.objects.filter(datacenter=datacenter, owner_id__in=owners):
-        past = (
-            decay(row.cpu_seconds, row.as_of, now, half_life) / world.scale.cpu,
-            decay(row.memory_seconds, row.as_of, now, half_life) / world.scale.memory,
-            decay(row.gpu_seconds, row.as_of, now, half_life) / world.scale.gpu,
-        )
-        world.past_share[row.owner_id] = max(past) / half_life
+        held = {"cpu": row.cpu_seconds, "memory": row.memory_seconds, "gpu": row.gpu_seconds}
+        past = [
+            decay(held[name], row.as_of, now, half_life) / getattr(world.scale, name)
+            for name in policy.RESOURCES
+            if getattr(world.scale, name) > 0  # a datacenter without GPUs: nobody's share counts them
+        ]
+        world.past_share[row.owner_id] = max(past, default=0.0) / half_life
 
 
 def _explain(reason: str, short: list[str]) -> str:

@@ -10,9 +10,25 @@ from core.errors import Invalid
 from jobs.models import PriorityClass
 
 DEFAULT = "normal"
+# The classes a datacenter starts with (name, value, open to all, description); operators change them in the admin.
+STARTING_CLASSES = (
+    ("low", 0, True, "Runs when nothing else waits."),
+    ("normal", 100, True, "The default."),
+    ("high", 1000, False, "Deadlines: staff, and users an operator lists."),
+)
+
+
+def ensure_classes() -> None:
+    """With no class at all (a fresh database, or an operator deleted every one), the starting ones exist again."""
+    if not PriorityClass.objects.exists():
+        for name, value, open_to_all, description in STARTING_CLASSES:
+            PriorityClass.objects.get_or_create(
+                name=name, defaults={"value": value, "open_to_all": open_to_all, "description": description}
+            )
 
 
 def usable_by(user: Any) -> Any:
+    ensure_classes()
     if getattr(user, "is_staff", False):
         return PriorityClass.objects.all()
     return PriorityClass.objects.filter(Q(open_to_all=True) | Q(users=user) | Q(groups__user=user)).distinct()
