@@ -78,8 +78,9 @@ def test_a_real_jobs_ledger_is_its_wall_time_times_its_requests(
     assert set(records) == set(workers) and len(records) == 2
     total_core_seconds = 0.0
     for name, record in records.items():
-        assert workers[name].started_at is not None
-        wall = (job.finished_at - workers[name].started_at).total_seconds()
+        started = workers[name].started_at
+        assert started is not None
+        wall = (job.finished_at - started).total_seconds()
         assert abs(record.seconds - wall) <= 1.0, (name, record.seconds, wall)
         assert 20 * 0.1 <= record.seconds <= observed  # it trained its 20 steps, and no longer than we waited
         assert (record.cpu, record.memory, record.gpu) == (Decimal("0.5"), 256 * 1024**2, 0)
