@@ -1,15 +1,17 @@
-"""Admin for jobs: operators see every job, its workers, and can kill jobs."""
+"""Admin for jobs: operators see every job, its workers, and can kill jobs; the usage ledger, read-only, as CSV."""
 
 from __future__ import annotations
 
+import csv
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
 from jobs import services
-from jobs.models import GpuAssignment, Job, Runtime, Worker
+from jobs.models import GpuAssignment, Job, Runtime, UsageRecord, Worker
 
 
 class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -63,3 +65,46 @@ class GpuAssignmentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+LEDGER_COLUMNS = ("owner", "datacenter", "job_uid", "job_name", "worker", "cpu", "memory", "gpu", "started_at",
+                  "ended_at", "seconds")  # fmt: skip
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """The ledger, one row per worker of a released job; read-only (the scheduler's fair share reads it).
+
+    Sums per user, team or day over a window: GET /api/v1/usage (and `paddlectl usage`); here, the rows.
+    """
+
+    list_display = ["job_uid", "worker", "owner", "datacenter", "cpu", "memory", "gpu", "started_at", "ended_at"]
+    list_filter = ["datacenter", "owner", "ended_at"]
+    search_fields = ["job_uid", "job_name", "owner__username"]
+    date_hierarchy = "ended_at"
+    readonly_fields = [f.name for f in UsageRecord._meta.fields]
+    actions = ["download_csv"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # the ledger is the record of what was used: nobody edits history
+
+    @admin.action(description="Download CSV of the selected records")
+    def download_csv(self, request: HttpRequest, queryset: QuerySet[UsageRecord]) -> HttpResponse:
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="usage-records.csv"'
+        writer = csv.writer(response, lineterminator="\n")
+        writer.writerow(LEDGER_COLUMNS)
+        rows = queryset.select_related("owner", "datacenter").order_by("ended_at", "job_uid", "worker")
+        for record in rows.iterator(chunk_size=2000):
+            writer.writerow([
+                record.owner.username, record.datacenter.name, record.job_uid, record.job_name, record.worker,
+                record.cpu, record.memory, record.gpu, record.started_at.isoformat(), record.ended_at.isoformat(),
+                f"{record.seconds:.3f}",
+            ])  # fmt: skip
+        return response

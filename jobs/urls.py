@@ -1,8 +1,8 @@
-"""Jobs API routes, mounted under /api/v1/."""
+"""Jobs API routes (and the usage ledger's), mounted under /api/v1/."""
 
 from django.urls import path
 
-from jobs import api
+from jobs import api, api_usage
 
 urlpatterns = [
     path("jobs", api.JobListCreate.as_view(), name="api-jobs"),
@@ -11,4 +11,5 @@ urlpatterns = [
     path("jobs/<str:name>/workers", api.JobWorkers.as_view(), name="api-job-workers"),
     path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
     path("jobs/<str:name>/metrics", api.JobMetrics.as_view(), name="api-job-metrics"),
+    path("usage", api_usage.UsageView.as_view(), name="api-usage"),
 ]

@@ -116,6 +116,7 @@ ROUTES: dict[Operation, Route] = {
     ),
     ("GET", "/api/v1/registry/{name}/"): Route("/api/v1/registry/harbor/", 200, 404, 404),
     ("DELETE", "/api/v1/registry/{name}/"): Route("/api/v1/registry/harbor/", 204, 404, 404),
+    ("GET", "/api/v1/usage"): Route("/api/v1/usage", 200, 200, 200),
     ("GET", "/api/v1/version"): Route("/api/v1/version", 200, 200, 200, anon=200),
 }
 PERSONAS = ("alice", "bob", "carol", "anon")

@@ -46,7 +46,7 @@ SECTIONS = (
     ("Jobs", ("submit", "get", "logs", "metrics", "kill", "wait", "delete", "registry")),
     ("Files on the PFS", ("file", "cp", "ls", "mkdir", "rm")),
     ("Images", ("build",)),
-    ("Account and configuration", ("login", "logout", "config")),
+    ("Account and configuration", ("login", "logout", "usage", "config")),
     ("Other", ("version", "commands", "help", "completion")),
 )
 

@@ -1,0 +1,182 @@
+"""Accounting: what the ledger (`UsageRecord`) says was held over a window, per user, team or UTC day.
+
+Each record counts only the part of it inside the window [since, until): a worker that ran from 23:00 to
+01:00 counts one hour on each day, and one hour in a window that ends at midnight. The sums are made here,
+over the records the window touches (read in chunks, a few columns each), so one rule clips and groups
+for the API, the CSV, paddlectl and the admin alike, on SQLite and PostgreSQL.
+
+Storage GiB-days are not reported: `StorageUsage` holds only what each user stores now, not its history.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from core.errors import Invalid
+from jobs.models import UsageRecord
+
+GROUPS = ("user", "team", "day")
+NO_TEAM = "(no team)"
+DEFAULT_DAYS = 30
+MAX_WINDOW = timedelta(days=366)
+MIN_YEAR, MAX_YEAR = 1970, 9000
+MAX_DATE_TEXT = 40  # characters of a since/until value: an ISO 8601 time with its zone fits
+GIB = 1024**3
+COLUMNS = ("key", "cpu_core_hours", "memory_gib_hours", "gpu_hours", "jobs", "workers")
+
+
+@dataclass(frozen=True)
+class Window:
+    since: datetime
+    until: datetime
+
+
+def parse_time(text: str, field_name: str) -> datetime:
+    """YYYY-MM-DD (midnight UTC) or an ISO 8601 time (UTC when it names no zone); else Invalid naming the field."""
+    rule = "must be a date (YYYY-MM-DD) or an ISO 8601 time such as 2026-01-31T12:00:00Z"
+    if not text or len(text) > MAX_DATE_TEXT:
+        raise Invalid(f"{rule}; got {text[:MAX_DATE_TEXT]!r}", field_name)
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise Invalid(f"{rule}; got {text!r}", field_name) from None
+    if not MIN_YEAR <= when.year <= MAX_YEAR:  # keeps the window's arithmetic inside datetime's range
+        raise Invalid(f"must be in the years {MIN_YEAR} to {MAX_YEAR}; got {text!r}", field_name)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def window(since: str | None, until: str | None, now: datetime | None = None) -> Window:
+    """The window asked for: `until` defaults to now, `since` to DEFAULT_DAYS before `until`; at most MAX_WINDOW."""
+    end = parse_time(until, "until") if until is not None else (now or timezone.now()).astimezone(UTC)
+    start = parse_time(since, "since") if since is not None else end - timedelta(days=DEFAULT_DAYS)
+    if start >= end:
+        raise Invalid(f"must be before until ({end.isoformat()})", "since")
+    if end - start > MAX_WINDOW:
+        raise Invalid(f"the window may span at most {MAX_WINDOW.days} days; this one spans {(end - start).days}",
+                      "since")  # fmt: skip
+    return Window(start, end)
+
+
+def visible_records(viewer: Any) -> QuerySet[UsageRecord]:
+    """The ledger rows `viewer` may read: operators every user's, everyone else their own."""
+    rows = UsageRecord.objects.all()
+    return rows if getattr(viewer, "is_staff", False) else rows.filter(owner_id=viewer.pk)
+
+
+@dataclass
+class _Sum:
+    cpu_seconds: float = 0.0
+    memory_byte_seconds: float = 0.0
+    gpu_seconds: float = 0.0
+    jobs: set[str] = field(default_factory=set)
+    workers: set[tuple[str, str]] = field(default_factory=set)
+
+    def add(self, item: _Piece) -> None:
+        self.cpu_seconds += item.cpu * item.seconds
+        self.memory_byte_seconds += item.memory * item.seconds
+        self.gpu_seconds += item.gpu * item.seconds
+        self.jobs.add(item.job_uid)
+        self.workers.add((item.job_uid, item.worker))
+
+    def row(self, key: str) -> dict[str, Any]:
+        return {
+            "key": key,
+            "cpu_core_hours": round(self.cpu_seconds / 3600, 6),
+            "memory_gib_hours": round(self.memory_byte_seconds / GIB / 3600, 6),
+            "gpu_hours": round(self.gpu_seconds / 3600, 6),
+            "jobs": len(self.jobs),
+            "workers": len(self.workers),
+        }
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """The part of one record inside the window (or inside one day of it)."""
+
+    owner_id: int
+    job_uid: str
+    worker: str
+    cpu: float
+    memory: int
+    gpu: int
+    start: datetime
+    seconds: float
+
+
+def _pieces(records: QuerySet[UsageRecord], span: Window) -> Iterator[_Piece]:
+    touching = records.filter(started_at__lt=span.until, ended_at__gt=span.since).order_by()
+    columns = ("owner_id", "job_uid", "worker", "cpu", "memory", "gpu", "started_at", "ended_at")
+    for owner_id, job_uid, worker, cpu, memory, gpu, started, ended in touching.values_list(*columns).iterator(
+        chunk_size=2000
+    ):
+        start, end = max(started, span.since), min(ended, span.until)
+        if end > start:
+            yield _Piece(owner_id, job_uid, worker, float(cpu), memory, gpu, start, (end - start).total_seconds())
+
+
+def _by_day(piece: _Piece) -> Iterator[tuple[str, _Piece]]:
+    """The piece cut at UTC midnights, each part keyed by its day."""
+    start, end = piece.start, piece.start + timedelta(seconds=piece.seconds)
+    while start < end:
+        midnight = datetime.combine(start.date() + timedelta(days=1), time(), tzinfo=UTC)
+        stop = min(midnight, end)
+        part = _Piece(piece.owner_id, piece.job_uid, piece.worker, piece.cpu, piece.memory, piece.gpu, start,
+                      (stop - start).total_seconds())  # fmt: skip
+        yield start.date().isoformat(), part
+        start = stop
+
+
+def _usernames(owner_ids: Iterable[int]) -> dict[int, str]:
+    return dict(get_user_model().objects.filter(pk__in=set(owner_ids)).values_list("pk", "username"))
+
+
+def _teams(owner_ids: Iterable[int]) -> dict[int, list[str]]:
+    """Each user's Django groups (their teams), NO_TEAM for a user in none."""
+    ids = set(owner_ids)
+    teams: dict[int, list[str]] = {owner: [] for owner in ids}
+    memberships = get_user_model().groups.through.objects.filter(user_id__in=ids)
+    for owner, team in memberships.values_list("user_id", "group__name"):
+        teams[owner].append(team)
+    return {owner: names or [NO_TEAM] for owner, names in teams.items()}
+
+
+def usage(records: QuerySet[UsageRecord], span: Window, group_by: str) -> list[dict[str, Any]]:
+    """One row per user, team (a user in several counts in each) or UTC day, in key order; see COLUMNS."""
+    if group_by not in GROUPS:
+        raise Invalid(f"must be one of {', '.join(GROUPS)}", "group_by")
+    sums: dict[Any, _Sum] = defaultdict(_Sum)
+    for piece in _pieces(records, span):
+        if group_by == "day":
+            for day, part in _by_day(piece):
+                sums[day].add(part)
+        else:
+            sums[piece.owner_id].add(piece)
+    if group_by == "day":
+        return [sums[day].row(day) for day in sorted(sums)]
+    if group_by == "user":
+        names = _usernames(sums)
+        return sorted((total.row(names.get(owner, str(owner))) for owner, total in sums.items()),
+                      key=lambda row: row["key"])  # fmt: skip
+    by_team: dict[str, _Sum] = defaultdict(_Sum)
+    for owner, teams in _teams(sums).items():
+        for team in teams:
+            _merge(by_team[team], sums[owner])
+    return [by_team[team].row(team) for team in sorted(by_team)]
+
+
+def _merge(into: _Sum, other: _Sum) -> None:
+    into.cpu_seconds += other.cpu_seconds
+    into.memory_byte_seconds += other.memory_byte_seconds
+    into.gpu_seconds += other.gpu_seconds
+    into.jobs |= other.jobs
+    into.workers |= other.workers
