@@ -16,9 +16,12 @@ from paddlecloud.ctl import (
     cmd_images,
     cmd_jobs,
     cmd_metrics,
+    cmd_queue,
 )
 from paddlecloud.ctl.app import cli
 
-COMMAND_MODULES = (cmd_jobs, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_config, cmd_help)
+COMMAND_MODULES = (
+    cmd_jobs, cmd_queue, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_config, cmd_help,
+)
 
 __all__ = ["COMMAND_MODULES", "cli"]
