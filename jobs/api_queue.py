@@ -74,9 +74,9 @@ class QueueView(APIView):
         ),
     )
     def get(self, request: Request) -> Response:
-        name = request.query_params.get("datacenter") or None
-        if name is not None and len(name) > MAX_DATACENTER_PARAM:
-            raise exceptions.ValidationError({"datacenter": [f"must be at most {MAX_DATACENTER_PARAM} characters"]})
+        name = request.query_params.get("datacenter")
+        if name is not None and not 0 < len(name) <= MAX_DATACENTER_PARAM:
+            raise exceptions.ValidationError({"datacenter": [f"must be 1 to {MAX_DATACENTER_PARAM} characters"]})
         datacenter = services.choose_datacenter(request.user, name)  # type: ignore[arg-type]
         waiting = queue.queue(datacenter, request.user)
         rows = [{**row, "estimated_start": _stamp(row["estimated_start"])} for row in waiting.rows]
