@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
+from paddlecloud import PaddleJob
+from paddlecloud.sdk.errors import APIError, UsageProblem
 
 from jobs.models import Job, JobState, PriorityClass
 from jobs.scheduling import cycle
@@ -114,3 +116,18 @@ def test_submit_with_a_class_alice_may_not_use_is_refused(
     assert message in one_line_error(result)
     assert not Job.objects.exists()
     assert not (portal.pfs_home / "jobs" / "fit").exists()  # the dry run refused it before any upload
+
+
+def test_the_sdk_submits_with_a_priority_and_the_portal_names_a_refused_one(portal: Portal, tmp_path: Path) -> None:
+    pkg = package(tmp_path)
+    job = PaddleJob(job_name="fit", entry_point="python train.py", trainer_package_path=pkg, priority="low",
+                    config=portal.config)  # fmt: skip
+    assert job.to_spec()["priority"] == "low"
+    assert job.submit()["priority"] == "low"
+    refused = PaddleJob(job_name="fit2", entry_point="python train.py", trainer_package_path=pkg, priority="high",
+                        config=portal.config)  # fmt: skip
+    with pytest.raises(APIError) as caught:
+        refused.submit()
+    assert caught.value.status == 400 and "priority" in caught.value.fields()
+    with pytest.raises(UsageProblem, match="priority: must be at most 40"):
+        PaddleJob(job_name="fit3", entry_point="python train.py", priority="p" * 41)

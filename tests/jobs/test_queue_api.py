@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 from paddlecloud.contract.units import parse_time
 from rest_framework.test import APIClient
@@ -173,3 +175,19 @@ def test_a_job_no_longer_waiting_cannot_be_held(queue: dict[str, Job], alice: Us
 
 def test_an_unknown_job_is_a_404(classes: None, carol_api: APIClient) -> None:
     assert carol_api.post("/api/v1/jobs/nothing/hold").status_code == 404
+
+
+def test_the_submit_form_offers_the_users_classes_and_submits_with_one(
+    local_dc: Datacenter, classes: None, alice: User
+) -> None:
+    page = Client()
+    page.force_login(alice)
+    form = page.get("/jobs/new").context["form"]
+    assert [name for name, _ in form.fields["priority"].choices] == ["normal", "low"]  # not `high`: staff's
+    assert 'value="normal" selected' in page.get("/jobs/new").content.decode()
+    Path(local_dc.storage_root, "home/alice/jobs/fresh").mkdir(parents=True)
+    body = {"jobname": "fresh", "entry": "python train.py", "datacenter": "local"}
+    refused = page.post("/jobs/new", {**body, "priority": "high"})
+    assert refused.status_code == 400 and "priority" in refused.context["form"].errors
+    assert page.post("/jobs/new", {**body, "priority": "low"}).status_code == 302
+    assert Job.objects.get(name="fresh").priority_class == "low"
