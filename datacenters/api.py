@@ -1,12 +1,13 @@
-"""Datacenter and quota API: what a user may use, their limits and usage; operators set quotas."""
+"""Datacenter and quota API: what a user may use, their limits and usage; operators set quotas and capacities."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import models
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from paddlecloud.contract import quantity as quantity_rules
 from rest_framework import exceptions, generics, serializers
 from rest_framework.permissions import IsAdminUser
@@ -14,12 +15,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.serializers import StrictModelSerializer
+from core.api.serializers import StrictModelSerializer, StrictSerializer
 from datacenters import quota
+from datacenters.capacity import capacity
 from datacenters.models import Datacenter, Quota, usable_datacenter
 
 
 class DatacenterSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    capacity = serializers.SerializerMethodField(
+        help_text="What all its running jobs together may hold, as the scheduler reads it (blank fields resolved: "
+        "the host's on the local engine); null: unbounded."
+    )
+
     class Meta:
         model = Datacenter
         # Credentials and mount details stay out: users need names, engine and defaults only.
@@ -33,7 +40,21 @@ class DatacenterSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
             "gpu_image",
             "pending_timeout",
             "finished_ttl",
+            "capacity",
         ]
+
+    @extend_schema_field(
+        inline_serializer(
+            "Capacity",
+            {
+                "cpu": serializers.FloatField(allow_null=True, help_text="cores"),
+                "memory": serializers.IntegerField(allow_null=True, help_text="bytes"),
+                "gpu": serializers.IntegerField(allow_null=True),
+            },
+        )
+    )
+    def get_capacity(self, datacenter: Datacenter) -> dict[str, float | int | None]:
+        return capacity(datacenter).as_json()
 
 
 class DatacenterList(generics.ListAPIView):  # type: ignore[type-arg]
@@ -41,6 +62,67 @@ class DatacenterList(generics.ListAPIView):  # type: ignore[type-arg]
 
     def get_queryset(self) -> QuerySet[Datacenter]:
         return Datacenter.objects.usable_by(self.request.user).order_by("name")
+
+
+def _model_rules(name: str) -> list[Any]:
+    """The validators of a Datacenter field: the API checks a value exactly as the admin's form does."""
+    field = Datacenter._meta.get_field(name)
+    assert isinstance(field, models.Field)
+    return list(field.validators)
+
+
+class CapacityInput(StrictSerializer):
+    """`capacity` of a PATCH: each field optional; null or "" clears it (the engine's default: the host's)."""
+
+    cpu = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, validators=_model_rules("capacity_cpu"),
+        help_text="cores: 2, 0.5 or 500m",
+    )  # fmt: skip
+    memory = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, validators=_model_rules("capacity_memory"),
+        help_text="bytes: 8Gi, 512Mi",
+    )  # fmt: skip
+    gpu = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=quantity_rules.MAX_GPUS,
+        validators=_model_rules("capacity_gpu"),
+    )  # fmt: skip
+
+
+class DatacenterPatch(StrictSerializer):
+    capacity = CapacityInput()
+
+
+class DatacenterDetail(APIView):
+    """`GET /api/v1/datacenters/<name>` (one you may use); `PATCH` (staff): set its capacity."""
+
+    def get_permissions(self) -> list[Any]:
+        return [IsAdminUser()] if self.request.method == "PATCH" else list(super().get_permissions())
+
+    @extend_schema(responses=DatacenterSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        return Response(DatacenterSerializer(_usable(request, name)).data)
+
+    @extend_schema(request=DatacenterPatch, responses=DatacenterSerializer)
+    def patch(self, request: Request, name: str) -> Response:
+        datacenter = _usable(request, name)
+        body = DatacenterPatch(data=request.data)
+        body.is_valid(raise_exception=True)
+        given = body.validated_data["capacity"]
+        for key in ("cpu", "memory"):
+            if key in given:
+                setattr(datacenter, f"capacity_{key}", given[key] or "")
+        if "gpu" in given:
+            datacenter.capacity_gpu = given["gpu"]
+        # Saved as the admin saves it; the scheduler's next cycle (beat) reads it.
+        datacenter.save(update_fields=["capacity_cpu", "capacity_memory", "capacity_gpu", "updated_at"])
+        return Response(DatacenterSerializer(datacenter).data)
+
+
+def _usable(request: Request, name: str) -> Datacenter:
+    datacenter = Datacenter.objects.usable_by(request.user).filter(name=name[:100]).first()
+    if datacenter is None:
+        raise exceptions.NotFound(f"datacenter {name[:100]!r} not found")
+    return datacenter
 
 
 def _amounts(name: str) -> serializers.Serializer:  # type: ignore[type-arg]

@@ -1,8 +1,9 @@
-"""Admin for jobs: operators see every job, its workers, and can kill jobs; the usage ledger, read-only, as CSV."""
+"""Admin for jobs: every job and its workers; kill, hold, release or front jobs; the usage ledger, read-only, as CSV."""
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -10,7 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from jobs import services
+from core.errors import Conflict
+from jobs import queue, services
 from jobs.models import GpuAssignment, Job, Runtime, UsageRecord, Worker
 
 
@@ -31,7 +33,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     search_fields = ["name", "uid", "owner__username"]
     readonly_fields = [f.name for f in Job._meta.fields]
     inlines = [WorkerInline]
-    actions = ["kill"]
+    actions = ["kill", "hold", "release", "front"]
 
     @admin.display(description="uid (job page)", ordering="uid")
     def page(self, job: Job) -> str:
@@ -44,6 +46,30 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def kill(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         killed = sum(1 for job in queryset if services.kill(job))
         self.message_user(request, f"Killed {killed} job(s).", messages.SUCCESS)
+
+    def _queue_verb(self, request: HttpRequest, queryset: QuerySet[Job], verb: Callable[[Job], Job], done: str) -> None:
+        """One of jobs/queue.py's verbs on each selected job; those not waiting in the queue are counted apart."""
+        changed = skipped = 0
+        for job in queryset:
+            try:
+                verb(job)
+                changed += 1
+            except Conflict:
+                skipped += 1
+        note = f" {skipped} not waiting in the queue were left as they are." if skipped else ""
+        self.message_user(request, f"{done} {changed} job(s).{note}", messages.WARNING if skipped else messages.SUCCESS)
+
+    @admin.action(description="Hold selected queued jobs")
+    def hold(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._queue_verb(request, queryset, queue.hold, "Held")
+
+    @admin.action(description="Release selected held jobs")
+    def release(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._queue_verb(request, queryset, queue.release, "Released")
+
+    @admin.action(description="Move selected queued jobs to the front of their priority")
+    def front(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._queue_verb(request, queryset, queue.front, "Moved to the front")
 
 
 @admin.register(Runtime)

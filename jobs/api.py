@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from core.api.errors import quote
 from core.api.params import by_state, flag
-from jobs import hooks, layout, logs, metrics, services, waiting
+from jobs import hooks, layout, logs, metrics, queue, services, waiting
 from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
@@ -36,6 +36,13 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     output = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
     build = serializers.SerializerMethodField(help_text="The image build it runs on (spec `build`), else null.")
+    priority = serializers.CharField(source="priority_class", read_only=True, help_text="Its priority class.")
+    queue_position = serializers.SerializerMethodField(
+        help_text="1-based place in its datacenter's queue while it waits (GET of one job only); else null."
+    )
+    estimated_start = serializers.SerializerMethodField(
+        help_text="A rough estimate of its start while it waits (GET of one job only; README, The queue); else null."
+    )
 
     class Meta:
         model = Job
@@ -48,6 +55,9 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "reason",
             "message",
             "exit_code",
+            "priority",
+            "queue_position",
+            "estimated_start",
             "trainers",
             "pservers",
             "spec",
@@ -67,6 +77,20 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         counts = _counts(job, "pserver", job.pservers)
         counts.pop("succeeded")
         return counts
+
+    def _place(self) -> queue.Place:
+        # Only the single-job GET puts it in the context: a list would compute the queue once per job.
+        found: queue.Place = self.context.get("place", queue.NOWHERE)
+        return found
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, job: Job) -> int | None:
+        return self._place().position
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start(self, job: Job) -> str | None:
+        when = self._place().estimated_start
+        return None if when is None else serializers.DateTimeField().to_representation(when)
 
     def get_output(self, job: Job) -> str:
         return layout.output_logical(job)
@@ -241,7 +265,7 @@ class JobDetail(APIView):
                 job.refresh_from_db()
             except Job.DoesNotExist:
                 raise exceptions.NotFound(f"job {quote(name)} was removed") from None
-        return Response(JobSerializer(job).data)
+        return Response(JobSerializer(job, context={"place": queue.place(job)}).data)
 
     @extend_schema(parameters=[OpenApiParameter("rm", bool, required=False)], responses={200: JobSerializer, 204: None})
     def delete(self, request: Request, name: str) -> Response:

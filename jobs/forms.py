@@ -13,6 +13,8 @@ from django import forms
 from paddlecloud.contract import spec as rules
 
 from jobs.models import JobState
+from jobs.scheduling import priorities as priority_classes
+from jobs.scheduling.priorities import DEFAULT as DEFAULT_PRIORITY
 
 MAX_SEARCH = 40  # a job name is at most 40 characters
 MAX_ENV_TEXT = 64 * 1024
@@ -57,12 +59,26 @@ class SubmitForm(forms.Form):
         max_length=MAX_ENV_TEXT,
         help_text="one NAME=value a line",
     )
+    priority = forms.ChoiceField(
+        choices=[], required=False, help_text="who starts first when the datacenter is full",
+    )
     max_retries = _text("Retries per trainer", max_length=12)
     pending_timeout = _text("Pending timeout (s)", max_length=12)
 
-    def __init__(self, *args: Any, datacenters: list[str], registries: list[str], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        datacenters: list[str],
+        registries: list[str],
+        priorities: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.fields["datacenter"].choices = [(name, name) for name in datacenters]  # type: ignore[attr-defined]
+        # The classes the user may use (jobs.scheduling.priorities.usable_by), highest first; `normal` preselected.
+        classes = priorities if priorities is not None else [DEFAULT_PRIORITY]
+        self.fields["priority"].choices = [(name, name) for name in classes]  # type: ignore[attr-defined]
+        self.fields["priority"].initial = DEFAULT_PRIORITY
         self.fields["registry"].choices = [("", "none"), *((n, n) for n in registries)]  # type: ignore[attr-defined]
         self.fields["package"].widget.attrs["list"] = "package-folders"
         for name, field in self.fields.items():
@@ -96,6 +112,11 @@ class SubmitForm(forms.Form):
                 field if field in self.fields else None,
                 [f"{field}: {m}" for m in messages] if field not in self.fields else messages,
             )
+
+
+def priority_names(user: Any) -> list[str]:
+    """The priority classes `user` may submit with, highest first: the submit form's choices."""
+    return list(priority_classes.usable_by(user).order_by("-value", "name").values_list("name", flat=True))
 
 
 def _flatten(problems: Any) -> list[Any]:

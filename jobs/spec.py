@@ -70,7 +70,7 @@ class JobSpecSerializer(StrictSerializer):
     )
     max_retries = _integer("max_retries", default=0)
     priority = serializers.CharField(
-        max_length=40, required=False, allow_blank=True, default="",
+        max_length=rules.MAX_PRIORITY, required=False, allow_blank=True, default="",
         help_text="A priority class (GET /api/v1/priorities); empty: `normal`. Operators choose who may use which.",
     )  # fmt: skip
     pending_timeout = _integer("pending_timeout", required=False)

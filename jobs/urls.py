@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from jobs import api, api_usage
+from jobs import api, api_queue, api_usage
 
 urlpatterns = [
     path("jobs", api.JobListCreate.as_view(), name="api-jobs"),
@@ -12,4 +12,9 @@ urlpatterns = [
     path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
     path("jobs/<str:name>/metrics", api.JobMetrics.as_view(), name="api-job-metrics"),
     path("usage", api_usage.UsageView.as_view(), name="api-usage"),
+    path("jobs/<str:name>/hold", api_queue.JobHold.as_view(), name="api-job-hold"),
+    path("jobs/<str:name>/release", api_queue.JobRelease.as_view(), name="api-job-release"),
+    path("jobs/<str:name>/front", api_queue.JobFront.as_view(), name="api-job-front"),
+    path("queue", api_queue.QueueView.as_view(), name="api-queue"),
+    path("priorities", api_queue.PriorityList.as_view(), name="api-priorities"),
 ]

@@ -21,7 +21,7 @@ from datacenters import quota
 from datacenters.models import Datacenter
 from jobs import hooks, layout, logs, metrics, services
 from jobs.errors import LogRefused
-from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec
+from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec, priority_names
 from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
 from registry.models import RegistrySecret
@@ -218,7 +218,10 @@ def _package_folders(request: HttpRequest, datacenters: list[Datacenter]) -> lis
 def job_new(request: HttpRequest) -> HttpResponse:
     datacenters = list(Datacenter.objects.usable_by(request.user))
     registries = list(RegistrySecret.objects.filter(owner_id=request.user.pk).values_list("name", flat=True))
-    choices = {"datacenters": [dc.name for dc in datacenters], "registries": registries}
+    choices = {
+        "datacenters": [dc.name for dc in datacenters], "registries": registries,
+        "priorities": priority_names(request.user),
+    }
     dry_run_result = None
     if request.method == "POST":
         form = SubmitForm(request.POST, **choices)

@@ -34,6 +34,7 @@ api_v1 = [
     path("version", VersionView.as_view(), name="api-version"),
     path("auth/token", accounts_api.TokenView.as_view(), name="api-token"),
     path("datacenters", datacenters_api.DatacenterList.as_view(), name="api-datacenters"),
+    path("datacenters/<str:name>", datacenters_api.DatacenterDetail.as_view(), name="api-datacenter"),
     path("quota", datacenters_api.QuotaView.as_view(), name="api-quota"),
     path("notifications", NotifyPreferenceView.as_view(), name="api-notifications"),
     path("quota/<str:datacenter>/<str:username>", datacenters_api.QuotaAdminView.as_view(), name="api-quota-admin"),

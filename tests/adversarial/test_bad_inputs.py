@@ -518,6 +518,42 @@ CASES.append(
         url="/api/v1/quota/" + "d" * 20_000 + "/alice",
     )
 )
+# --- the queue, priorities, operators' verbs and capacities (jobs/api_queue.py, datacenters/api.py) ----
+QUEUE = ("GET", "/api/v1/queue")
+CASES.append(
+    C(*QUEUE, "datacenter unknown", 400, "datacenter", url="/api/v1/queue?datacenter=nope", field="datacenter")
+)
+CASES.append(C(*QUEUE, "datacenter 10k chars", 400, "datacenter", url="/api/v1/queue?datacenter=" + "d" * 10_000))
+CASES.append(C(*QUEUE, "datacenter empty", 400, "datacenter", url="/api/v1/queue?datacenter="))
+CASES.append(C("GET", "/api/v1/priorities", "page=0", 400, "page", url="/api/v1/priorities?page=0"))
+for verb in ("hold", "release", "front"):
+    op = ("POST", f"/api/v1/jobs/{{name}}/{verb}")
+    CASES.append(Case(op, "unknown job", 404, "nope", url=f"/api/v1/jobs/nope/{verb}", persona="carol"))
+    CASES.append(Case(op, "job name 20k chars", 404, "job", url=f"/api/v1/jobs/{'j' * 20_000}/{verb}", persona="carol"))
+    CASES.append(Case(op, "unknown owner", 404, "fit", url=f"/api/v1/jobs/fit/{verb}?owner=zed", persona="carol"))
+ONE_DATACENTER = ("GET", "/api/v1/datacenters/{name}")
+CASES.append(C(*ONE_DATACENTER, "unknown", 404, "nope", url="/api/v1/datacenters/nope"))
+CASES.append(C(*ONE_DATACENTER, "name 20k chars", 404, "datacenter", url="/api/v1/datacenters/" + "d" * 20_000))
+CAPACITY = ("PATCH", "/api/v1/datacenters/{name}")
+for label, capacity, fname in [
+    ("cpu not a quantity", {"cpu": "2 cores"}, "capacity.cpu"),
+    ("cpu negative", {"cpu": "-2"}, "capacity.cpu"),
+    ("cpu 10k chars", {"cpu": "1" * 10_000}, "capacity.cpu"),
+    ("memory in GB", {"memory": "8GB"}, "capacity.memory"),
+    ("memory a list", {"memory": ["8Gi"]}, "capacity.memory"),
+    ("gpu negative", {"gpu": -1}, "capacity.gpu"),
+    ("gpu 10^30", {"gpu": 10**30}, "capacity.gpu"),
+    ("gpu text", {"gpu": "two"}, "capacity.gpu"),
+    ("unknown resource", {"disk": "1Ti"}, "capacity.disk"),
+]:
+    CASES.append(field_case(CAPACITY, label, {"capacity": capacity}, fname, url="/api/v1/datacenters/local",
+                            persona="carol"))
+CASES.append(field_case(CAPACITY, "capacity a string", {"capacity": "2"}, "capacity",
+                        url="/api/v1/datacenters/local", persona="carol"))
+CASES.append(field_case(CAPACITY, "unknown field", {"capacity": {}, "name": "x"}, "name",
+                        url="/api/v1/datacenters/local", persona="carol"))
+CASES.append(C(*CAPACITY, "unknown datacenter", 404, "nope", url="/api/v1/datacenters/nope", persona="carol",
+               body={"capacity": {"cpu": "2"}}))
 for login_op in [("POST", "/api/v1/auth/token"), ("POST", "/api-token-auth/")]:
     for label, body, fname in [
         ("username 151 chars", {**LOGIN, "username": "u" * 151}, "username"),
@@ -580,6 +616,7 @@ JSON_BODIES: dict[Operation, tuple[str, dict[str, Any], str]] = {
     ("POST", "/api/v1/files/rm"): ("/api/v1/files/rm", {"path": f"{HOME}/data.txt"}, "alice"),
     ("POST", "/api/v1/files/uploads"): ("/api/v1/files/uploads", UPLOAD, "alice"),
     ("PUT", "/api/v1/quota/{datacenter}/{username}"): ("/api/v1/quota/local/alice", {"gpu": 1}, "carol"),
+    ("PATCH", "/api/v1/datacenters/{name}"): ("/api/v1/datacenters/local", {"capacity": {"cpu": "2"}}, "carol"),
     ("POST", "/api/v1/registry/"): ("/api/v1/registry/", REGISTRY, "alice"),
     ("POST", "/api/v1/images"): ("/api/v1/images", BUILD, "alice"),
 }
@@ -616,7 +653,12 @@ for op, (url, good, persona) in JSON_BODIES.items():
 
 # --- methods no route has: a 405 in the error shape naming the method ------------------------------
 PATHS = sorted({path for _, path in operations()})
-STAFF_ONLY = {"/api/v1/quota/{datacenter}/{username}"}
+STAFF_ONLY = {
+    "/api/v1/quota/{datacenter}/{username}",
+    "/api/v1/jobs/{name}/hold",
+    "/api/v1/jobs/{name}/release",
+    "/api/v1/jobs/{name}/front",
+}
 EXAMPLE_URLS = {
     "/api/v1/files/uploads/{upload_id}": "/api/v1/files/uploads/{upload}",
     "/api/v1/files/uploads/{upload_id}/chunks/{index}": "/api/v1/files/uploads/{upload}/chunks/0",
@@ -627,6 +669,10 @@ EXAMPLE_URLS = {
     "/api/v1/jobs/{name}/logs": "/api/v1/jobs/fit/logs",
     "/api/v1/jobs/{name}/metrics": "/api/v1/jobs/fit/metrics",
     "/api/v1/jobs/{name}/workers": "/api/v1/jobs/fit/workers",
+    "/api/v1/jobs/{name}/hold": "/api/v1/jobs/fit/hold",
+    "/api/v1/jobs/{name}/release": "/api/v1/jobs/fit/release",
+    "/api/v1/jobs/{name}/front": "/api/v1/jobs/fit/front",
+    "/api/v1/datacenters/{name}": "/api/v1/datacenters/local",
     "/api/v1/quota/{datacenter}/{username}": "/api/v1/quota/local/alice",
     "/api/v1/registry/{name}/": "/api/v1/registry/harbor/",
 }

@@ -49,6 +49,10 @@ ROUTES: dict[Operation, Route] = {
     ("POST", "/api/v1/auth/token"): Route("/api/v1/auth/token", 200, 200, 200, anon=200, body=login()),
     ("DELETE", "/api/v1/auth/token"): Route("/api/v1/auth/token", 204, 204, 204),
     ("GET", "/api/v1/datacenters"): Route("/api/v1/datacenters", 200, 200, 200),
+    ("GET", "/api/v1/datacenters/{name}"): Route("/api/v1/datacenters/local", 200, 200, 200),
+    ("PATCH", "/api/v1/datacenters/{name}"): Route(
+        "/api/v1/datacenters/local", 403, 403, 200, body={"capacity": {"cpu": "4"}}
+    ),
     ("GET", "/api/v1/files/download"): Route(f"/api/v1/files/download?path={HOME}/data.txt", 200, 403, 403),
     ("GET", "/api/v1/files/ls"): Route(f"/api/v1/files/ls?path={HOME}", 200, 403, 403),
     ("GET", "/api/v1/files/stat"): Route(f"/api/v1/files/stat?path={HOME}/data.txt", 200, 403, 403),
@@ -97,6 +101,12 @@ ROUTES: dict[Operation, Route] = {
     ("GET", "/api/v1/jobs/{name}/logs"): Route("/api/v1/jobs/fit/logs", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/metrics"): Route("/api/v1/jobs/fit/metrics", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/workers"): Route("/api/v1/jobs/fit/workers", 200, 404, 404),
+    # Operators act on any user's waiting job; users may not.
+    ("POST", "/api/v1/jobs/{name}/hold"): Route("/api/v1/jobs/fit/hold", 403, 403, 200),
+    ("POST", "/api/v1/jobs/{name}/release"): Route("/api/v1/jobs/fit/release", 403, 403, 200),
+    ("POST", "/api/v1/jobs/{name}/front"): Route("/api/v1/jobs/fit/front", 403, 403, 200),
+    ("GET", "/api/v1/priorities"): Route("/api/v1/priorities", 200, 200, 200),
+    ("GET", "/api/v1/queue"): Route("/api/v1/queue?datacenter=local", 200, 200, 200),
     ("GET", "/api/v1/notifications"): Route("/api/v1/notifications", 200, 200, 200),
     ("PUT", "/api/v1/notifications"): Route(
         "/api/v1/notifications", 200, 200, 200, body={"email": True, "webhook": ""}
@@ -122,6 +132,13 @@ ROUTES: dict[Operation, Route] = {
 PERSONAS = ("alice", "bob", "carol", "anon")
 # What must never appear in an answer to anyone but alice (her job, secret, upload, files).
 ALICES = ("harbor", "data.txt", '"fit"', "alice's data")
+# Where an operator sees her job by design: the queue (staff see every job's name) and the queue verbs.
+STAFF_SEE_JOBS = {
+    ("GET", "/api/v1/queue"),
+    ("POST", "/api/v1/jobs/{name}/hold"),
+    ("POST", "/api/v1/jobs/{name}/release"),
+    ("POST", "/api/v1/jobs/{name}/front"),
+}
 
 
 def call(world: World, persona: str, method: str, route: Route) -> Any:
@@ -168,6 +185,7 @@ def test_persona_on_every_operation(world: World, persona: str, method: str, pat
         persona != "alice"
         and response.status_code in OK
         and response.get("Content-Type", "").startswith("application/json")
+        and not (persona == "carol" and (method, path) in STAFF_SEE_JOBS)
     ):
         text = response.content.decode()
         for mark in ALICES:

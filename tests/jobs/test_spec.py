@@ -46,7 +46,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("unknown registry", {"registry": "harbor"}, "registry", "no registry secret named 'harbor'"),
     ("typo in a field", {"paralellism": 2}, "paralellism", "unknown field"),
     ("too many retries", {"max_retries": 11}, "max_retries", "less than or equal to 10"),
-    ("quota cpu", {"parallelism": 20, "cpu": "1"}, "quota", "cpu: the job needs 22 cores but your quota in local is 16"),
+    ("quota cpu", {"parallelism": 20, "cpu": "1"}, "quota", "cpu: the job needs 22 cores but your quota in local is"),
 ]
 
 

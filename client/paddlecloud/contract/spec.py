@@ -18,6 +18,7 @@ MAX_NAME = 40  # so "<name>-<suffix>-pserver-<i>" still fits a 63-character DNS 
 MAX_ENTRY = 4096
 MAX_IMAGE = 300
 MAX_REGISTRY = 63
+MAX_PRIORITY = 40  # a priority class's name (GET /api/v1/priorities lists those a user may use)
 MAX_PACKAGE = 4096
 MAX_ENV_VARS = 256
 MAX_ENV_NAME = 256

@@ -68,7 +68,7 @@ class AliasGroup(click.Group):
 
 class GetGroup(AliasGroup):
     aliases = {"job": "jobs", "worker": "workers", "registries": "registry", "datacenter": "datacenters",
-               "dc": "datacenters", "quotas": "quota"}
+               "dc": "datacenters", "quotas": "quota", "priority": "priorities"}
 
 
 class PaddlectlGroup(AliasGroup):
@@ -285,9 +285,10 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
     ctx.obj = State(config_file)
 
 
-@cli.group(cls=GetGroup, short_help="Print resources: jobs, workers, registry, quota, datacenters.")
+@cli.group(cls=GetGroup, short_help="Print resources: jobs, workers, queue, registry, quota, datacenters.")
 def get() -> None:
-    """Print resources: jobs, workers JOB, registry, quota, datacenters (-o json|yaml for scripts)."""
+    """Print resources: jobs, workers JOB, queue, priorities, registry, quota, datacenters (-o json|yaml for
+    scripts)."""
 
 
 @cli.group(cls=AliasGroup, short_help="Delete the specified resource: registry NAME, job NAME.")

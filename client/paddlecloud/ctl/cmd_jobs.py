@@ -59,6 +59,9 @@ def _default_jobname(package: str) -> str:
               help="Restarts of a failed trainer before the job fails.")
 @click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
               help="Seconds the job may wait for resources before it fails.")
+@click.option("-priority", "--priority", default=None, metavar="CLASS",
+              help="Priority class: who starts first when the datacenter is full (`paddlectl get priorities` "
+              "lists yours; default: normal).")
 @click.option("-notify", "--notify", default=None, metavar="email,webhook=URL",
               help="Tell you when the job ends: email, webhook=URL, both (webhook last) or none "
               "(default: your profile's choice).")
@@ -130,6 +133,7 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
         "max_retries": flags["max_retries"],
         "pending_timeout": flags["pending_timeout"],
         "datacenter": flags["datacenter"],
+        "priority": flags["priority"],
     }
     if flags["notify"] is not None:
         try:

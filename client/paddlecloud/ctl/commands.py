@@ -16,11 +16,13 @@ from paddlecloud.ctl import (
     cmd_images,
     cmd_jobs,
     cmd_metrics,
+    cmd_queue,
     cmd_usage,
 )
 from paddlecloud.ctl.app import cli
 
-COMMAND_MODULES = (cmd_jobs, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_usage, cmd_config,
-                   cmd_help)
+COMMAND_MODULES = (
+    cmd_jobs, cmd_queue, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_usage, cmd_config, cmd_help,
+)
 
 __all__ = ["COMMAND_MODULES", "cli"]

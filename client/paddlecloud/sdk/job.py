@@ -54,6 +54,7 @@ PARAMETERS = {
     "datacenter": "datacenter",
     "max_retries": "max_retries",
     "pending_timeout": "pending_timeout",
+    "priority": "priority",
 }
 _RETIRED = ("input", "output", "num_gradient_servers", "port", "ports_num", "ports_num_for_sparse",
             "glusterfs_volume", "volume", "topology")
@@ -144,6 +145,7 @@ class PaddleJob:
         registry: str = "",
         max_retries: int = 0,
         pending_timeout: int | None = None,
+        priority: str | None = None,
         session: Any = None,
         config: str | os.PathLike[str] | None = None,
         cpu_num: int | float | str | None = None,
@@ -199,6 +201,7 @@ class PaddleJob:
         self.registry = registry
         self.max_retries = max_retries
         self.pending_timeout = pending_timeout
+        self.priority = priority  # a class of GET /api/v1/priorities; None: the portal's default (`normal`)
         self._session = session
         self._config = Path(config) if config is not None else None
         self.job: dict[str, Any] | None = None
@@ -232,6 +235,8 @@ class PaddleJob:
             spec["pending_timeout"] = self.pending_timeout
         if self.datacenter:
             spec["datacenter"] = self.datacenter
+        if self.priority:
+            spec["priority"] = self.priority
         return spec
 
     # --- the portal -----------------------------------------------------------------------

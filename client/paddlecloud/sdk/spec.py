@@ -32,6 +32,7 @@ FLAGS = {
     "max_retries": "-max-retries",
     "pending_timeout": "-pending-timeout",
     "notify": "-notify",
+    "priority": "-priority",
 }
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -68,7 +69,7 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
         if spec.get(field) is not None:
             yield field, rules.quantity_problem(field, spec[field])
     yield "env", rules.env_problem(spec.get("env") or {}, int(spec.get("pservers") or 0))
-    for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE)):
+    for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE), ("priority", rules.MAX_PRIORITY)):
         if len(spec.get(field) or "") > most:
             yield field, f"must be at most {most} characters"
 

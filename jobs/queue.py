@@ -1,0 +1,174 @@
+"""The queue as users and operators see it: positions, a rough start estimate, and the operators' hold/release/front.
+
+Positions are the scheduler's own order (jobs.scheduling.cycle.positions), so what a user reads is what
+the next cycle does. The estimate is deliberately simple (see `Estimator`): a hint, never a promise.
+Operators' verbs are conditional UPDATEs of a queued, not yet admitted job: a job the scheduler admits
+meanwhile is not changed, and the verb answers 409 naming `state`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from core.errors import Conflict
+from datacenters.models import Datacenter
+from jobs import services
+from jobs.models import Job, JobState, Reason
+from jobs.scheduling import cycle
+
+MAX_ROWS = 1000  # rows one queue answer holds; the rest are counted
+HISTORY = 50  # finished jobs whose average wall time the estimate uses
+OTHERS = "another user"  # the owner shown for other users' jobs
+HELD_MESSAGE = "held by an operator"
+
+
+class Estimator:
+    """When a waiting job may start, roughly: now + average wall time x ceil(position / running slots).
+
+    The average is over the datacenter's last HISTORY finished jobs; the slots are the jobs admitted
+    now (at least 1). It assumes jobs like the recent ones, ending one batch of "slots" jobs at a time,
+    so it ignores sizes, priorities arriving later and fair share: None where no job has finished yet.
+    """
+
+    def __init__(self, datacenter: Datacenter) -> None:
+        self.now = timezone.now()
+        runs = (
+            Job.objects.filter(datacenter=datacenter, started_at__isnull=False, finished_at__isnull=False)
+            .order_by("-finished_at")
+            .values_list("started_at", "finished_at")[:HISTORY]
+        )
+        seconds = [max((end - start).total_seconds(), 0.0) for start, end in runs if start and end]
+        self.average = sum(seconds) / len(seconds) if seconds else None
+        self.slots = max(cycle.holding(datacenter).count(), 1)
+
+    def start(self, position: int | None) -> datetime | None:
+        if self.average is None or position is None:
+            return None
+        return self.now + timedelta(seconds=self.average * math.ceil(position / self.slots))
+
+
+@dataclass(frozen=True)
+class Place:
+    """A waiting job's place: 1-based position (None: held, or past what a cycle looks at) and estimate."""
+
+    position: int | None
+    estimated_start: datetime | None
+
+
+NOWHERE = Place(None, None)
+
+
+def is_waiting(job: Job) -> bool:
+    return job.state == JobState.QUEUED and job.admitted_at is None
+
+
+def place(job: Job) -> Place:
+    """Where a job stands in its datacenter's queue; NOWHERE unless it waits for admission and is not held."""
+    if not is_waiting(job) or job.held:
+        return NOWHERE
+    order = cycle.positions(job.datacenter)
+    if job.pk not in order:
+        return NOWHERE
+    position = order.index(job.pk) + 1
+    return Place(position, Estimator(job.datacenter).start(position))
+
+
+@dataclass
+class Queue:
+    """One datacenter's waiting jobs in admission order (at most MAX_ROWS), and how many there are in all."""
+
+    rows: list[dict[str, Any]]
+    count: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.count > len(self.rows)
+
+
+def _ordered_ids(datacenter: Datacenter) -> tuple[list[int], set[int], int]:
+    """The waiting jobs' ids to show: the scheduler's order, then those no cycle looks at yet (past
+    cycle.PER_OWNER of their owner's), then the held; the ranked ones apart; and how many wait in all."""
+    ranked = cycle.positions(datacenter)[:MAX_ROWS]
+    waiting = Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, admitted_at__isnull=True)
+    rest = (
+        waiting.exclude(pk__in=ranked)
+        .order_by("held", "-priority", "-queue_boost", "created_at", "id")
+        .values_list("id", flat=True)[: MAX_ROWS - len(ranked)]
+    )
+    return [*ranked, *rest], set(ranked), waiting.count()
+
+
+def queue(datacenter: Datacenter, viewer: Any) -> Queue:
+    """The queue `viewer` reads: other users' jobs without name or uid, unless the viewer is staff."""
+    ids, ranked, count = _ordered_ids(datacenter)
+    jobs = Job.objects.select_related("owner").in_bulk(ids)
+    estimator = Estimator(datacenter)
+    rows: list[dict[str, Any]] = []
+    position = 0
+    for job_id in ids:
+        job = jobs.get(job_id)
+        if job is None:  # admitted and gone, or removed, between the two reads
+            continue
+        if job_id in ranked:
+            position += 1
+        rows.append(_row(job, position if job_id in ranked else None, viewer, estimator))
+    return Queue(rows, count)
+
+
+def _row(job: Job, position: int | None, viewer: Any, estimator: Estimator) -> dict[str, Any]:
+    mine = job.owner_id == viewer.pk or getattr(viewer, "is_staff", False)
+    return {
+        "position": position,
+        "job": job.name if mine else None,
+        "uid": job.uid if mine else None,
+        "owner": job.owner.username if mine else OTHERS,
+        "priority": job.priority_class,
+        "reason": job.reason,
+        "message": job.message,
+        "waited": round(max((estimator.now - job.created_at).total_seconds(), 0.0), 3),
+        "requests": {"cpu": float(job.cpu_request), "memory": job.memory_request, "gpu": job.gpu_request},
+        "estimated_start": estimator.start(position),
+    }
+
+
+# --- operators' verbs ------------------------------------------------------------------------------
+
+
+def _waiting_row(job: Job) -> QuerySet[Job]:
+    return Job.objects.filter(pk=job.pk, state=JobState.QUEUED, admitted_at__isnull=True)
+
+
+def _changed(job: Job, rows: int, verb: str, wake: bool) -> Job:
+    """The job as it is now; a 409 naming `state` if no row was changed (it no longer waits)."""
+    job.refresh_from_db()
+    if not rows:
+        state = job.state if job.state != JobState.QUEUED else "already admitted (starting)"
+        raise Conflict(f"job {job.name} is {state}; only a job waiting in the queue can be {verb}", "state")
+    if wake:  # what it changed may let a job start now: a cycle looks at once (beat is the safety net)
+        datacenter_id = job.datacenter_id
+        transaction.on_commit(lambda: services._wake_scheduler(datacenter_id))
+    return job
+
+
+def hold(job: Job) -> Job:
+    """Keep a waiting job out of admission until released; its reason says so (holding twice is no change)."""
+    rows = _waiting_row(job).update(held=True, reason=Reason.HELD, message=HELD_MESSAGE)
+    return _changed(job, rows, "held", wake=False)
+
+
+def release(job: Job) -> Job:
+    """Let a held job be admitted again; a waiting job not held stays as it is."""
+    _waiting_row(job).filter(held=True).update(held=False, reason=Reason.NONE, message="")
+    return _changed(job, _waiting_row(job).count(), "released", wake=True)
+
+
+def front(job: Job) -> Job:
+    """Move a waiting job to the front of its priority (ahead of fair share and age, not of higher priorities)."""
+    return _changed(job, _waiting_row(job).update(queue_boost=True), "moved to the front", wake=True)
