@@ -232,6 +232,13 @@ class Datacenter(models.Model):
         default=7 * 24 * 3600, validators=[MinValueValidator(60)],
         help_text="Seconds after which past usage counts half in the fair share (Slurm's PriorityDecayHalfLife).",
     )  # fmt: skip
+    preemption_delay = models.PositiveIntegerField(
+        default=60, help_text="Seconds a job waits before it may preempt running jobs of lower priority."
+    )
+    preemption_grace = models.PositiveIntegerField(
+        default=30, validators=[MaxValueValidator(3600)],
+        help_text="Seconds a preempted job's workers have between SIGTERM (to save a checkpoint) and SIGKILL.",
+    )  # fmt: skip
     reserve_after = models.PositiveIntegerField(
         default=600,
         help_text="Seconds the first waiting job may wait before it holds a reservation: then smaller jobs start "

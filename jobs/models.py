@@ -52,6 +52,7 @@ class Reason(models.TextChoices):
     WAITING_FOR_CAPACITY = "WaitingForCapacity"  # queued: the datacenter has not enough free now (jobs/scheduling)
     QUOTA_EXHAUSTED = "QuotaExhausted"  # queued: its owner's running jobs use the quota up; it starts as they end
     HELD = "Held"  # queued: an operator holds it; it starts only once released
+    PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
 
 
 class Role(models.TextChoices):
@@ -114,6 +115,14 @@ class Job(models.Model):
         help_text="When the scheduler let it start: from then on it holds its requests.",
     )
     held = models.BooleanField(default=False, help_text="An operator holds it in the queue.")
+    preemptible = models.BooleanField(default=True, help_text="A waiting job of higher priority may stop it.")
+    attempt = models.PositiveIntegerField(default=1, help_text="Its run: one more each time it was preempted.")
+    preempted_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set while a preemption stops its workers; cleared once it waits again."
+    )
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it last began to wait (its submit, or its preemption)."
+    )
     queue_boost = models.BooleanField(default=False, help_text="An operator moved it to the front of its priority.")
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -259,6 +268,9 @@ class PriorityClass(models.Model):
     users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
     groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
     description = models.CharField(max_length=200, blank=True)
+    may_opt_out = models.BooleanField(
+        default=True, help_text="Its jobs may ask not to be preempted (`-no-preempt`); staff's always may."
+    )
 
     class Meta:
         ordering = ["-value"]
@@ -279,6 +291,7 @@ class UsageRecord(models.Model):
     job_uid = models.CharField(max_length=48)
     job_name = models.CharField(max_length=40)
     worker = models.CharField(max_length=40)
+    attempt = models.PositiveIntegerField(default=1)
     cpu = models.DecimalField(max_digits=12, decimal_places=3)
     memory = models.BigIntegerField()
     gpu = models.PositiveIntegerField()
@@ -287,7 +300,9 @@ class UsageRecord(models.Model):
 
     class Meta:
         ordering = ["-ended_at"]
-        constraints = [models.UniqueConstraint(fields=["job_uid", "worker"], name="one_record_per_job_worker")]
+        constraints = [
+            models.UniqueConstraint(fields=["job_uid", "attempt", "worker"], name="one_record_per_attempt_worker")
+        ]
         indexes = [models.Index(fields=["datacenter", "owner", "ended_at"])]
 
     def __str__(self) -> str:

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from paddlecloud.contract.units import human_bytes
 
@@ -38,6 +38,10 @@ from storage.tasks import recompute_usage
 
 log = logging.getLogger(__name__)
 
+COUNT_FIELDS = (
+    "trainers_pending", "trainers_running", "trainers_succeeded", "trainers_failed",
+    "pservers_pending", "pservers_running", "pservers_failed",
+)  # fmt: skip
 STUCK_AFTER = timedelta(seconds=30)  # an admitted job not started and not touched for this long is submitted again
 
 
@@ -176,8 +180,41 @@ def _release(job: Job, engine: Engine) -> bool:
     return True
 
 
+def requeue_preempted(job: Job, engine: Engine) -> bool:
+    """Once nothing of a preempted job runs: account its run, forget its workers, and let it wait again (attempt + 1).
+
+    Its output folder stays (a checkpoint saved there is what the next attempt resumes from).
+    """
+    with exclusive(job_lock(job.pk)) as held:
+        if not held:
+            return False
+        job.refresh_from_db()
+        if job.state != JobState.QUEUED or job.preempted_at is None:
+            return True
+        if not engine.stop(job, RECORDS, grace=job.datacenter.preemption_grace) or not engine.cleanup(job, RECORDS):
+            return False
+        with transaction.atomic():
+            ledger.record(job)
+            job.workers.all().delete()
+            moved = Job.objects.filter(pk=job.pk, state=JobState.QUEUED, preempted_at__isnull=False).update(
+                preempted_at=None, admitted_at=None, attempt=F("attempt") + 1, engine_data={}, submitted_at=None,
+                started_at=None, queued_at=timezone.now(), cleaned=False,
+                message=f"preempted; waiting to run again as attempt {job.attempt + 1}",
+                **dict.fromkeys(COUNT_FIELDS, 0),
+            )  # fmt: skip
+    if moved:
+        signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
+    return True
+
+
 def reconcile_datacenter(datacenter: Datacenter) -> None:
     engine = engine_for(datacenter)
+    preempted = Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, preempted_at__isnull=False)
+    for job in preempted.select_related("owner", "datacenter"):
+        try:
+            requeue_preempted(job, engine)
+        except TransientEngineError as exc:
+            log.warning("cannot stop preempted %s: %s", job.uid, exc)
     started = list(
         Job.objects.filter(datacenter=datacenter, state__in=STARTED_STATES).select_related("owner", "datacenter")
     )
@@ -206,7 +243,9 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
 def stuck_submissions() -> list[int]:
     """Jobs whose submit_job was lost (a worker killed mid-task, a broker restart): submit them again."""
     cutoff = timezone.now() - STUCK_AFTER
-    admitted = Q(state=JobState.QUEUED, admitted_at__isnull=False) | Q(state=JobState.SUBMITTING)
+    admitted = Q(state=JobState.QUEUED, admitted_at__isnull=False, preempted_at__isnull=True) | Q(
+        state=JobState.SUBMITTING
+    )
     stuck = Job.objects.filter(admitted, updated_at__lt=cutoff)
     ids = list(stuck.values_list("pk", flat=True))
     # Touch them so the next cycles do not enqueue them again while this submission runs.

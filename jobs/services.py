@@ -17,6 +17,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from paddlecloud.contract.units import quantity_bytes
 
@@ -91,6 +92,7 @@ def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = Fals
     rules_for(datacenter.engine).check_spec(datacenter, data)  # the local engine: `image` names a runtime, ...
     cpu, memory, gpu = spec.requested(data)
     chosen = priorities.resolve(user, data.get("priority"))
+    priorities.check_opt_out(user, chosen, bool(data.get("no_preempt")))
     data["priority"] = chosen.name
     return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter), chosen.value)
 
@@ -198,6 +200,8 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
                     gpu_request=checked.gpu,
                     priority_class=data["priority"],
                     priority=checked.priority,
+                    preemptible=not data.get("no_preempt"),
+                    queued_at=timezone.now(),
                 )
         except IntegrityError:
             # Another submit won the race for the name: the same submission (its key) answers with its job.

@@ -73,6 +73,9 @@ class JobSpecSerializer(StrictSerializer):
         max_length=rules.MAX_PRIORITY, required=False, allow_blank=True, default="",
         help_text="A priority class (GET /api/v1/priorities); empty: `normal`. Operators choose who may use which.",
     )  # fmt: skip
+    no_preempt = serializers.BooleanField(
+        default=False, help_text="Ask not to be preempted; only classes that allow it (staff always may)."
+    )
     pending_timeout = _integer("pending_timeout", required=False)
     notify = serializers.JSONField(
         required=False, default=None, help_text='{"email": true, "webhook": "https://..."}; absent: the profile default'

@@ -21,7 +21,7 @@ from jobs.models import TERMINAL_STATES, Job, JobState, Worker
 
 # Which states each state may be entered from (the state machine, in one place).
 ALLOWED_FROM: dict[JobState, tuple[JobState, ...]] = {
-    JobState.QUEUED: (),
+    JobState.QUEUED: (JobState.PENDING, JobState.RUNNING),  # a preemption puts a started job back in the queue
     JobState.SUBMITTING: (JobState.QUEUED, JobState.SUBMITTING),
     JobState.PENDING: (JobState.SUBMITTING,),
     JobState.RUNNING: (JobState.SUBMITTING, JobState.PENDING),

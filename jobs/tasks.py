@@ -124,6 +124,7 @@ def reconcile() -> None:
             submit_job.delay(job_id)
         busy = Datacenter.objects.filter(
             Q(jobs__state__in=[JobState.PENDING, JobState.RUNNING])
+            | Q(jobs__state=JobState.QUEUED, jobs__preempted_at__isnull=False)
             | Q(jobs__released=False, jobs__state__in=TERMINAL_STATES)
         ).distinct()
         _reconcile_each(busy)

@@ -3,6 +3,9 @@
 Run it as a PaddleCloud job with pservers > 0: the launcher sets every variable fleet reads.
 pservers serve until the job system stops them once every trainer has exited 0 (a 3.0.0 pserver
 never returns from run_server()); trainers train on their own data shard and exit 0.
+
+Preemption: trainer 0 saves a checkpoint after every pass (paddlecloud.checkpoint, in the job's output
+folder); a run that follows a preemption starts after the last saved pass, trainer 0 with its weights.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ if fleet.is_server():
     fleet.run_server()  # never returns: the job system stops pservers when the trainers are done
 else:
     import prepare_data
-    from paddlecloud import metrics
+    from paddlecloud import checkpoint, metrics
     from paddlecloud.runtime.dataset import cluster_files_reader
 
     me, n = fleet.worker_index(), fleet.worker_num()
@@ -64,21 +67,36 @@ else:
     exe.run(paddle.static.default_startup_program())
     fleet.init_worker()  # the launcher already waited until every pserver accepts connections
     main_program = paddle.static.default_main_program()
-    step = 0
-    for pass_id in range(PASSES):
+    scope = paddle.static.global_scope()
+
+    def weights() -> dict[str, np.ndarray]:
+        return {p.name: np.array(scope.find_var(p.name).get_tensor()) for p in main_program.all_parameters()}
+
+    last = checkpoint.latest()  # None on a first run; after a preemption, the last pass trainer 0 saved
+    first_pass = last.step + 1 if last else 0
+    if last is not None:
+        print(f"trainer {me}: attempt {checkpoint.attempt()} resumes after pass {last.step}", flush=True)
+        if me == 0:  # GEO-SGD pushes trainer 0's change from the fresh start: the pservers follow
+            saved = np.load(last.path / "weights.npz")
+            for p in main_program.all_parameters():
+                scope.find_var(p.name).get_tensor().set(saved[p.name], paddle.CPUPlace())
+    per_pass = len(records) // BATCH
+    step = first_pass * per_pass
+    value = np.zeros(1)
+    for pass_id in range(first_pass, PASSES):
         for xb, yb in batches(records):
             (value,) = exe.run(main_program, feed={"x": xb, "y": yb}, fetch_list=[loss])
             metrics.log(step=step, loss=float(np.mean(value)))  # the job page's loss curve
             if step % 50 == 0:
                 print(f"pass {pass_id} step {step} loss {float(np.mean(value)):.4f}", flush=True)
             step += 1
+        if me == 0:
+            checkpoint.save(pass_id, lambda folder: np.savez(folder / "weights.npz", **weights()))
     print(f"pass {PASSES - 1} step {step} loss {float(np.mean(value)):.4f} (final)", flush=True)
     fleet.stop_worker()  # flushes the GEO communicator; does not stop the pservers
     if me == 0:
         # The job's output folder: /pfs/<dc>/home/<user>/jobs/<job>/output/<run>/ on both engines.
-        scope = paddle.static.global_scope()
-        weights = {p.name: np.array(scope.find_var(p.name).get_tensor()) for p in main_program.all_parameters()}
         model = Path(os.environ.get("PADDLECLOUD_OUTPUT_DIR", ".")) / "model.npz"
-        np.savez(model, **weights)
+        np.savez(model, **weights())
         print(f"model saved to {model}", flush=True)
     print(f"trainer {me} done: {step} steps, {time.time() - T0:.1f}s", flush=True)

@@ -113,8 +113,11 @@ class Engine(ABC):
         An engine that is its own controller (local) restarts a failed worker here, reporting it."""
 
     @abstractmethod
-    def stop(self, job: Job, recorder: Recorder) -> bool:
-        """Stop everything of the job (archiving logs first); True once nothing of it runs. Idempotent."""
+    def stop(self, job: Job, recorder: Recorder, grace: float | None = None) -> bool:
+        """Stop everything of the job (archiving logs first); True once nothing of it runs. Idempotent.
+
+        grace: seconds between SIGTERM and SIGKILL where the engine sends them itself (a preemption's);
+        None: the engine's own (PADDLECLOUD_KILL_GRACE_SECONDS on the local engine)."""
 
     @abstractmethod
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:

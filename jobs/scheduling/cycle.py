@@ -24,6 +24,7 @@ from datacenters.models import Datacenter, Quota
 from jobs.models import FairShareUsage, Job, JobState, Reason
 from jobs.scheduling import policy
 from jobs.scheduling.ledger import decay
+from jobs.states import transition
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,10 @@ def _scale(datacenter: Datacenter, room: Capacity) -> policy.Amount:
     )
 
 
+def _request(row: dict[str, Any]) -> policy.Amount:
+    return policy.Amount(float(row["cpu_request"]), float(row["memory_request"]), float(row["gpu_request"]))
+
+
 def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
     now = timezone.now()
     room = capacity(datacenter)
@@ -82,15 +87,17 @@ def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
     rows = (
         ranked.filter(turn__lte=PER_OWNER)
         .values(
-            "id", "owner_id", "priority", "queue_boost", "created_at", "cpu_request", "memory_request", "gpu_request"
+            "id", "owner_id", "priority", "queue_boost", "created_at", "queued_at", "cpu_request", "memory_request",
+            "gpu_request",
         )
         .order_by("-priority", "created_at")[:MAX_CANDIDATES]
     )
     candidates = [
         policy.Candidate(
             job_id=row["id"], owner_id=row["owner_id"], priority=row["priority"], boosted=row["queue_boost"],
-            created=row["created_at"].timestamp(), waited=(now - row["created_at"]).total_seconds(),
-            request=policy.Amount(float(row["cpu_request"]), float(row["memory_request"]), float(row["gpu_request"])),
+            created=row["created_at"].timestamp(),
+            waited=(now - (row["queued_at"] or row["created_at"])).total_seconds(),
+            request=_request(row),
         )
         for row in rows
     ]  # fmt: skip
@@ -140,6 +147,7 @@ def schedule(datacenter: Datacenter) -> list[int]:
             for job_id in result.admit
             if waiting(datacenter).filter(pk=job_id).update(admitted_at=now, reason=Reason.NONE, message="")
         ]
+        preempt(datacenter, candidates, result, world)
         by_note: dict[tuple[str, str], list[int]] = {}
         for job_id, (reason, short) in result.waiting.items():
             by_note.setdefault((reason, _explain(reason, short)), []).append(job_id)
@@ -148,6 +156,39 @@ def schedule(datacenter: Datacenter) -> list[int]:
                 reason=reason, message=message
             )
         return admitted
+
+
+def preempt(
+    datacenter: Datacenter, candidates: list[policy.Candidate], result: policy.Plan, world: policy.World
+) -> None:
+    """The first job waiting for capacity past the preemption delay stops the fewest lower-priority jobs needed.
+
+    One preemption at a time per datacenter: while one's victims are stopping (jobs/reconcile.py requeues
+    them once nothing of them runs), no other is started, so a waiting job never stops more than it needs.
+    """
+    if Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, preempted_at__isnull=False).exists():
+        return
+    by_id = {c.job_id: c for c in candidates}
+    delay = float(datacenter.preemption_delay)
+    for job_id in result.order:
+        reason = result.waiting.get(job_id, ("", []))[0]
+        candidate = by_id[job_id]
+        if reason == policy.WAITING_FOR_CAPACITY and candidate.waited >= delay:
+            break
+    else:
+        return
+    running = [
+        policy.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"])
+        for row in holding(datacenter).filter(state__in=[JobState.PENDING, JobState.RUNNING]).values(
+            "id", "priority", "admitted_at", "cpu_request", "memory_request", "gpu_request", "preemptible")
+    ]  # fmt: skip
+    message = (
+        f"preempted by a job of higher priority; its workers got SIGTERM and have "
+        f"{datacenter.preemption_grace} s to save a checkpoint before SIGKILL, then it waits to run again"
+    )
+    for victim in policy.victims(candidate, running, world):
+        transition(victim, JobState.QUEUED, from_states=[JobState.PENDING, JobState.RUNNING],
+                   reason=Reason.PREEMPTED, message=message, preempted_at=timezone.now())  # fmt: skip
 
 
 def positions(datacenter: Datacenter) -> list[int]:

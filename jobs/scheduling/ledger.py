@@ -47,12 +47,12 @@ def record(job: Job, now: datetime | None = None) -> list[UsageRecord]:
         records.append(
             UsageRecord(
                 owner_id=job.owner_id, datacenter_id=job.datacenter_id, job_uid=job.uid, job_name=job.name,
-                worker=worker.name, cpu=cpu, memory=memory, gpu=gpu, started_at=worker.started_at,
+                worker=worker.name, attempt=job.attempt, cpu=cpu, memory=memory, gpu=gpu, started_at=worker.started_at,
                 ended_at=max(ended, worker.started_at),
             )
         )  # fmt: skip
     with transaction.atomic():
-        if UsageRecord.objects.filter(job_uid=job.uid).exists():
+        if UsageRecord.objects.filter(job_uid=job.uid, attempt=job.attempt).exists():
             return []
         UsageRecord.objects.bulk_create(records)
         _add_to_share(job.owner_id, job.datacenter, records, now)

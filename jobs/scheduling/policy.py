@@ -64,6 +64,17 @@ class Candidate:
     boosted: bool = False  # an operator moved it to the front of its priority
 
 
+@dataclass(frozen=True)
+class Running:
+    """An admitted job that holds its requests, as preemption sees it."""
+
+    job_id: int
+    priority: int
+    admitted: float  # epoch seconds
+    request: Amount
+    preemptible: bool
+
+
 @dataclass
 class World:
     """What the cycle knows of the datacenter: capacity, what admitted jobs hold, the owners' quotas and shares."""
@@ -161,3 +172,21 @@ def plan(candidates: Iterable[Candidate], world: World, *, dry: bool = False) ->
         world.owner_jobs[owner] = world.owner_jobs.get(owner, 0) + 1
         turns.push(owner)
     return result
+
+
+def victims(candidate: Candidate, running: Iterable[Running], world: World) -> list[int]:
+    """The fewest running jobs of lower priority to stop so `candidate` fits: lowest priority first, then the
+    most recently admitted (it has lost the least). Empty when stopping every one of them would not be enough."""
+    chosen: list[int] = []
+    freed = Amount()
+    stoppable = sorted(
+        (r for r in running if r.preemptible and r.priority < candidate.priority),
+        key=lambda r: (r.priority, -r.admitted, r.job_id),
+    )
+    for job in stoppable:
+        if not world.capacity.over(world.in_use + candidate.request + Amount(-freed.cpu, -freed.memory, -freed.gpu)):
+            return chosen
+        chosen.append(job.job_id)
+        freed = freed + job.request
+    fits = not world.capacity.over(world.in_use + candidate.request + Amount(-freed.cpu, -freed.memory, -freed.gpu))
+    return chosen if fits else []

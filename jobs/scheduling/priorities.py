@@ -11,20 +11,30 @@ from jobs.models import PriorityClass
 
 DEFAULT = "normal"
 # The classes a datacenter starts with (name, value, open to all, description); operators change them in the admin.
+# (name, value, open to all, its jobs may opt out of preemption, description)
 STARTING_CLASSES = (
-    ("low", 0, True, "Runs when nothing else waits."),
-    ("normal", 100, True, "The default."),
-    ("high", 1000, False, "Deadlines: staff, and users an operator lists."),
+    ("low", 0, True, False, "Runs on what is left; the first to be preempted, and it cannot opt out."),
+    ("normal", 100, True, True, "The default."),
+    ("high", 1000, False, True, "Deadlines: staff, and users an operator lists. May preempt lower classes."),
 )
 
 
 def ensure_classes() -> None:
     """With no class at all (a fresh database, or an operator deleted every one), the starting ones exist again."""
     if not PriorityClass.objects.exists():
-        for name, value, open_to_all, description in STARTING_CLASSES:
+        for name, value, open_to_all, may_opt_out, description in STARTING_CLASSES:
             PriorityClass.objects.get_or_create(
-                name=name, defaults={"value": value, "open_to_all": open_to_all, "description": description}
-            )
+                name=name,
+                defaults={"value": value, "open_to_all": open_to_all, "may_opt_out": may_opt_out,
+                          "description": description},
+            )  # fmt: skip
+
+
+def check_opt_out(user: Any, chosen: PriorityClass, no_preempt: bool) -> None:
+    """`-no-preempt` only where the class allows it (staff always may)."""
+    if no_preempt and not chosen.may_opt_out and not getattr(user, "is_staff", False):
+        raise Invalid(f"jobs of class {chosen.name!r} may be preempted; choose a class that allows opting out",
+                      "no_preempt")  # fmt: skip
 
 
 def usable_by(user: Any) -> Any:

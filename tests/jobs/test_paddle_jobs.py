@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
+from jobs import layout
 from jobs.models import Job
 from tests.jobs.conftest import EXAMPLES, alive, put_package
 from tests.jobs.test_local_engine import finished
@@ -93,3 +94,35 @@ def test_a_trainer_exiting_3_mid_training_stops_the_pservers(
     job = finished("fit", worker, timeout=300)
     assert (job.state, job.reason, job.exit_code) == ("failed", "TrainerFailed", 3), job.message
     assert alive(job) == []
+
+
+def test_a_preempted_example_resumes_from_its_checkpoint_and_succeeds(
+    alice_api: APIClient, carol_api: APIClient, alice: User, carol: User, local_dc: Datacenter,
+    worker: WorkerProcess,
+) -> None:  # fmt: skip
+    """The example (2 pservers + 2 trainers at half a core) fills 2 cores; a `high` job preempts it; it runs
+    again as attempt 2, starts after the last pass trainer 0 saved, and trains to the end."""
+    local_dc.capacity_cpu, local_dc.preemption_delay, local_dc.preemption_grace = "2", 0, 5
+    local_dc.save()
+    put_package(local_dc, alice, "fit", EXAMPLES / "fit_a_line")
+    put_package(local_dc, carol, "fake", Path(__file__).parent / "fake_package")
+    spec = {"jobname": "fit", "entry": "python train.py", "parallelism": 2, "pservers": 2, "passes": 30,
+            "cpu": "0.5", "pscpu": "0.5", "memory": "1Gi", "psmemory": "1Gi", "priority": "low"}  # fmt: skip
+    created = alice_api.post("/api/v1/jobs", spec, format="json")
+    assert created.status_code == 201, created.json()
+    job = Job.objects.get(name="fit")
+    saved = layout.output_dir(local_dc, "alice", "fit", job.uid) / "checkpoints" / "step-1"
+    wait_for(lambda: saved.is_dir() or None, "trainer 0's checkpoint of pass 1", 300, watch=worker)
+    urgent = {"jobname": "urgent", "entry": "python train.py", "cpu": "1", "priority": "high",
+              "package": "/pfs/local/home/carol/jobs/fake"}  # fmt: skip
+    assert carol_api.post("/api/v1/jobs", urgent, format="json").status_code == 201
+    wait_for(lambda: Job.objects.filter(name="fit", attempt=2).first(), "the example preempted", 90, watch=worker)
+    done = finished("fit", worker, timeout=400)
+    assert (done.state, done.attempt) == ("succeeded", 2), done.message
+    text = alice_api.get("/api/v1/jobs/fit/logs?worker=trainer-0").json()["text"]
+    resumed = re.search(r"attempt 2 resumes after pass (\d+)", text)
+    assert resumed and int(resumed.group(1)) >= 1, text[-3000:]
+    assert "pass 29 step" in text  # it trained to the last pass
+    values = losses(text)
+    assert values[-1] < values[0] / 5, values  # the first attempt's first loss against the second's last
+    assert Job.objects.get(name="urgent").state == "succeeded"

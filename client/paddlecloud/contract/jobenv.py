@@ -53,6 +53,9 @@ VARIABLES = """\
 ``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (less counts as 65536);
                                    past it the head and the end are kept with a line saying how
                                    much was dropped between them (the datacenter's job log limit)
+``PADDLECLOUD_ATTEMPT``            this run of the job: 1, then one more after each preemption
+``PADDLECLOUD_PREEMPTED``          ``1`` when an earlier attempt was preempted: resume from the
+                                   latest checkpoint (``paddlecloud.checkpoint.latest()``)
 =================================  =========================================================
 """
 
@@ -88,6 +91,8 @@ class JobEnv:
     rendezvous_timeout: float | None = None
     pod_ip: str | None = None
     log_limit: int | None = None
+    attempt: int | None = None
+    preempted: int | None = None
 
     def to_env(self) -> dict[str, str]:
         """The variables as a process's environment, in field order."""
@@ -135,6 +140,8 @@ class JobEnv:
             rendezvous_timeout=_float(env, "rendezvous_timeout", above=0),
             pod_ip=_str(env, "pod_ip") or None,
             log_limit=_int(env, "log_limit", 1),
+            attempt=_int(env, "attempt", 1),
+            preempted=_int(env, "preempted", 0),
         )
 
 

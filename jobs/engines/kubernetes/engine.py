@@ -225,11 +225,12 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             recorder.note(job, worker, message)
         recorder.keep(job, {"archived": True})
 
-    def stop(self, job: Job, recorder: Recorder) -> bool:
+    def stop(self, job: Job, recorder: Recorder, grace: float | None = None) -> bool:
+        """Pods get their own terminationGracePeriodSeconds; `grace` is the local engine's concern."""
         ns = self._namespace(job)
         if not ns:
             return True
-        if job.state == JobState.KILLED or job.remove_when_released:
+        if job.state == JobState.KILLED or job.remove_when_released or job.preempted_at is not None:
             self._archive_once(job, ns, recorder)
             if not job.engine_data.get("owner_deleted"):
                 self.k8s.delete("Service", ns, job.uid)  # the garbage collector deletes the rest

@@ -105,6 +105,7 @@ class Plan:
     run_as: tuple[int, int] = (1000, 1000)  # (uid, gid) of every container: settings.PADDLECLOUD_POD_UID/GID
     pull_policy: str = "IfNotPresent"  # see pull_policy()
     log_limit: int | None = None  # bytes of each worker's log.txt the launcher keeps (datacenter.job_log_limit)
+    attempt: int = 1  # the job's run: one more after each preemption (jobs/scheduling)
 
     @property
     def user_label(self) -> str:
@@ -164,6 +165,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         grace_seconds=int(getattr(settings, "PADDLECLOUD_KILL_GRACE_SECONDS", 10)),
         run_as=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
         log_limit=logfiles.log_limit(datacenter),
+        attempt=job.attempt,
     )
 
 
@@ -283,6 +285,8 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
         passes=plan.passes,
         log_limit=plan.log_limit,
         rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
+        attempt=plan.attempt,
+        preempted=1 if plan.attempt > 1 else None,  # attempts grow only by preemption
     ).to_env()
     result: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
     result += [{"name": k, "value": v} for k, v in facts.items()]

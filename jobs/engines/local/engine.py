@@ -136,9 +136,9 @@ class LocalEngine(Engine):
         """Every trainer exited 0: stop the pservers (they never exit by themselves) and say so in their logs."""
         return self.supervisor.stop_pservers(job, recorder)
 
-    def stop(self, job: Job, recorder: Recorder) -> bool:
+    def stop(self, job: Job, recorder: Recorder, grace: float | None = None) -> bool:
         """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
-        return self.supervisor.stop(job, recorder)
+        return self.supervisor.stop(job, recorder, grace)
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         final = job.state in TERMINAL_STATES and job.released

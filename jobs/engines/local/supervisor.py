@@ -194,6 +194,8 @@ class Supervisor:
                 passes=spec.get("passes", 1),
                 log_limit=log_limit(self.datacenter),
                 rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
+                attempt=job.attempt,
+                preempted=1 if job.attempt > 1 else None,  # attempts grow only by preemption
             ).to_env()
         )
         if role == Role.TRAINER:
@@ -303,7 +305,7 @@ class Supervisor:
                 processes.signal_groups([network_record["pid"]], signal.SIGKILL)  # its namespace and slirp4netns too
             time.sleep(0.05)
 
-    def stop(self, job: Job, recorder: Recorder) -> bool:
+    def stop(self, job: Job, recorder: Recorder, grace: float | None = None) -> bool:
         """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
         self.end_network_once_alone(job)
         alive = [g for g in self.groups(job) if processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3])]
@@ -316,7 +318,8 @@ class Supervisor:
             recorder.keep(job, {"stop_requested_at": now})
             first = now
         waited = now - float(first)
-        grace = settings.PADDLECLOUD_KILL_GRACE_SECONDS
+        if grace is None:
+            grace = settings.PADDLECLOUD_KILL_GRACE_SECONDS
         if 0 < waited < grace:
             return False  # SIGTERM went out once; a second one could hit a process mid-exit and change its code
         sig = signal.SIGKILL if waited >= grace else signal.SIGTERM
