@@ -53,7 +53,7 @@ CASES = [
     (("ls", "data/here"), 2, "'data/here' is not a PFS path; PFS paths start with /pfs/<datacenter>/home/<user>/"),
     (("cp", "./a", "./b"), 2, "one side must be a /pfs/ path"),
     (("mkdir", "/pfs/local/home/alice/../bob"), 2, "'..' segments are not allowed"),
-    ((*SUBMIT, "-cpu", "1000", "PKG"), 1, "quota: cpu: the job needs 1000 cores but only 16 cores of your 16"),
+    ((*SUBMIT, "-cpu", "1000", "PKG"), 1, "quota: cpu: the job needs 1000 cores but your quota in local is 16 cores"),
     ((*SUBMIT, "-registry", "nosuch", "PKG"), 1, "-registry: you have no registry secret named 'nosuch'"),
     ((*SUBMIT, "-datacenter", "mars", "PKG"), 1, "datacenter 'mars'; you may use: local"),
     (("logs", "nosuch"), 1, "job 'nosuch' not found"),

@@ -19,6 +19,7 @@ from paddlecloud.contract import logtimes
 from accounts.models import ApiToken
 from datacenters.models import Datacenter, Engine, StorageKind
 from jobs.models import Job, Worker
+from jobs.spec import requested
 from registry.models import RegistrySecret
 from tests.cli.conftest import NOW, Portal, golden, one_line_error
 
@@ -31,9 +32,12 @@ def make_job(portal: Portal, name: str, state: str, ago: timedelta, **fields: An
         "cpu": "1", "memory": "1Gi", "gpu": 0, "pscpu": "1", "psmemory": "1Gi", "passes": 1, "image": "",
         "registry": "", "env": {}, "max_retries": 0, "datacenter": "local",
     }
+    cpu, memory, gpu = requested(spec)
+    admitted = None if state == "queued" else NOW - ago  # what the scheduler would have admitted (and released)
     job = Job.objects.create(
         owner=portal.user, datacenter=portal.datacenter, name=name, uid=f"{name}-x1y2z", spec=spec, state=state,
-        **fields,
+        cpu_request=cpu, memory_request=memory, gpu_request=gpu, admitted_at=admitted,
+        **{"released": state in ("succeeded", "failed", "killed"), **fields},
     )
     Job.objects.filter(pk=job.pk).update(created_at=NOW - ago)
     return job
@@ -121,7 +125,7 @@ def test_get_quota_shows_compute_and_storage(portal: Portal, history: dict[str, 
     # fit (2 trainers + 2 pservers, 1 core and 1Gi each) and new (1 trainer) are active.
     golden("get_quota.txt", result.stdout)
     data = json.loads(portal.run("get", "quota", "-datacenter", "local", "-o", "json").stdout)
-    assert data[0]["usage"]["cpu"] == 5 and data[0]["limits"]["jobs"] == 10
+    assert data[0]["usage"]["cpu"] == 4 and data[0]["limits"]["jobs"] == 10  # running jobs hold; queued ones not
 
 
 def test_get_datacenters_marks_the_current_one(portal: Portal) -> None:

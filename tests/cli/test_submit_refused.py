@@ -41,7 +41,7 @@ def assert_nothing_left(portal: Portal) -> None:
 
 
 REFUSED: list[tuple[str, list[str], int, str]] = [
-    ("over quota", ["-parallelism", "20"], 1, "quota: cpu: the job needs 20 cores but only 16"),
+    ("over quota", ["-parallelism", "20"], 1, "quota: cpu: the job needs 20 cores but your quota in local is 16"),
     ("unknown registry", ["-registry", "harbor"], 1, "-registry: you have no registry secret named 'harbor'"),
     ("unknown datacenter", ["-datacenter", "mars"], 1, "-datacenter: unknown datacenter 'mars'"),
     ("huge memory", ["-memory", "1e999999999"], 2, "-memory: '1e999999999' has an exponent outside -40..40"),
@@ -64,7 +64,7 @@ def test_a_refused_submit_as_a_real_process_uploads_nothing(portal: Portal, tmp_
     Quota.objects.create(user=portal.user, datacenter=portal.datacenter, memory="1Gi")
     result = portal.process(*submit_args(package(tmp_path), "-parallelism", "2"))
     assert result.returncode == 1
-    assert "quota: memory: the job needs 2Gi but only 1Gi" in one_line_error(result)
+    assert "quota: memory: the job needs 2Gi but your quota in local is 1Gi" in one_line_error(result)
     assert_nothing_left(portal)
 
 
@@ -100,7 +100,7 @@ def test_a_job_refused_after_its_upload_removes_the_new_folder(
     lower_quota_after_upload(portal, monkeypatch)
     result = portal.run(*submit_args(package(tmp_path)))
     assert result.exit_code == 1
-    assert "quota: cpu: the job needs 1 cores but only 0.5" in one_line_error(result)
+    assert "quota: cpu: the job needs 1 cores but your quota in local is 0.5" in one_line_error(result)
     assert left_in_home(portal) == []
     assert not Upload.objects.filter(state="open").exists()
     assert not Job.objects.exists()

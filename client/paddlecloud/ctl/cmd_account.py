@@ -93,7 +93,7 @@ def delete_registry(ctx: click.Context, name: str) -> None:
 @click.option("-o", "--output", type=OUTPUT, default="table")
 @click.pass_context
 def get_quota(ctx: click.Context, datacenter: str | None, output: str) -> None:
-    """Per datacenter: cpu (cores), memory, gpu, active jobs, storage (bytes) and files: USED, LIMIT, FREE."""
+    """Per datacenter: cpu (cores), memory, gpu, running jobs, storage (bytes) and files: USED, LIMIT, FREE."""
     params = {"datacenter": datacenter} if datacenter else None
     items = session_of(ctx).get("/quota", params)["results"]
     emit(items, output, lambda: quota_table(items))

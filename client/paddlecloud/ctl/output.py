@@ -216,7 +216,7 @@ QUOTA_ROWS = (
     ("cpu", "cpu", "number"),
     ("memory", "memory", "bytes"),
     ("gpu", "gpu", "number"),
-    ("jobs", "active jobs", "number"),
+    ("jobs", "running jobs", "number"),
     ("storage", "storage", "bytes"),
     ("storage_files", "storage files", "number"),
 )
