@@ -159,7 +159,7 @@ def fairness_figures() -> None:
 def makespan_figures(count: int, work: Path, env: dict[str, str]) -> None:
     from django.contrib.auth.models import User
 
-    from accounts.services import issue_token
+    from accounts.models import issue_token
     from core import lanes
     from datacenters.capacity import capacity
     from jobs.models import TERMINAL_STATES, Job

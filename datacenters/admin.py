@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.secret_widgets import WriteOnlySecretField, WriteOnlySecretsForm
-from datacenters.models import Datacenter, Engine, Quota, rules_for
+from datacenters.models import Datacenter, Engine, Quota, TeamQuota, rules_for
 
 
 class DatacenterForm(WriteOnlySecretsForm):
@@ -27,6 +27,11 @@ class QuotaInline(admin.TabularInline):  # type: ignore[type-arg]
     autocomplete_fields = ["user"]
 
 
+class TeamQuotaInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = TeamQuota
+    extra = 0
+
+
 @admin.register(Datacenter)
 class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     form = DatacenterForm
@@ -34,7 +39,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ["engine", "enabled", "storage_kind", "all_users"]
     search_fields = ["name", "description"]
     filter_horizontal = ["allowed_users"]
-    inlines = [QuotaInline]
+    inlines = [QuotaInline, TeamQuotaInline]
     readonly_fields = ["local_host"]
     actions = ["detect_gpus"]
     fieldsets = [
@@ -78,6 +83,23 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ),
         ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "finished_ttl"]}),
         (
+            "Scheduler",
+            {
+                "fields": [
+                    "capacity_cpu",
+                    "capacity_memory",
+                    "capacity_gpu",
+                    "max_queued_jobs",
+                    "fair_share_half_life",
+                    "reserve_after",
+                    "preemption_delay",
+                    "preemption_grace",
+                ],
+                "description": "What all running jobs together may hold (blank: the host's, on the local engine), "
+                "and how the queue shares it out: README, \"The scheduler\". Teams' quotas are below.",
+            },
+        ),
+        (
             "Image builds",
             {
                 "fields": ["builder_image", "builder_ca"],
@@ -120,7 +142,15 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 @admin.register(Quota)
 class QuotaAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["user", "datacenter", "cpu", "memory", "gpu", "jobs", "storage", "storage_files", "updated_at"]
+    list_display = ["user", "datacenter", "cpu", "memory", "gpu", "jobs", "weight", "storage", "storage_files",
+                    "updated_at"]  # fmt: skip
     list_filter = ["datacenter"]
     search_fields = ["user__username", "datacenter__name"]
     autocomplete_fields = ["user"]
+
+
+@admin.register(TeamQuota)
+class TeamQuotaAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["group", "datacenter", "cpu", "memory", "gpu", "may_borrow", "weight"]
+    list_filter = ["datacenter", "may_borrow"]
+    search_fields = ["group__name", "datacenter__name"]

@@ -303,3 +303,37 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"quota of {self.user} in {self.datacenter}"
+
+
+class TeamQuota(models.Model):
+    """A team (a Django group) in one datacenter: what it is guaranteed, whether it borrows, its fair-share weight.
+
+    Its members' jobs run within `cpu`/`memory`/`gpu` whatever others do (the scheduler takes back what other
+    teams borrowed, by preemption); with `may_borrow` they also run on what other teams leave idle, and give
+    it back when those teams' jobs wait. Each member's own Quota still applies inside the team's.
+    """
+
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="team_quotas")
+    datacenter = models.ForeignKey(Datacenter, on_delete=models.CASCADE, related_name="team_quotas")
+    cpu = models.CharField(max_length=20, default="0", validators=[validate_cpu_quantity])
+    memory = models.CharField(max_length=20, default="0", validators=[validate_memory_quantity])
+    gpu = models.PositiveIntegerField(default=0)
+    may_borrow = models.BooleanField(default=True, help_text="Run on what other teams leave idle, until they need it.")
+    weight = models.DecimalField(
+        max_digits=8, decimal_places=3, default=1, validators=[MinValueValidator(Decimal("0.001"))],
+        help_text="Fair-share weight of the team against other teams.",
+    )  # fmt: skip
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "datacenter"], name="one_team_quota_per_datacenter")]
+        ordering = ["datacenter__name", "group__name"]
+
+    def __str__(self) -> str:
+        return f"team {self.group} in {self.datacenter}"
+
+
+def team_of(user: Any, datacenter: Datacenter) -> TeamQuota | None:
+    """The user's team in `datacenter`: of their groups with a team quota there, the first by name."""
+    teams = TeamQuota.objects.filter(datacenter=datacenter, group__user=user).select_related("group")
+    found: TeamQuota | None = teams.order_by("group__name").first()
+    return found

@@ -115,6 +115,13 @@ class Job(models.Model):
         help_text="When the scheduler let it start: from then on it holds its requests.",
     )
     held = models.BooleanField(default=False, help_text="An operator holds it in the queue.")
+    team = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The owner's team when submitted (datacenters.TeamQuota): its quota and share count this job.",
+    )  # fmt: skip
+    borrowing = models.BooleanField(
+        default=False, help_text="Admitted past its team's quota, on room other teams left idle: reclaimable."
+    )
     preemptible = models.BooleanField(default=True, help_text="A waiting job of higher priority may stop it.")
     attempt = models.PositiveIntegerField(default=1, help_text="Its run: one more each time it was preempted.")
     preempted_at = models.DateTimeField(

@@ -197,7 +197,8 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
             ledger.record(job)
             job.workers.all().delete()
             moved = Job.objects.filter(pk=job.pk, state=JobState.QUEUED, preempted_at__isnull=False).update(
-                preempted_at=None, admitted_at=None, attempt=F("attempt") + 1, engine_data={}, submitted_at=None,
+                preempted_at=None, admitted_at=None, borrowing=False, attempt=F("attempt") + 1, engine_data={},
+                submitted_at=None,
                 started_at=None, queued_at=timezone.now(), cleaned=False,
                 message=f"preempted; waiting to run again as attempt {job.attempt + 1}",
                 **dict.fromkeys(COUNT_FIELDS, 0),

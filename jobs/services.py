@@ -23,7 +23,7 @@ from paddlecloud.contract.units import quantity_bytes
 
 from core.errors import Conflict, Invalid
 from datacenters import quota
-from datacenters.models import Datacenter, rules_for, usable_datacenter
+from datacenters.models import Datacenter, rules_for, team_of, usable_datacenter
 from jobs import hooks, layout, spec
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
 from jobs.reconcile import workers_stopping
@@ -201,6 +201,7 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
                     priority_class=data["priority"],
                     priority=checked.priority,
                     preemptible=not data.get("no_preempt"),
+                    team=team.group if (team := team_of(user, checked.datacenter)) else None,
                     queued_at=timezone.now(),
                 )
         except IntegrityError:

@@ -15,12 +15,13 @@ from typing import Any
 from django.db.models import Count, F, Sum, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
+from paddlecloud.contract import quantity
 from paddlecloud.contract.units import quantity_bytes
 
 from core.locks import exclusive
 from datacenters import quota
 from datacenters.capacity import Capacity, capacity
-from datacenters.models import Datacenter, Quota
+from datacenters.models import Datacenter, Quota, TeamQuota
 from jobs.models import FairShareUsage, Job, JobState, Reason
 from jobs.scheduling import policy
 from jobs.scheduling.ledger import decay
@@ -77,6 +78,7 @@ def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
         world.owner_in_use[row["owner_id"]] = amount
         world.owner_jobs[row["owner_id"]] = row["jobs"]
         world.in_use = world.in_use + amount
+    _load_teams(datacenter, world)
     ranked = waiting(datacenter).annotate(
         turn=Window(
             RowNumber(),
@@ -88,7 +90,7 @@ def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
         ranked.filter(turn__lte=PER_OWNER)
         .values(
             "id", "owner_id", "priority", "queue_boost", "created_at", "queued_at", "cpu_request", "memory_request",
-            "gpu_request",
+            "gpu_request", "team_id", "preemptible",
         )
         .order_by("-priority", "created_at")[:MAX_CANDIDATES]
     )
@@ -97,13 +99,31 @@ def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
             job_id=row["id"], owner_id=row["owner_id"], priority=row["priority"], boosted=row["queue_boost"],
             created=row["created_at"].timestamp(),
             waited=(now - (row["queued_at"] or row["created_at"])).total_seconds(),
-            request=_request(row),
+            request=_request(row), team=row["team_id"], preemptible=row["preemptible"],
         )
         for row in rows
     ]  # fmt: skip
     owners = {c.owner_id for c in candidates} | set(world.owner_in_use)
     _owners_limits_and_shares(datacenter, owners, world, now)
     return candidates, world
+
+
+def _load_teams(datacenter: Datacenter, world: policy.World) -> None:
+    """The datacenter's teams (datacenters.TeamQuota): their quotas, and what their admitted jobs hold."""
+    for team in TeamQuota.objects.filter(datacenter=datacenter):
+        cpu = quantity.parse(team.cpu or "0", quantity.CPU, "cpu")
+        memory = quantity.parse(team.memory or "0", quantity.MEMORY, "memory")
+        world.teams[team.group_id] = policy.Team(
+            policy.Bound(float(cpu), float(memory), float(team.gpu)), team.may_borrow, float(team.weight)
+        )
+    rows = holding(datacenter).exclude(team=None).values("team_id", "owner_id")
+    for row in rows.annotate(cpu=Sum("cpu_request"), memory=Sum("memory_request"), gpu=Sum("gpu_request")):
+        world.team_of[row["owner_id"]] = row["team_id"]
+        if row["team_id"] in world.teams:
+            held = world.teams[row["team_id"]]
+            held.in_use = held.in_use + _request(
+                {"cpu_request": row["cpu"], "memory_request": row["memory"], "gpu_request": row["gpu"]}
+            )
 
 
 def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: policy.World, now: Any) -> None:
@@ -145,7 +165,9 @@ def schedule(datacenter: Datacenter) -> list[int]:
         admitted = [
             job_id
             for job_id in result.admit
-            if waiting(datacenter).filter(pk=job_id).update(admitted_at=now, reason=Reason.NONE, message="")
+            if waiting(datacenter).filter(pk=job_id).update(
+                admitted_at=now, reason=Reason.NONE, message="", borrowing=job_id in result.borrowing
+            )
         ]
         preempt(datacenter, candidates, result, world)
         by_note: dict[tuple[str, str], list[int]] = {}
@@ -178,12 +200,14 @@ def preempt(
     else:
         return
     running = [
-        policy.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"])
+        policy.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"],
+                       row["team_id"], row["borrowing"])
         for row in holding(datacenter).filter(state__in=[JobState.PENDING, JobState.RUNNING]).values(
-            "id", "priority", "admitted_at", "cpu_request", "memory_request", "gpu_request", "preemptible")
+            "id", "priority", "admitted_at", "cpu_request", "memory_request", "gpu_request", "preemptible", "team_id",
+            "borrowing")
     ]  # fmt: skip
     message = (
-        f"preempted by a job of higher priority; its workers got SIGTERM and have "
+        f"preempted by a job of higher priority (or of a team taking back its quota); its workers got SIGTERM and have "
         f"{datacenter.preemption_grace} s to save a checkpoint before SIGKILL, then it waits to run again"
     )
     for victim in policy.victims(candidate, running, world):

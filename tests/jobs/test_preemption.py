@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
-from datacenters.models import Datacenter
+from datacenters.models import Datacenter, TeamQuota
 from jobs.models import Job, JobState, UsageRecord
 from jobs.scheduling.policy import Amount, Bound, Candidate, Running, World, victims
 from tests.jobs.conftest import put_package
@@ -108,3 +108,30 @@ def test_a_job_that_opted_out_is_not_preempted(
              30, watch=worker)  # fmt: skip
     time.sleep(4)  # two scheduling cycles past the (zero) preemption delay
     assert running("kept") is not None and not Job.objects.filter(preempted_at__isnull=False).exists()
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_team_borrows_idle_room_and_gives_it_back_when_the_lender_needs_it(
+    alice_api: APIClient, bob_api: APIClient, alice: User, bob: User, preempting_dc: Datacenter,
+    worker: WorkerProcess,
+) -> None:  # fmt: skip
+    for name, member in (("vision", alice), ("nlp", bob)):
+        group = Group.objects.create(name=name)
+        member.groups.add(group)
+        TeamQuota.objects.create(group=group, datacenter=preempting_dc, cpu="1", memory="4Gi")
+    env = {"FAKE_STEPS": "60", "FAKE_STEP_SECONDS": "0.1"}
+    for name in ("own", "borrowed"):
+        created = alice_api.post("/api/v1/jobs", spec(name, "alice", cpu="1", env=env), format="json")
+        assert created.status_code == 201, created.json()
+    wait_for(lambda: running("own") and running("borrowed"), "both of vision's jobs running", 60, watch=worker)
+    assert Job.objects.get(name="borrowed").borrowing and not Job.objects.get(name="own").borrowing
+    assert bob_api.post("/api/v1/jobs", spec("lender", "bob", cpu="1"), format="json").status_code == 201
+    lender = wait_for(lambda: Job.objects.filter(name="lender", state=JobState.SUCCEEDED).first(),
+                      "nlp's job to take its room back and succeed", 90, watch=worker)  # fmt: skip
+    assert isinstance(lender, Job) and not lender.borrowing
+    borrowed = wait_for(lambda: Job.objects.filter(name="borrowed", state=JobState.SUCCEEDED).first(),
+                        "the borrowing job to run again and succeed", 120, watch=worker)  # fmt: skip
+    assert isinstance(borrowed, Job) and borrowed.attempt == 2
+    own = Job.objects.get(name="own")
+    assert own.attempt == 1  # what ran within vision's own quota was never touched

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from jobs.scheduling.policy import Amount, Bound, Candidate, World, plan
+from jobs.scheduling.policy import Amount, Bound, Candidate, Running, Team, World, plan, victims
 
 _ids = itertools.count(1)
 
@@ -112,3 +112,52 @@ def test_amounts_and_bounds() -> None:
     assert Amount(1, 2, 3) + Amount(1, 1, 1) == Amount(2, 3, 4)
     assert Bound(cpu=2.0, gpu=1).over(Amount(2.0, 10**12, 2)) == ["gpu"]
     assert Bound(jobs=2).over(Amount(), jobs=3) == ["jobs"]
+
+
+def teams_world(cpu: float, **teams: Team) -> World:
+    state = world(cpu)
+    state.teams = {int(name[1:]): team for name, team in teams.items()}
+    return state
+
+
+def test_a_team_runs_within_its_quota_and_borrows_what_others_leave_idle() -> None:
+    state = teams_world(4.0, t1=Team(Bound(2.0, None, None)), t2=Team(Bound(2.0, None, None)))
+    jobs = [job(1, 1.0, created=t, team=1) for t in range(4)]
+    result = plan(jobs, state)
+    assert result.admit == [j.job_id for j in jobs]
+    assert result.borrowing == {jobs[2].job_id, jobs[3].job_id}  # past team 1's 2 cores: team 2's idle room
+
+
+def test_a_team_that_may_not_borrow_waits_at_its_quota() -> None:
+    state = teams_world(4.0, t1=Team(Bound(1.0, None, None), may_borrow=False))
+    first, second = job(1, 1.0, team=1), job(1, 1.0, team=1)
+    result = plan([first, second], state)
+    assert result.admit == [first.job_id]
+    assert result.waiting[second.job_id] == ("QuotaExhausted", ["team cpu"])
+
+
+def test_a_job_that_opted_out_of_preemption_does_not_borrow() -> None:
+    state = teams_world(4.0, t1=Team(Bound(1.0, None, None)))
+    first, second = job(1, 1.0, team=1), job(1, 1.0, team=1, preemptible=False)
+    assert plan([first, second], state).admit == [first.job_id]
+
+
+def test_a_lender_takes_back_what_was_borrowed_whatever_the_priority() -> None:
+    state = teams_world(4.0, t1=Team(Bound(2.0, None, None), in_use=Amount(4.0, 0, 0)), t2=Team(Bound(2.0, None, None)))
+    state.in_use = Amount(4.0, 0, 0)
+    running = [
+        Running(1, 100, admitted=1.0, request=Amount(2.0, 0, 0), preemptible=True, team=1),
+        Running(2, 100, admitted=2.0, request=Amount(1.0, 0, 0), preemptible=True, team=1, borrowing=True),
+        Running(3, 100, admitted=3.0, request=Amount(1.0, 0, 0), preemptible=True, team=1, borrowing=True),
+    ]
+    lender = Candidate(9, 2, 0, 0.0, Amount(2.0, 0, 0), team=2)  # a low-priority job, within its team's 2 cores
+    assert victims(lender, running, state) == [3, 2]  # only the borrowed room, newest first
+    greedy = Candidate(8, 2, 0, 0.0, Amount(3.0, 0, 0), team=2)  # past its own quota: it reclaims nothing
+    assert victims(greedy, running, state) == []
+
+
+def test_teams_share_before_their_members() -> None:
+    """Team 1's two users against team 2's one: team 2's job goes second, not third."""
+    state = teams_world(8.0, t1=Team(Bound(0.0, None, None)), t2=Team(Bound(0.0, None, None)))
+    a, b, c = job(1, 1.0, created=0.0, team=1), job(2, 1.0, created=1.0, team=1), job(3, 1.0, created=2.0, team=2)
+    assert plan([a, b, c], state).admit == [a.job_id, c.job_id, b.job_id]
