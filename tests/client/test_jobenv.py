@@ -31,6 +31,8 @@ FULL = JobEnv(
     rendezvous_timeout=45.0,
     pod_ip="10.0.0.7",
     log_limit=256 * 1024 * 1024,
+    attempt=2,
+    preempted=1,
 )
 MINIMAL = JobEnv(role="pserver", trainers=1, pservers=1, entry="sh run.sh", output_dir="/out")
 

@@ -62,6 +62,8 @@ def _default_jobname(package: str) -> str:
 @click.option("-priority", "--priority", default=None, metavar="CLASS",
               help="Priority class: who starts first when the datacenter is full (`paddlectl get priorities` "
               "lists yours; default: normal).")
+@click.option("-no-preempt", "--no-preempt", "no_preempt", is_flag=True, default=False,
+              help="Never stop this job for a higher-priority one (where its priority class allows it).")
 @click.option("-notify", "--notify", default=None, metavar="email,webhook=URL",
               help="Tell you when the job ends: email, webhook=URL, both (webhook last) or none "
               "(default: your profile's choice).")
@@ -135,6 +137,8 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
         "datacenter": flags["datacenter"],
         "priority": flags["priority"],
     }
+    if flags["no_preempt"]:
+        body["no_preempt"] = True
     if flags["notify"] is not None:
         try:
             body["notify"] = contract_spec.parse_notify(flags["notify"])

@@ -55,6 +55,7 @@ PARAMETERS = {
     "max_retries": "max_retries",
     "pending_timeout": "pending_timeout",
     "priority": "priority",
+    "no_preempt": "no_preempt",
 }
 _RETIRED = ("input", "output", "num_gradient_servers", "port", "ports_num", "ports_num_for_sparse",
             "glusterfs_volume", "volume", "topology")
@@ -146,6 +147,7 @@ class PaddleJob:
         max_retries: int = 0,
         pending_timeout: int | None = None,
         priority: str | None = None,
+        no_preempt: bool = False,
         session: Any = None,
         config: str | os.PathLike[str] | None = None,
         cpu_num: int | float | str | None = None,
@@ -202,6 +204,7 @@ class PaddleJob:
         self.max_retries = max_retries
         self.pending_timeout = pending_timeout
         self.priority = priority  # a class of GET /api/v1/priorities; None: the portal's default (`normal`)
+        self.no_preempt = no_preempt  # never preempted, where the class allows opting out
         self._session = session
         self._config = Path(config) if config is not None else None
         self.job: dict[str, Any] | None = None
@@ -237,6 +240,8 @@ class PaddleJob:
             spec["datacenter"] = self.datacenter
         if self.priority:
             spec["priority"] = self.priority
+        if self.no_preempt:
+            spec["no_preempt"] = True
         return spec
 
     # --- the portal -----------------------------------------------------------------------

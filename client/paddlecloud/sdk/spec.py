@@ -33,6 +33,7 @@ FLAGS = {
     "pending_timeout": "-pending-timeout",
     "notify": "-notify",
     "priority": "-priority",
+    "no_preempt": "-no-preempt",
 }
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
