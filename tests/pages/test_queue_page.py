@@ -21,21 +21,25 @@ from tests.jobs.test_queue_api import CLASSES, make_job
 from tests.pages.test_pages import page_client
 
 
-@pytest.fixture
-def waiting(local_dc: Datacenter, alice: User, bob: User, carol: User) -> dict[str, Job]:
+def queued_world(dc: Datacenter, alice: User, bob: User, carol: User) -> dict[str, Job]:
     """One core: alice's `busy` runs; carol's high-priority job, bob's job and alice's two wait behind it."""
     for name, (value, open_to_all) in CLASSES.items():
         PriorityClass.objects.get_or_create(name=name, defaults={"value": value, "open_to_all": open_to_all})
-    local_dc.capacity_cpu, local_dc.capacity_memory, local_dc.capacity_gpu = "1", "8Gi", 0
-    local_dc.save()
-    jobs = {"busy": make_job(local_dc, alice, "busy")}
-    assert cycle.schedule(local_dc) == [jobs["busy"].pk]
-    jobs["mine-1"] = make_job(local_dc, alice, "mine-1")
-    jobs["mine-2"] = make_job(local_dc, alice, "mine-2", priority="low")
-    jobs["bobs-secret-run"] = make_job(local_dc, bob, "bobs-secret-run")
-    jobs["carols-urgent"] = make_job(local_dc, carol, "carols-urgent", priority="high")
-    assert cycle.schedule(local_dc) == []
+    dc.capacity_cpu, dc.capacity_memory, dc.capacity_gpu = "1", "8Gi", 0
+    dc.save()
+    jobs = {"busy": make_job(dc, alice, "busy")}
+    assert cycle.schedule(dc) == [jobs["busy"].pk]
+    jobs["mine-1"] = make_job(dc, alice, "mine-1")
+    jobs["mine-2"] = make_job(dc, alice, "mine-2", priority="low")
+    jobs["bobs-secret-run"] = make_job(dc, bob, "bobs-secret-run")
+    jobs["carols-urgent"] = make_job(dc, carol, "carols-urgent", priority="high")
+    assert cycle.schedule(dc) == []
     return jobs
+
+
+@pytest.fixture
+def waiting(local_dc: Datacenter, alice: User, bob: User, carol: User) -> dict[str, Job]:
+    return queued_world(local_dc, alice, bob, carol)
 
 
 def queue_rows(html: str) -> list[str]:
