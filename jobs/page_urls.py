@@ -1,5 +1,5 @@
-"""Job pages, mounted at /jobs/; <ref> is a job's uid or its name (the newest run). The queue's pages are
-`queue_urlpatterns`, mounted at the root (/queue/): under /jobs/ a job named "queue" would shadow them."""
+"""Job pages, mounted at /jobs/; <ref> is a job's uid or its name (the newest run). The queue and usage
+pages are `root_urlpatterns`, mounted at the root (/queue/, /usage/): under /jobs/ a job so named would shadow them."""
 
 from django.urls import path
 
@@ -17,7 +17,8 @@ urlpatterns = [
     path("<str:ref>/delete", views.job_delete, name="job-delete"),
 ]
 
-queue_urlpatterns = [
+root_urlpatterns = [
     path("queue/", views.queue_page, name="queue"),
     path("queue/<str:ref>/<str:verb>", views.queue_action, name="queue-action"),
+    path("usage/", views.usage_page, name="usage"),
 ]

@@ -27,6 +27,7 @@ from jobs.errors import LogRefused
 from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec, priority_names
 from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
+from jobs.scheduling import accounting
 from registry.models import RegistrySecret
 from storage import files, paths
 
@@ -336,3 +337,11 @@ def queue_action(request: HttpRequest, ref: str, verb: str) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, exc.message[:1].upper() + exc.message[1:] + ".")
     return redirect(f"{back}?{urlencode({'datacenter': job.datacenter.name})}")
+
+
+@login_required
+def usage_page(request: HttpRequest) -> HttpResponse:
+    """What was held in the last 30 days, by UTC day (jobs.scheduling.accounting: operators see everyone's)."""
+    span = accounting.window(None, None)
+    rows = accounting.usage(accounting.visible_records(request.user), span, "day")
+    return render(request, "jobs/usage.html", {"rows": rows, "span": span, "days": accounting.DEFAULT_DAYS})

@@ -55,7 +55,7 @@ urlpatterns = [
     path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
     path("profile/password/", accounts_views.password_change, name="password-change"),
     path("jobs/", include("jobs.page_urls")),
-    path("", include(page_urls.queue_urlpatterns)),
+    path("", include(page_urls.root_urlpatterns)),
     path("files/", storage_views.browser, name="file-browser"),
     path("files/mkdir", storage_views.make_folder, name="file-mkdir"),
     path("files/rm", storage_views.remove, name="file-rm"),

@@ -34,7 +34,7 @@ def test_a_user_sees_the_queue_without_others_names_and_new_jobs_without_a_reloa
     assert "bobs-secret-run" not in page.content()
     page.click('a[href="/jobs/mine-1-alice/"]')
     page.wait_for_selector('[data-testid="job-place"] [data-testid="queue-position"]')
-    assert page.text_content('[data-testid="job-priority"]').startswith("normal")  # type: ignore[union-attr]
+    assert page.text_content('[data-testid="job-priority"]').startswith("normal")
     logged_in.goto("/queue/")
     page.wait_for_load_state("networkidle")
     path = logged_in.screenshot("queue-user")

@@ -1,4 +1,5 @@
-"""The queue page and the job page's place: others' jobs unnamed, staff's hold / release / front, refusals as messages.
+"""The queue page and the job page's place: others' jobs unnamed, staff's hold / release / front, refusals as
+messages; the usage page.
 
 Jobs are written directly and the real scheduling cycle admits what fits (one core: one job at a time),
 so the order shown is the scheduler's own (jobs.queue); no worker runs here.
@@ -15,9 +16,9 @@ from django.test import Client
 from django.utils import timezone
 
 from datacenters.models import Datacenter
-from jobs.models import Job, JobState, PriorityClass
+from jobs.models import Job, JobState, PriorityClass, UsageRecord
 from jobs.scheduling import cycle
-from tests.jobs.test_queue_api import CLASSES, make_job
+from tests.jobs.test_queue_api import CLASSES, GI, make_job
 from tests.pages.test_pages import page_client
 
 
@@ -178,3 +179,21 @@ def test_a_held_job_and_a_preempted_one_say_so_on_their_page(waiting: dict[str, 
     assert "(0, not preemptible)" in preempted
     Job.objects.filter(uid="mine-2-alice").update(attempt=4)
     assert "attempt 4: preempted 3 times" in html_of(client, "/jobs/mine-2-alice/")
+
+
+def test_the_usage_page_sums_the_ledger_by_day_each_user_their_own(
+    local_dc: Datacenter, alice: User, bob: User, carol: User
+) -> None:
+    yesterday = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    for owner, uid in ((alice, "fit-aaaaa"), (bob, "bobs-bbbbb")):
+        UsageRecord.objects.create(owner=owner, datacenter=local_dc, job_uid=uid, job_name=uid[:-6],
+                                   worker="trainer-0", cpu=2, memory=GI, gpu=0, started_at=yesterday,
+                                   ended_at=yesterday + timedelta(hours=3))  # fmt: skip
+    mine = html_of(page_client(alice), "/usage/")
+    day = yesterday.date().isoformat()
+    assert queue_rows(mine.replace("usage-row", "queue-row")) == [f"{day} 6.00 3.00 0.00 1 1"]
+    assert 'href="/api/v1/usage?format=csv&amp;group_by=day"' in mine and 'href="/usage/"' in mine
+    everyone = html_of(page_client(carol), "/usage/")
+    assert queue_rows(everyone.replace("usage-row", "queue-row")) == [f"{day} 12.00 6.00 0.00 2 2"]
+    assert 'data-testid="usage-empty"' in html_of(page_client(User.objects.create_user("dave")), "/usage/")
+    assert page_client(None).get("/usage/").status_code == 302
