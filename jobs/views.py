@@ -1,13 +1,16 @@
-"""Job pages: the list (filtered, self-refreshing), one job live, its logs, the log download, submit and clone."""
+"""Job pages: the list (filtered, self-refreshing), one job live, its logs, the log download, submit and clone;
+the queue (with the operators' hold / release / front) and the usage by day."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -18,18 +21,21 @@ from django.views.decorators.http import require_POST
 from core.csp import WASM
 from core.errors import DomainError
 from datacenters import quota
-from datacenters.models import Datacenter
-from jobs import hooks, layout, logs, metrics, services
+from datacenters.models import Datacenter, usable_datacenter
+from jobs import hooks, layout, logs, metrics, queue, services
 from jobs.errors import LogRefused
 from jobs.forms import JobFilterForm, SubmitForm, initial_from_spec, priority_names
 from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
+from jobs.scheduling import accounting
 from registry.models import RegistrySecret
 from storage import files, paths
 
 # Browser uploads hash with XXH3-128 in WebAssembly (hash-wasm): compiling it needs this, eval() does not get it.
 
 PAGE_SIZE = 25
+MAX_DATACENTER = 40  # characters of a datacenter's name
+MAX_REF = 48  # characters of a job's uid or name
 PACKAGE_CHOICES = 200  # folders offered as packages, at most
 # Without JavaScript the job page shows metrics as tables: the last points of the first trainers,
 # read from the end of each file (a bound on the work one page view does).
@@ -144,6 +150,7 @@ def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     context = _detail_context(request, job)
     runs = Job.objects.filter(owner_id=job.owner_id, name=job.name).order_by("-created_at")[:20]
     context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), metric_tables=metrics_tables(job))
+    context.update(_place_context(job), preempted=times(job.attempt - 1))
     return render(request, "jobs/detail.html", context)
 
 
@@ -260,3 +267,81 @@ def job_new(request: HttpRequest) -> HttpResponse:
         "uploads_api": reverse("files-uploads"),
     }
     return render(request, "jobs/new.html", context, status=status)
+
+
+# --- the queue ---------------------------------------------------------------------------------------
+
+QUEUE_VERBS = {"hold": (queue.hold, "held"), "release": (queue.release, "released"),
+               "front": (queue.front, "moved to the front of its priority")}  # fmt: skip
+
+
+def times(count: int) -> str:
+    """once, twice, 3 times."""
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
+def _place_context(job: Job) -> dict[str, Any]:
+    """A waiting job's place in its queue (jobs.queue's), for the job page's queue line."""
+    waiting = queue.is_waiting(job)
+    return {"waiting": waiting, "place": queue.place(job) if waiting else queue.NOWHERE}
+
+
+@login_required
+def job_place(request: HttpRequest, ref: str) -> HttpResponse:
+    """The job page's queue line, polled while the job waits (an empty line, no longer polled, after)."""
+    job = _job_for(request, ref)
+    return render(request, "jobs/_place.html", {"job": job, **_place_context(job)})
+
+
+def _queue_rows(waiting: queue.Queue) -> list[dict[str, Any]]:
+    # How long each waited, for the `elapsed` filter; held rows are marked for the operators' buttons.
+    return [{**row, "waited_for": timedelta(seconds=row["waited"]), "held": row["reason"] == "Held"}
+            for row in waiting.rows]  # fmt: skip
+
+
+@login_required
+def queue_page(request: HttpRequest) -> HttpResponse:
+    """One datacenter's waiting jobs in admission order (jobs.queue: others' jobs unnamed unless staff)."""
+    names = list(Datacenter.objects.usable_by(request.user).order_by("name").values_list("name", flat=True))
+    chosen = (request.GET.get("datacenter") or (names[0] if names else ""))[:MAX_DATACENTER]
+    context: dict[str, Any] = {"datacenters": names, "chosen": chosen, "rows": [], "waiting": None, "error": ""}
+    status = 200
+    if chosen:
+        try:
+            waiting = queue.queue(usable_datacenter(request.user, chosen), request.user)
+            context.update(waiting=waiting, rows=_queue_rows(waiting))
+        except DomainError as exc:
+            context["error"], status = exc.message, 400
+    template = "jobs/_queue.html" if request.headers.get("HX-Request") else "jobs/queue.html"
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_POST
+def queue_action(request: HttpRequest, ref: str, verb: str) -> HttpResponse:
+    """Staff: hold, release or move a waiting job to the front; a job no longer waiting is a message, not an error."""
+    if not request.user.is_staff:
+        raise PermissionDenied("only operators may change the queue")
+    if verb not in QUEUE_VERBS:
+        raise Http404("no such action")
+    act, done = QUEUE_VERBS[verb]
+    back = reverse("queue")
+    try:
+        job = _job_for(request, ref[:MAX_REF])
+    except Http404:
+        messages.error(request, f"Job {ref[:MAX_REF]} is gone (deleted meanwhile).")
+        return redirect(back)
+    try:
+        act(job)
+        messages.success(request, f"Job {job.name} of {job.owner.username} {done}.")
+    except DomainError as exc:
+        messages.error(request, exc.message[:1].upper() + exc.message[1:] + ".")
+    return redirect(f"{back}?{urlencode({'datacenter': job.datacenter.name})}")
+
+
+@login_required
+def usage_page(request: HttpRequest) -> HttpResponse:
+    """What was held in the last 30 days, by UTC day (jobs.scheduling.accounting: operators see everyone's)."""
+    span = accounting.window(None, None)
+    rows = accounting.usage(accounting.visible_records(request.user), span, "day")
+    return render(request, "jobs/usage.html", {"rows": rows, "span": span, "days": accounting.DEFAULT_DAYS})

@@ -13,6 +13,7 @@ from accounts import api as accounts_api
 from accounts import views as accounts_views
 from datacenters import api as datacenters_api
 from datacenters import views as datacenters_views
+from jobs import page_urls
 from jobs import views as job_views
 from notifications.api import NotifyPreferenceView
 from portal.views import VersionView
@@ -54,6 +55,7 @@ urlpatterns = [
     path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
     path("profile/password/", accounts_views.password_change, name="password-change"),
     path("jobs/", include("jobs.page_urls")),
+    path("", include(page_urls.root_urlpatterns)),
     path("files/", storage_views.browser, name="file-browser"),
     path("files/mkdir", storage_views.make_folder, name="file-mkdir"),
     path("files/rm", storage_views.remove, name="file-rm"),

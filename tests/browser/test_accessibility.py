@@ -16,6 +16,7 @@ from jobs.models import Job
 from tests.browser.conftest import SCREENS, Page, login
 from tests.browser.test_layout import main_pages, portal_world
 from tests.conftest import PASSWORD
+from tests.jobs.test_queue_api import make_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,11 +66,12 @@ def test_axe_finds_no_critical_or_serious_violation_on_the_main_pages(
     browser: Any, live_server: Any, local_dc: Datacenter, alice: User, carol: User
 ) -> None:
     job = portal_world(local_dc, alice)
+    make_job(local_dc, carol, "waiting")  # the queue page has a row: another user's job, staff's buttons
     audit = Audit()
     audit.visit(Page(browser.new_page(), live_server.url), ["/login/", "/signup/"])
     for width in (1200, 390):
         user = login(browser, live_server.url, alice, viewport={"width": width, "height": 900})
-        audit.visit(user, [*main_pages(job), "/profile/password/"], f" at {width} px")
+        audit.visit(user, [*main_pages(job), "/profile/password/", "/queue/", "/usage/"], f" at {width} px")
         user.goto("/jobs/new")  # the form with its errors
         user.page.fill("#id_jobname", "Not_A_Label")
         user.page.fill("#id_entry", "python train.py")
@@ -78,7 +80,7 @@ def test_axe_finds_no_critical_or_serious_violation_on_the_main_pages(
         audit.check(user, f"/jobs/new with errors at {width} px")
         user.page.context.close()
     staff = login(browser, live_server.url, carol)
-    audit.visit(staff, ["/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/", "/api/docs/"],
+    audit.visit(staff, ["/queue/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/", "/api/docs/"],
                 ready={"/api/docs/": ".opblock"})  # Swagger UI has drawn its operations
     SCREENS.mkdir(parents=True, exist_ok=True)
     (SCREENS / "axe-counts.json").write_text(json.dumps(audit.counts, indent=1))
