@@ -102,6 +102,18 @@ def test_carol_adds_a_kubernetes_datacenter_and_the_kubeconfig_is_never_shown(ca
         "quotas-INITIAL_FORMS": "0",
         "quotas-MIN_NUM_FORMS": "0",
         "quotas-MAX_NUM_FORMS": "1000",
+        "capacity_cpu": "",
+        "capacity_memory": "",
+        "capacity_gpu": "",
+        "max_queued_jobs": "100",
+        "fair_share_half_life": "604800",
+        "reserve_after": "600",
+        "preemption_delay": "60",
+        "preemption_grace": "30",
+        "team_quotas-TOTAL_FORMS": "0",
+        "team_quotas-INITIAL_FORMS": "0",
+        "team_quotas-MIN_NUM_FORMS": "0",
+        "team_quotas-MAX_NUM_FORMS": "1000",
     }
     response = client.post("/admin/datacenters/datacenter/add/", form)
     assert response.status_code == 302, response.content.decode()[:3000]
