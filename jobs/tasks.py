@@ -106,13 +106,30 @@ def schedule(datacenter_id: int | None = None) -> None:
             pk__in=Job.objects.filter(state=JobState.QUEUED, admitted_at__isnull=True).values("datacenter_id")
         )
     for datacenter in datacenters:
-        for job_id in cycle.schedule(datacenter):
+        for job_id in cycle.schedule(datacenter) or ():
             submit_job.delay(job_id)
 
 
 def wake_scheduler(sender: object, datacenter_id: int, **kwargs: object) -> None:
-    """A released job freed its requests: schedule its datacenter once that is committed."""
-    transaction.on_commit(lambda: schedule.delay(datacenter_id))
+    """A released job freed its requests: schedule its datacenter once that is committed, here and now.
+
+    Here, not through the broker: the release runs in a worker already (the control worker's reconcile,
+    or a kill's), a cycle is bounded (tens of ms), and the next job starts one broker hop sooner. Where
+    another cycle holds the datacenter's lock (it may have looked before this release), one is queued.
+    """
+
+    def now() -> None:
+        datacenter = Datacenter.objects.filter(pk=datacenter_id).first()
+        if datacenter is None:
+            return
+        admitted = cycle.schedule(datacenter)
+        if admitted is None:
+            schedule.delay(datacenter_id)
+            return
+        for job_id in admitted:
+            submit_job.delay(job_id)
+
+    transaction.on_commit(now)
 
 
 @shared_task(name="jobs.reconcile", ignore_result=True)

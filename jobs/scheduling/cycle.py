@@ -152,11 +152,12 @@ def _explain(reason: str, short: list[str]) -> str:
     return f"waiting for free {', '.join(short)} in the datacenter; it starts as running jobs end"
 
 
-def schedule(datacenter: Datacenter) -> list[int]:
-    """Admit what fits now; note why the others wait. The ids admitted (their starts are the caller's to send)."""
+def schedule(datacenter: Datacenter) -> list[int] | None:
+    """Admit what fits now; note why the others wait. The ids admitted (their starts are the caller's to send);
+    None when another cycle of this datacenter holds its lock (it may have looked before the caller's change)."""
     with exclusive(f"schedule-{datacenter.pk}") as held:
         if not held:
-            return []  # another cycle of this datacenter is running: it sees what this one would
+            return None
         candidates, world = load(datacenter)
         if not candidates:
             return []
