@@ -15,6 +15,7 @@ from datacenters.models import Datacenter
 from jobs import tasks
 from jobs.models import Job, Worker
 from jobs.reconcile import stuck_submissions
+from jobs.scheduling import cycle
 from tests.jobs.conftest import alive
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,6 +28,7 @@ def test_submit_job_twice_starts_each_process_once(
 ) -> None:
     created = alice_api.post("/api/v1/jobs", SPEC, format="json").json()
     job = Job.objects.get(name="fake")
+    assert cycle.schedule(local_dc) == [job.pk]  # what the scheduler's cycle does before it sends submit_job
     try:
         tasks.submit_job.run(job.pk)
         tasks.submit_job.run(job.pk)
@@ -68,6 +70,7 @@ def test_a_job_whose_package_vanished_fails_with_the_reason(
         path.unlink() if path.is_file() else path.rmdir()
     fake_package.rmdir()
     job = Job.objects.get(name="fake")
+    cycle.schedule(local_dc)
     tasks.submit_job.run(job.pk)
     job.refresh_from_db()
     assert (job.state, job.reason) == ("failed", "SubmitFailed")
@@ -89,7 +92,9 @@ def test_a_lost_submission_is_picked_up_again_once(
 ) -> None:
     alice_api.post("/api/v1/jobs", SPEC, format="json")
     job = Job.objects.get(name="fake")
-    assert stuck_submissions() == []  # fresh: its own submit_job is still on its way
+    assert stuck_submissions() == []  # waiting in the queue: the scheduler, not the sweep, starts it
+    cycle.schedule(local_dc)
+    assert stuck_submissions() == []  # admitted just now: its own submit_job is still on its way
     Job.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(minutes=1))
     assert stuck_submissions() == [job.pk]
     assert stuck_submissions() == []  # touched: not enqueued again while that submission runs
