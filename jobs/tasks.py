@@ -30,10 +30,10 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="jobs.submit_job", bind=True, max_retries=None, acks_late=True)
 def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
-    if not Job.objects.filter(pk=job_id, admitted_at__isnull=False).exists():
-        return  # not admitted by the scheduler (jobs.scheduling): it waits in the queue, which starts it
     if hooks.admit(job_id) != hooks.Verdict.GO:
         return  # e.g. its image is still building (the build's end sends it again), or the build failed it
+    if not Job.objects.filter(pk=job_id, admitted_at__isnull=False).exists():
+        return  # not admitted by the scheduler (jobs.scheduling) yet: it waits in the queue, whose cycle starts it
     if not transition(job_id, JobState.SUBMITTING, reason=Reason.NONE):
         return  # already submitted, or killed before it started
     job = Job.objects.select_related("owner", "datacenter").get(pk=job_id)

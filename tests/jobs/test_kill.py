@@ -21,6 +21,7 @@ from jobs.engines import engine_for
 from jobs.engines.local import processes
 from jobs.models import Job, JobState, Worker
 from jobs.records import RECORDS
+from jobs.scheduling import cycle
 from jobs.states import transition
 from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
@@ -168,6 +169,7 @@ def test_a_stop_with_a_stale_copy_keeps_a_process_recorded_since(alice_api: APIC
     """kill_job's look read the job before a trainer was restarted: its stop must not drop the new process's record."""
     uid = submit(alice_api, {"max_retries": 1}, FAKE_STEPS="600", FAKE_IGNORE_TERM="1")["uid"]
     pk = Job.objects.get(uid=uid).pk
+    assert cycle.schedule(Job.objects.get(pk=pk).datacenter) == [pk]  # admitted, as the scheduler's cycle would
     tasks.submit_job.run(pk)
     stale = Job.objects.select_related("owner", "datacenter").get(pk=pk)
     first = stale.engine_data["trainer-0"]["pid"]

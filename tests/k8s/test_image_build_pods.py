@@ -22,6 +22,7 @@ from images.models import TERMINAL_BUILD_STATES, ImageBuild
 from images.tasks import start_build
 from jobs.engines.kubernetes.policies import REGISTRY_CIDRS_ENV
 from jobs.models import Job
+from jobs.scheduling import cycle
 from jobs.tasks import submit_job
 from tests.k8s.conftest import node_datacenter
 from tests.k8s.engine_helpers import drive, finished
@@ -120,6 +121,7 @@ def test_an_image_built_in_the_cluster_is_pushed_with_alices_secret_and_a_job_ru
     assert build.started_at and build.finished_at
     print(f"in-cluster build: {(build.finished_at - build.started_at).total_seconds():.1f} s")  # for the notes
 
+    assert cycle.schedule(build_dc) == [job.pk]  # the scheduler admits it (this datacenter's capacity is unbounded)
     submit_job.apply(args=(job.pk,))  # what images.states.wake_jobs sends on commit
     job = drive(build_dc, lambda: finished(job), "the job on the built image to finish", RUN_TIMEOUT)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
