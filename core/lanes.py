@@ -36,6 +36,7 @@ _LANE_OF_TASK = {
     "storage.cleanup_uploads": CONTROL,
     "storage.verify_upload": SIDE,
     "storage.recompute_usage": SIDE,
+    "storage.sample_usage": SIDE,
 }
 
 

@@ -137,17 +137,13 @@ class UsageView(APIView):
         datacenter = _datacenter(params.get("datacenter"))
         user = _scope(request.user, params.get("user"))
         span = accounting.window(params.get("since"), params.get("until"))
-        records = accounting.visible_records(request.user)
-        if datacenter is not None:
-            records = records.filter(datacenter=datacenter)
-        if user is not None:
-            records = records.filter(owner=user)
+        scoped = accounting.scope(request.user, datacenter, user)
         report = {
             "datacenter": datacenter.name if datacenter else None,
             "since": span.since.isoformat().replace("+00:00", "Z"),
             "until": span.until.isoformat().replace("+00:00", "Z"),
             "group_by": params["group_by"],
-            "results": accounting.usage(records, span, params["group_by"]),
+            "results": accounting.usage(scoped, span, params["group_by"]),
         }
         if request.accepted_renderer.format != "csv":
             return Response(report)

@@ -304,6 +304,9 @@ class UsageRecord(models.Model):
     gpu = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(db_index=True)
+    # What it used, where the engine measured it (the local engine's cgroups; its last run if restarted).
+    cpu_seconds_used = models.FloatField(null=True, blank=True)
+    peak_memory = models.BigIntegerField(null=True, blank=True, help_text="Bytes.")
 
     class Meta:
         ordering = ["-ended_at"]

@@ -168,7 +168,8 @@ def _release(job: Job, engine: Engine) -> bool:
             released=True, pservers_running=0, trainers_running=0, pservers_pending=0, trainers_pending=0
         )
         if released:
-            ledger.record(job)  # what its workers held, once; the same transaction, so never lost nor doubled
+            # What its workers held (and used), once; the same transaction, so never lost nor doubled.
+            ledger.record(job, engine.measured_usage(job))
     if released:
         signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
         note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
@@ -191,10 +192,13 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
         job.refresh_from_db()
         if job.state != JobState.QUEUED or job.preempted_at is None:
             return True
-        if not engine.stop(job, RECORDS, grace=job.datacenter.preemption_grace) or not engine.cleanup(job, RECORDS):
+        if not engine.stop(job, RECORDS, grace=job.datacenter.preemption_grace):
+            return False
+        measured = engine.measured_usage(job)  # before the cleanup removes what the engine measured
+        if not engine.cleanup(job, RECORDS):
             return False
         with transaction.atomic():
-            ledger.record(job)
+            ledger.record(job, measured)
             job.workers.all().delete()
             moved = Job.objects.filter(pk=job.pk, state=JobState.QUEUED, preempted_at__isnull=False).update(
                 preempted_at=None, admitted_at=None, borrowing=False, attempt=F("attempt") + 1, engine_data={},

@@ -343,5 +343,5 @@ def queue_action(request: HttpRequest, ref: str, verb: str) -> HttpResponse:
 def usage_page(request: HttpRequest) -> HttpResponse:
     """What was held in the last 30 days, by UTC day (jobs.scheduling.accounting: operators see everyone's)."""
     span = accounting.window(None, None)
-    rows = accounting.usage(accounting.visible_records(request.user), span, "day")
+    rows = accounting.usage(accounting.scope(request.user), span, "day")
     return render(request, "jobs/usage.html", {"rows": rows, "span": span, "days": accounting.DEFAULT_DAYS})

@@ -354,6 +354,8 @@ CELERY_BEAT_SCHEDULE.update(
             "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
         },
         "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
+        # What each user stores, hourly: the accounting's storage GiB-days (jobs/scheduling/accounting.py).
+        "storage-samples": {"task": "storage.sample_usage", "schedule": 3600.0, "options": {"expires": 600}},
         # Homes of users with started jobs, each measured at most every 5 s (jobs/reconcile.py).
         "storage-quota": {"task": "jobs.storage_quota", "schedule": 3.0, "options": {"expires": 6}},
         # In-cluster image builds follow the same tick as jobs (images/tasks.py).

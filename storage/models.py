@@ -37,6 +37,25 @@ class StorageUsage(models.Model):
         return f"storage of {self.user} in {self.datacenter}"
 
 
+
+SAMPLE_SECONDS = 3600  # storage is sampled hourly (beat: storage.sample_usage); a sample counts this long at most
+
+
+class StorageSample(models.Model):
+    """What a user stored in one datacenter at one time: the accounting's storage GiB-days are made of these."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    datacenter = models.ForeignKey(Datacenter, on_delete=models.CASCADE, related_name="+")
+    used_bytes = models.BigIntegerField()
+    taken_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-taken_at"]
+        indexes = [models.Index(fields=["datacenter", "user", "taken_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.used_bytes} bytes of {self.user_id} in {self.datacenter_id} at {self.taken_at}"
+
 class UploadState(models.TextChoices):
     OPEN = "open", "open: receiving chunks"
     VERIFYING = "verifying", "verifying the whole-file checksum"

@@ -10,9 +10,11 @@ import uuid
 from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
 from datacenters.models import Datacenter
 from storage import uploads
+from storage.models import StorageSample, StorageUsage
 from storage.usage import recompute_user
 
 
@@ -46,3 +48,17 @@ def recompute_usage(user_id: int, datacenter_id: int) -> None:
     datacenter = Datacenter.objects.filter(pk=datacenter_id).first()
     if user is not None and datacenter is not None:
         recompute_user(user, datacenter)
+
+
+@shared_task(name="storage.sample_usage", ignore_result=True)
+def sample_usage() -> int:
+    """Write one StorageSample per user and datacenter with anything stored (hourly, from beat); how many."""
+    now = timezone.now()
+    rows = [
+        StorageSample(user_id=user, datacenter_id=datacenter, used_bytes=used, taken_at=now)
+        for user, datacenter, used in StorageUsage.objects.filter(used_bytes__gt=0).values_list(
+            "user_id", "datacenter_id", "used_bytes"
+        )
+    ]
+    StorageSample.objects.bulk_create(rows, batch_size=1000)
+    return len(rows)

@@ -140,6 +140,11 @@ class Engine(ABC):
         """How each worker of a stopped job ended (state, exit code, message); [] where the engine cannot tell."""
         return []
 
+    def measured_usage(self, job: Job) -> dict[str, tuple[float | None, int | None]]:
+        """What each worker of a stopped job used, by name: (cpu seconds, peak memory bytes), None where the
+        engine cannot tell; {} where it measures nothing (the ledger then holds requests only)."""
+        return {}
+
     def cleanup(self, job: Job, recorder: Recorder) -> bool:
         """Delete what is left of a finished job after the datacenter's TTL; True when done."""
         return self.stop(job, recorder)

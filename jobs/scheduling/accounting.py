@@ -5,7 +5,10 @@ Each record counts only the part of it inside the window [since, until): a worke
 over the records the window touches (read in chunks, a few columns each), so one rule clips and groups
 for the API, the CSV, paddlectl and the admin alike, on SQLite and PostgreSQL.
 
-Storage GiB-days are not reported: `StorageUsage` holds only what each user stores now, not its history.
+Measured use (`cpu_core_hours_used`, `peak_memory_gib`) comes from records whose engine measured it (the
+local engine's cgroups); a record's cpu seconds are spread evenly over its span, its peak is a maximum.
+Storage GiB-days come from the hourly `StorageSample`s: each sample counts until the next one of its user and
+datacenter, at most SAMPLE_SECONDS, clipped to the window.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from django.utils import timezone
 
 from core.errors import Invalid
 from jobs.models import UsageRecord
+from storage.models import SAMPLE_SECONDS, StorageSample
 
 GROUPS = ("user", "team", "day")
 NO_TEAM = "(no team)"
@@ -30,7 +34,8 @@ MAX_WINDOW = timedelta(days=366)
 MIN_YEAR, MAX_YEAR = 1970, 9000
 MAX_DATE_TEXT = 40  # characters of a since/until value: an ISO 8601 time with its zone fits
 GIB = 1024**3
-COLUMNS = ("key", "cpu_core_hours", "memory_gib_hours", "gpu_hours", "jobs", "workers")
+COLUMNS = ("key", "cpu_core_hours", "memory_gib_hours", "gpu_hours", "jobs", "workers", "cpu_core_hours_used",
+           "peak_memory_gib", "storage_gib_days")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,26 @@ def visible_records(viewer: Any) -> QuerySet[UsageRecord]:
     return rows if getattr(viewer, "is_staff", False) else rows.filter(owner_id=viewer.pk)
 
 
+@dataclass(frozen=True)
+class Scope:
+    """The ledger rows and storage samples one report reads: the same viewer, datacenter and user for both."""
+
+    records: QuerySet[UsageRecord]
+    samples: QuerySet[StorageSample]
+
+
+def scope(viewer: Any, datacenter: Any = None, user: Any = None) -> Scope:
+    records = visible_records(viewer)
+    samples = StorageSample.objects.all()
+    if not getattr(viewer, "is_staff", False):
+        samples = samples.filter(user_id=viewer.pk)
+    if datacenter is not None:
+        records, samples = records.filter(datacenter=datacenter), samples.filter(datacenter=datacenter)
+    if user is not None:
+        records, samples = records.filter(owner=user), samples.filter(user=user)
+    return Scope(records, samples)
+
+
 @dataclass
 class _Sum:
     cpu_seconds: float = 0.0
@@ -80,6 +105,9 @@ class _Sum:
     gpu_seconds: float = 0.0
     jobs: set[str] = field(default_factory=set)
     workers: set[tuple[str, str]] = field(default_factory=set)
+    cpu_used_seconds: float = 0.0
+    peak_memory: int = 0
+    storage_byte_seconds: float = 0.0
 
     def add(self, item: _Piece) -> None:
         self.cpu_seconds += item.cpu * item.seconds
@@ -87,6 +115,8 @@ class _Sum:
         self.gpu_seconds += item.gpu * item.seconds
         self.jobs.add(item.job_uid)
         self.workers.add((item.job_uid, item.worker))
+        self.cpu_used_seconds += item.cpu_used
+        self.peak_memory = max(self.peak_memory, item.peak)
 
     def row(self, key: str) -> dict[str, Any]:
         return {
@@ -96,6 +126,9 @@ class _Sum:
             "gpu_hours": round(self.gpu_seconds / 3600, 6),
             "jobs": len(self.jobs),
             "workers": len(self.workers),
+            "cpu_core_hours_used": round(self.cpu_used_seconds / 3600, 6),
+            "peak_memory_gib": round(self.peak_memory / GIB, 6),
+            "storage_gib_days": round(self.storage_byte_seconds / GIB / 86400, 6),
         }
 
 
@@ -111,17 +144,22 @@ class _Piece:
     gpu: int
     start: datetime
     seconds: float
+    cpu_used: float = 0.0  # measured cpu seconds in this piece (the record's, spread evenly over its span)
+    peak: int = 0  # the record's measured peak memory, bytes
 
 
 def _pieces(records: QuerySet[UsageRecord], span: Window) -> Iterator[_Piece]:
     touching = records.filter(started_at__lt=span.until, ended_at__gt=span.since).order_by()
-    columns = ("owner_id", "job_uid", "worker", "cpu", "memory", "gpu", "started_at", "ended_at")
-    for owner_id, job_uid, worker, cpu, memory, gpu, started, ended in touching.values_list(*columns).iterator(
-        chunk_size=2000
-    ):
+    columns = ("owner_id", "job_uid", "worker", "cpu", "memory", "gpu", "started_at", "ended_at", "cpu_seconds_used",
+               "peak_memory")  # fmt: skip
+    for owner_id, job_uid, worker, cpu, memory, gpu, started, ended, used, peak in touching.values_list(
+        *columns
+    ).iterator(chunk_size=2000):
         start, end = max(started, span.since), min(ended, span.until)
         if end > start:
-            yield _Piece(owner_id, job_uid, worker, float(cpu), memory, gpu, start, (end - start).total_seconds())
+            seconds, whole = (end - start).total_seconds(), (ended - started).total_seconds()
+            share = (used or 0.0) * (seconds / whole if whole > 0 else 1.0)
+            yield _Piece(owner_id, job_uid, worker, float(cpu), memory, gpu, start, seconds, share, peak or 0)
 
 
 def _by_day(piece: _Piece) -> Iterator[tuple[str, _Piece]]:
@@ -130,8 +168,10 @@ def _by_day(piece: _Piece) -> Iterator[tuple[str, _Piece]]:
     while start < end:
         midnight = datetime.combine(start.date() + timedelta(days=1), time(), tzinfo=UTC)
         stop = min(midnight, end)
+        seconds = (stop - start).total_seconds()
+        share = piece.cpu_used * (seconds / piece.seconds if piece.seconds > 0 else 1.0)
         part = _Piece(piece.owner_id, piece.job_uid, piece.worker, piece.cpu, piece.memory, piece.gpu, start,
-                      (stop - start).total_seconds())  # fmt: skip
+                      seconds, share, piece.peak)  # fmt: skip
         yield start.date().isoformat(), part
         start = stop
 
@@ -150,17 +190,45 @@ def _teams(owner_ids: Iterable[int]) -> dict[int, list[str]]:
     return {owner: names or [NO_TEAM] for owner, names in teams.items()}
 
 
-def usage(records: QuerySet[UsageRecord], span: Window, group_by: str) -> list[dict[str, Any]]:
+def _stored(samples: QuerySet[StorageSample], span: Window) -> Iterator[_Piece]:
+    """Each sample as a piece holding its bytes (in `memory`) until the next sample of its user and datacenter,
+    at most SAMPLE_SECONDS, clipped to the window."""
+    since = span.since - timedelta(seconds=SAMPLE_SECONDS)
+    rows = list(
+        samples.filter(taken_at__gte=since, taken_at__lt=span.until)
+        .order_by("user_id", "datacenter_id", "taken_at")
+        .values_list("user_id", "datacenter_id", "taken_at", "used_bytes")
+    )
+    for index, (user, datacenter, taken, used) in enumerate(rows):
+        ends = taken + timedelta(seconds=SAMPLE_SECONDS)
+        if index + 1 < len(rows) and rows[index + 1][:2] == (user, datacenter):
+            ends = min(ends, rows[index + 1][2])
+        start, end = max(taken, span.since), min(ends, span.until)
+        if end > start:
+            yield _Piece(user, "", "", 0.0, used, 0, start, (end - start).total_seconds())
+
+
+def _keyed(piece: _Piece, group_by: str) -> Iterable[tuple[Any, _Piece]]:
+    """The piece under its key: its owner's id, or each UTC day it spans (cut at midnight)."""
+    return _by_day(piece) if group_by == "day" else [(piece.owner_id, piece)]
+
+
+def _sums(scoped: Scope, span: Window, group_by: str) -> dict[Any, _Sum]:
+    sums: dict[Any, _Sum] = defaultdict(_Sum)
+    for piece in _pieces(scoped.records, span):
+        for key, part in _keyed(piece, group_by):
+            sums[key].add(part)
+    for piece in _stored(scoped.samples, span):
+        for key, part in _keyed(piece, group_by):
+            sums[key].storage_byte_seconds += part.memory * part.seconds
+    return sums
+
+
+def usage(scoped: Scope, span: Window, group_by: str) -> list[dict[str, Any]]:
     """One row per user, team (a user in several counts in each) or UTC day, in key order; see COLUMNS."""
     if group_by not in GROUPS:
         raise Invalid(f"must be one of {', '.join(GROUPS)}", "group_by")
-    sums: dict[Any, _Sum] = defaultdict(_Sum)
-    for piece in _pieces(records, span):
-        if group_by == "day":
-            for day, part in _by_day(piece):
-                sums[day].add(part)
-        else:
-            sums[piece.owner_id].add(piece)
+    sums = _sums(scoped, span, group_by)
     if group_by == "day":
         return [sums[day].row(day) for day in sorted(sums)]
     if group_by == "user":
@@ -180,3 +248,6 @@ def _merge(into: _Sum, other: _Sum) -> None:
     into.gpu_seconds += other.gpu_seconds
     into.jobs |= other.jobs
     into.workers |= other.workers
+    into.cpu_used_seconds += other.cpu_used_seconds
+    into.peak_memory = max(into.peak_memory, other.peak_memory)
+    into.storage_byte_seconds += other.storage_byte_seconds

@@ -35,8 +35,12 @@ def worker_request(spec: dict, role: str) -> tuple[Decimal, int, int]:  # type: 
     return cpu, memory, 0 if role == PSERVER else int(spec.get("gpu", 0))
 
 
-def record(job: Job, now: datetime | None = None) -> list[UsageRecord]:
-    """Write the ledger of a released job (once: a second call finds its records and adds nothing)."""
+def record(
+    job: Job, measured: dict[str, tuple[float | None, int | None]] | None = None, now: datetime | None = None
+) -> list[UsageRecord]:
+    """Write the ledger of a released job (once: a second call finds its records and adds nothing).
+
+    measured: what each worker used, by name (Engine.measured_usage), where the engine knows it."""
     now = now or timezone.now()
     ended = job.finished_at or now
     records = []
@@ -44,11 +48,12 @@ def record(job: Job, now: datetime | None = None) -> list[UsageRecord]:
         if worker.started_at is None:  # the filter says not; mypy cannot know
             continue
         cpu, memory, gpu = worker_request(job.spec, worker.role)
+        cpu_used, peak = (measured or {}).get(worker.name, (None, None))
         records.append(
             UsageRecord(
                 owner_id=job.owner_id, datacenter_id=job.datacenter_id, job_uid=job.uid, job_name=job.name,
                 worker=worker.name, attempt=job.attempt, cpu=cpu, memory=memory, gpu=gpu, started_at=worker.started_at,
-                ended_at=max(ended, worker.started_at),
+                ended_at=max(ended, worker.started_at), cpu_seconds_used=cpu_used, peak_memory=peak,
             )
         )  # fmt: skip
     with transaction.atomic():

@@ -58,7 +58,8 @@ def test_usage_json_and_csv_agree(portal: Portal, ledger: None) -> None:
     report = json.loads(portal.run("usage", *WINDOW, "-o", "json").stdout)
     assert report["datacenter"] == "local" and report["since"] == "2026-01-09T00:00:00Z"
     assert report["results"] == [{"key": "alice", "cpu_core_hours": 16.0, "memory_gib_hours": 32.0, "gpu_hours": 0.0,
-                                  "jobs": 1, "workers": 2}]  # fmt: skip
+                                  "jobs": 1, "workers": 2, "cpu_core_hours_used": 0.0, "peak_memory_gib": 0.0,
+                                  "storage_gib_days": 0.0}]  # fmt: skip
     result = portal.run("usage", *WINDOW, "-o", "csv")
     assert result.exit_code == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))

@@ -17,8 +17,11 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
+from jobs.engines.local import cgroups
 from jobs.models import Job, UsageRecord
 from jobs.scheduling import accounting
+from storage.models import StorageSample, StorageUsage
+from storage.tasks import sample_usage
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
 
@@ -89,6 +92,12 @@ def test_a_real_jobs_ledger_is_its_wall_time_times_its_requests(
     row = by_key(usage(alice_api, datacenter="local", group_by="user"))["alice"]
     assert abs(row["cpu_core_hours"] * 3600 - total_core_seconds) <= 0.5 * len(records)
     assert (row["jobs"], row["workers"]) == (1, 2)
+    if cgroups.usable()[0] is not None:  # what each process used, as its cgroup counted it
+        for record in records.values():
+            assert record.cpu_seconds_used is not None and 0 < record.cpu_seconds_used < record.seconds, record
+            # memory.peak needs Linux 5.19 (v2); the v1 counter is always there
+            assert record.peak_memory is None or 1024**2 < record.peak_memory <= 256 * 1024**2, record
+        assert row["cpu_core_hours_used"] > 0
 
 
 # --- (b) clipping and grouping ------------------------------------------------------------------------------
@@ -98,7 +107,8 @@ def test_a_record_counts_only_its_part_inside_the_window(ledger: None, carol_api
     rows = by_key(usage(carol_api, since="2026-01-10", until="2026-01-11"))
     # Alice's job ran 22:00-02:00: two hours of it are on the 10th; her job of the 7th is outside.
     assert rows["alice"] == {"key": "alice", "cpu_core_hours": 2 * 2 + 1 * 2, "memory_gib_hours": 4 * 2 + 1 * 2,
-                             "gpu_hours": 2.0, "jobs": 1, "workers": 2}  # fmt: skip
+                             "gpu_hours": 2.0, "jobs": 1, "workers": 2, "cpu_core_hours_used": 0.0,
+                             "peak_memory_gib": 0.0, "storage_gib_days": 0.0}  # fmt: skip
     assert rows["bob"]["cpu_core_hours"] == 1.5 and rows["carol"]["cpu_core_hours"] == 2
     # A window of one hour, 01:00-02:00, inside the job.
     hour = by_key(usage(carol_api, since="2026-01-10T01:00:00Z", until="2026-01-10T02:00:00+00:00"))
@@ -254,3 +264,27 @@ def test_the_admin_ledger_is_read_only_and_downloads_csv(ledger: None, carol: Us
     assert sorted((row["job_uid"], row["worker"]) for row in rows) == [
         ("across-a1", "pserver-0"), ("across-a1", "trainer-0"), ("before-a2", "trainer-0")]  # fmt: skip
     assert {row["owner"] for row in rows} == {"alice"} and float(rows[0]["seconds"]) > 0
+
+
+# --- (f) storage GiB-days -----------------------------------------------------------------------------------
+
+
+def test_storage_samples_make_gib_days_each_held_until_the_next(local_dc: Datacenter, alice: User,
+                                                                carol_api: APIClient) -> None:  # fmt: skip
+    at = datetime(2026, 2, 1, tzinfo=UTC)
+    for minutes, gib in ((0, 1), (30, 2)):  # 1 GiB for half an hour, then 2 GiB for (at most) an hour
+        StorageSample.objects.create(user=alice, datacenter=local_dc, used_bytes=gib * 1024**3,
+                                     taken_at=at + timedelta(minutes=minutes))  # fmt: skip
+    rows = by_key(usage(carol_api, since="2026-02-01", until="2026-02-02"))
+    assert rows["alice"]["storage_gib_days"] == round((1 * 0.5 + 2 * 1.0) / 24, 6)
+    assert rows["alice"]["jobs"] == 0  # storage alone: no job ran
+    clipped = by_key(usage(carol_api, since="2026-02-01T00:45:00Z", until="2026-02-01T01:15:00Z"))
+    assert clipped["alice"]["storage_gib_days"] == round(2 * 0.5 / 24, 6)
+
+
+def test_the_hourly_sample_records_what_each_user_stores(local_dc: Datacenter, alice: User, bob: User) -> None:
+    StorageUsage.objects.create(user=alice, datacenter=local_dc, used_bytes=5 * 1024**2)
+    StorageUsage.objects.create(user=bob, datacenter=local_dc, used_bytes=0)  # nothing stored: no sample
+    assert sample_usage() == 1
+    sample = StorageSample.objects.get()
+    assert (sample.user, sample.used_bytes) == (alice, 5 * 1024**2)

@@ -178,6 +178,18 @@ def test_detect_finds_v1_under_our_own_groups_and_v2_unified(tmp_path: Path) -> 
     assert cgroups.detect(tmp_path / "none", own) is None
 
 
+def test_v1_cpu_time_is_counted_in_cpuacct_where_it_is_mounted_apart(tmp_path: Path) -> None:
+    for controller in ("memory", "cpu", "cpuacct"):
+        (tmp_path / controller).mkdir()
+    own = "4:memory:/box\n1:cpu:/\n2:cpuacct:/acct\n"
+    hierarchy = cgroups.detect(tmp_path, own)
+    assert hierarchy is not None and hierarchy.cpuacct == tmp_path / "cpuacct/acct/paddlecloud"
+    group = cgroups.create(hierarchy, "fit-trainer-0", cgroups.Limits(64 << 20, Decimal(1)))
+    assert group.cpu_usage == tmp_path / "cpuacct/acct/paddlecloud/fit-trainer-0/cpuacct.usage"
+    assert tmp_path / "cpuacct/acct/paddlecloud/fit-trainer-0/cgroup.procs" in group.procs  # the process joins it
+    assert group.memory_peak == tmp_path / "memory/box/paddlecloud/fit-trainer-0/memory.max_usage_in_bytes"
+
+
 def test_create_writes_v1_limits_and_skips_absent_swap_accounting(tmp_path: Path) -> None:
     hierarchy = cgroups.Hierarchy(1, tmp_path / "memory" / "paddlecloud", tmp_path / "cpu" / "paddlecloud")
     group = cgroups.create(hierarchy, "fit-trainer-0", cgroups.Limits(64 << 20, Decimal(1)))

@@ -14,12 +14,16 @@ HEADERS = {"user": "USER", "team": "TEAM", "day": "DAY (UTC)"}
 
 
 def usage_table(report: dict[str, Any]) -> str:
+    # Held (what the jobs asked for, over their time), then used where measured, then storage.
     rows = [
         (row["key"], number(round(row["cpu_core_hours"], 2)), number(round(row["memory_gib_hours"], 2)),
-         number(round(row["gpu_hours"], 2)), row["jobs"], row["workers"])
+         number(round(row["gpu_hours"], 2)), row["jobs"], row["workers"],
+         number(round(row.get("cpu_core_hours_used", 0), 2)), number(round(row.get("peak_memory_gib", 0), 2)),
+         number(round(row.get("storage_gib_days", 0), 2)))
         for row in report["results"]
     ]  # fmt: skip
-    headers = (HEADERS.get(report["group_by"], "KEY"), "CPU CORE-H", "MEMORY GIB-H", "GPU-H", "JOBS", "WORKERS")
+    headers = (HEADERS.get(report["group_by"], "KEY"), "CPU CORE-H", "MEMORY GIB-H", "GPU-H", "JOBS", "WORKERS",
+               "CPU-H USED", "PEAK MEM GIB", "STORAGE GIB-D")  # fmt: skip
     where = report["datacenter"] or "every datacenter"
     return table(headers, rows, empty=f"No usage in {where} from {report['since']} to {report['until']}.")
 

@@ -32,6 +32,7 @@ class Hierarchy:
     memory: Path  # the directory our groups go in, per controller (the same for v2)
     cpu: Path
     pids: Path | None = None  # None: this host has no pids controller for us
+    cpuacct: Path | None = None  # v1 with cpuacct mounted apart from cpu: where the cpu time is counted
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class Group:
     dirs: tuple[Path, ...]
     events: Path
     pids_events: Path | None = None
+    cpu_usage: Path | None = None  # v2 cpu.stat (usage_usec), v1 cpuacct.usage (ns): the accounting's cpu used
+    memory_peak: Path | None = None  # v2 memory.peak, v1 memory.max_usage_in_bytes: its peak memory
 
     @property
     def procs(self) -> tuple[Path, ...]:
@@ -67,7 +70,10 @@ def detect(root: Path, proc_self_cgroup: str) -> Hierarchy | None:
         memory = root / "memory" / paths["memory"].lstrip("/") / GROUP_DIR
         cpu = root / "cpu" / paths.get("cpu", "/").lstrip("/") / GROUP_DIR
         pids = root / "pids" / paths.get("pids", "/").lstrip("/") / GROUP_DIR if (root / "pids").is_dir() else None
-        return Hierarchy(1, memory, cpu, pids)
+        accounting = root / "cpuacct"
+        apart = accounting.is_dir() and "cpuacct" in paths and accounting.resolve() != (root / "cpu").resolve()
+        cpuacct = accounting / paths["cpuacct"].lstrip("/") / GROUP_DIR if apart else None
+        return Hierarchy(1, memory, cpu, pids, cpuacct)
     if (root / "cgroup.controllers").is_file():
         base = root / paths.get("", "/").lstrip("/") / GROUP_DIR
         pids = base if "pids" in (root / "cgroup.controllers").read_text().split() else None
@@ -129,13 +135,18 @@ def create(hierarchy: Hierarchy, name: str, limits: Limits) -> Group:
         directory.mkdir(exist_ok=True)
         dirs = {"memory": directory, "cpu": directory, "pids": directory}
         events = directory / "memory.events"
+        cpu_usage, memory_peak = directory / "cpu.stat", directory / "memory.peak"
     else:
         dirs = {"memory": hierarchy.memory / name, "cpu": hierarchy.cpu / name}
         if pids and hierarchy.pids is not None:
             dirs["pids"] = hierarchy.pids / name
+        if hierarchy.cpuacct is not None:
+            dirs["cpuacct"] = hierarchy.cpuacct / name
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         events = dirs["memory"] / "memory.oom_control"
+        cpu_usage = dirs.get("cpuacct", dirs["cpu"]) / "cpuacct.usage"  # with cpu, or its own hierarchy
+        memory_peak = dirs["memory"] / "memory.max_usage_in_bytes"
     if not pids:
         limits = Limits(limits.memory_bytes, limits.cpus)  # no pids controller here: cpu and memory only
     for controller, filename, value in limit_files(hierarchy.version, limits):
@@ -144,7 +155,7 @@ def create(hierarchy: Hierarchy, name: str, limits: Limits) -> Group:
             continue  # no swap accounting on this host: nothing to swap to is limited either way
         _write(path, value)
     pids_events = dirs["pids"] / "pids.events" if pids else None
-    return Group(tuple(dict.fromkeys(dirs.values())), events, pids_events)
+    return Group(tuple(dict.fromkeys(dirs.values())), events, pids_events, cpu_usage, memory_peak)
 
 
 def remove(group: Group) -> None:

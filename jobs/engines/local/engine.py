@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from django.conf import settings
+from paddlecloud.contract.states import worker_name
 
 from datacenters.models import Datacenter
 from jobs.engines.base import Engine, EngineError, Observation, Recorder, WorkerStatus
@@ -131,6 +132,13 @@ class LocalEngine(Engine):
 
     def final_workers(self, job: Job) -> list[WorkerStatus]:
         return self._observe(job, None).workers
+
+    def measured_usage(self, job: Job) -> dict[str, tuple[float | None, int | None]]:
+        """From each process's cgroup, as its supervisor read it at exit (the last run of a restarted one)."""
+        return {
+            worker_name(role, index): processes.measured(self.supervisor.status_path(job, role, index))
+            for role, index in _plan(job)
+        }
 
     def finish(self, job: Job, recorder: Recorder) -> bool:
         """Every trainer exited 0: stop the pservers (they never exit by themselves) and say so in their logs."""

@@ -89,6 +89,21 @@ if config["oom_events"]:
             status["oom_killed"] = True
     except (OSError, ValueError, IndexError):
         pass
+# What the process used, for the accounting (cgroups.cpu_seconds parses the same two formats).
+if config["cpu_usage"]:
+    try:
+        with open(config["cpu_usage"]) as f:
+            text = f.read()
+        usec = [l.split()[1] for l in text.splitlines() if l.startswith("usage_usec ")]
+        status["cpu_seconds"] = int(usec[0]) / 1e6 if usec else int(text.strip()) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+if config["memory_peak"]:
+    try:
+        with open(config["memory_peak"]) as f:
+            status["peak_memory"] = int(f.read().strip())
+    except (OSError, ValueError):
+        pass
 if config["pids_events"]:
     try:
         with open(config["pids_events"]) as f:
@@ -168,6 +183,8 @@ def spawn(
         "cgroup_dirs": [str(d) for d in cgroup.dirs] if cgroup else [],
         "oom_events": str(cgroup.events) if cgroup else "",
         "pids_events": str(cgroup.pids_events) if cgroup and cgroup.pids_events else "",
+        "cpu_usage": str(cgroup.cpu_usage) if cgroup and cgroup.cpu_usage else "",
+        "memory_peak": str(cgroup.memory_peak) if cgroup and cgroup.memory_peak else "",
         "events": str(events.pipe_path()) if job_id is not None else "",
         "event": events.line(job_id) if job_id is not None else "",
     }
@@ -187,6 +204,17 @@ def spawn(
         raise OSError(f"could not start {argv[0]}: {result.stdout.strip() or result.stderr.strip()}")
     pid, supervisor = int(words[0]), int(words[1])
     return Spawned(pid, start_time(pid) or 0, supervisor, start_time(supervisor) or 0)
+
+
+def measured(status_path: Path) -> tuple[float | None, int | None]:
+    """(cpu seconds, peak memory bytes) the process used, as its supervisor read them from its cgroup; None
+    where unknown (no cgroup here, a kernel without memory.peak, or the process still runs)."""
+    try:
+        status = json.loads(status_path.read_text())
+    except (OSError, ValueError):
+        return None, None
+    cpu, peak = status.get("cpu_seconds"), status.get("peak_memory")
+    return (float(cpu) if isinstance(cpu, int | float) else None, int(peak) if isinstance(peak, int) else None)
 
 
 def exit_status(status_path: Path) -> int | None:
