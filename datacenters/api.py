@@ -74,13 +74,14 @@ def _model_rules(name: str) -> list[Any]:
 class CapacityInput(StrictSerializer):
     """`capacity` of a PATCH: each field optional; null or "" clears it (the engine's default: the host's)."""
 
+    # max_length as the column's: PostgreSQL refuses a longer value (SQLite would keep it), so it is a 400 here.
     cpu = serializers.CharField(
         required=False, allow_blank=True, allow_null=True, validators=_model_rules("capacity_cpu"),
-        help_text="cores: 2, 0.5 or 500m",
+        max_length=Datacenter._meta.get_field("capacity_cpu").max_length, help_text="cores: 2, 0.5 or 500m",
     )  # fmt: skip
     memory = serializers.CharField(
         required=False, allow_blank=True, allow_null=True, validators=_model_rules("capacity_memory"),
-        help_text="bytes: 8Gi, 512Mi",
+        max_length=Datacenter._meta.get_field("capacity_memory").max_length, help_text="bytes: 8Gi, 512Mi",
     )  # fmt: skip
     gpu = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, max_value=quantity_rules.MAX_GPUS,

@@ -43,6 +43,7 @@ def test_bad_capacities_are_a_400_naming_the_field(local_dc: Datacenter, carol_a
         ({"capacity": {"cpu": "-1"}}, "capacity.cpu"),
         ({"capacity": {"memory": "8GB"}}, "capacity.memory"),
         ({"capacity": {"memory": "x" * 30}}, "capacity.memory"),
+        ({"capacity": {"cpu": "0" * 24 + "1"}}, "capacity.cpu"),  # a valid quantity longer than its column
         ({"capacity": {"gpu": -1}}, "capacity.gpu"),
         ({"capacity": {"gpu": 10**9}}, "capacity.gpu"),
         ({"capacity": {"disk": "1Ti"}}, "capacity.disk"),
