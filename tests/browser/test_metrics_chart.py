@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from datacenters.models import Datacenter
 from jobs.models import Job, JobState, Role, Worker
+from jobs.spec import requested
 from tests.browser.conftest import Page
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,9 +19,11 @@ HTML_NAME = '<img src=x onerror="document.title=1">'
 
 
 def running_job(dc: Datacenter, owner: User) -> Job:
-    job = Job.objects.create(owner=owner, datacenter=dc, name="fit", uid="fit-ab12c",
-                             spec={"parallelism": 2, "pservers": 0, "entry": "python train.py"},
-                             state=JobState.RUNNING)
+    spec = {"parallelism": 2, "pservers": 0, "entry": "python train.py"}
+    cpu, memory, gpu = requested(spec)
+    job = Job.objects.create(owner=owner, datacenter=dc, name="fit", uid="fit-ab12c", spec=spec,
+                             state=JobState.RUNNING, cpu_request=cpu, memory_request=memory, gpu_request=gpu,
+                             admitted_at=timezone.now())  # running: the scheduler admitted it
     for index in range(2):
         Worker.objects.create(job=job, role=Role.TRAINER, index=index, state="running")
     return job
