@@ -33,7 +33,7 @@ def test_with_the_broker_down_a_submit_answers_201_queued_and_the_job_runs_later
     assert answer.status_code == 201, answer.text
     assert answer.json()["state"] == "queued"
     assert Job.objects.count() == 1
-    # The broker is back (the test's own): the reconciler's sweep sends the job, at its first cycle.
+    # The broker is back (the test's own): the scheduler's periodic cycle admits and starts the job.
     worker = workers.start_worker(tmp_path, beat=True)
     try:
         started = wait_for(
