@@ -207,7 +207,9 @@ class Datacenter(models.Model):
     default_cpu = models.CharField(max_length=20, default="16", validators=[validate_cpu_quantity])
     default_memory = models.CharField(max_length=20, default="64Gi", validators=[validate_memory_quantity])
     default_gpu = models.PositiveIntegerField(default=0)
-    default_jobs = models.PositiveIntegerField(default=10, help_text="Jobs running at once (waiting ones: max_queued_jobs).")
+    default_jobs = models.PositiveIntegerField(
+        default=10, help_text="Jobs running at once (waiting ones: max_queued_jobs)."
+    )
     default_storage = models.CharField(max_length=20, default="100Gi", validators=[validate_storage_quantity])
     default_storage_files = models.PositiveIntegerField(default=1_000_000)
 
@@ -288,7 +290,9 @@ class Quota(models.Model):
     cpu = models.CharField(max_length=20, blank=True, validators=[validate_cpu_quantity])
     memory = models.CharField(max_length=20, blank=True, validators=[validate_memory_quantity])
     gpu = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
-    jobs = models.PositiveIntegerField(null=True, blank=True, help_text="Jobs running at once (waiting ones: max_queued_jobs).")
+    jobs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Jobs running at once (waiting ones: max_queued_jobs)."
+    )
     storage = models.CharField(max_length=20, blank=True, validators=[validate_storage_quantity])
     storage_files = models.PositiveIntegerField(null=True, blank=True)
     weight = models.DecimalField(
