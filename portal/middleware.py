@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
+
+from core.api import errors
 
 View = Callable[[HttpRequest], HttpResponseBase]
 
@@ -24,22 +26,24 @@ def instance_header(get_response: View) -> View:
     return middleware
 
 
-class NulByte(SuspiciousOperation):
-    """A query parameter (name or value) holds a NUL byte."""
+NUL_RULE = "may not contain null characters (NUL bytes)"
 
 
 def refuse_nul_bytes(get_response: View) -> View:
     """A 400 for a NUL byte in the path or a query parameter, before any view: no name or value the portal keeps
     or looks up may hold one (PostgreSQL's text refuses it, which would surface as a 500 in whichever view asked
-    first). Django answers the SuspiciousOperation with core.api.errors.bad_request: the error shape under /api/."""
+    first). Under /api/ the error shape names the parameter; pages answer Django's 400 page."""
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
-        if "\x00" in request.path:  # a name in the path (a job, a datacenter) is looked up as the query's are
-            raise NulByte("the path holds a NUL byte")
+        field = "path" if "\x00" in request.path else None  # a name in the path is looked up as a query's is
         for name, values in request.GET.lists():
-            if "\x00" in name or any("\x00" in value for value in values):
-                shown = name.replace("\x00", "\\0")[:40]
-                raise NulByte(f"query parameter {shown!r} holds a NUL byte")
-        return get_response(request)
+            if field is None and ("\x00" in name or any("\x00" in value for value in values)):
+                field = name.replace("\x00", "\\0")[:40]
+        if field is None:
+            return get_response(request)
+        if not errors.is_api(request):
+            raise SuspiciousOperation(f"{field}: {NUL_RULE}")
+        problem: dict[str, str | None] = {"field": field, "code": "invalid", "message": NUL_RULE}
+        return JsonResponse(errors.body(NUL_RULE, "invalid", [problem]), status=400)
 
     return middleware

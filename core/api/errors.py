@@ -185,13 +185,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-def _is_api(request: HttpRequest) -> bool:
+def is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/") or request.path == "/api"
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Django's 400 (a suspicious request met before any view): JSON under /api/, its page elsewhere."""
-    if _is_api(request):
+    if is_api(request):
         error = _django_to_api(exception)
         if isinstance(error, exceptions.APIException):
             return JsonResponse(body(str(error.detail), str(error.default_code)), status=error.status_code)
@@ -201,7 +201,7 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Django's 404 (no route matched): JSON under /api/, its page elsewhere."""
-    if _is_api(request):
+    if is_api(request):
         message = f"no API route {quote(request.path, 100)}; the routes are listed at /api/schema/"
         return JsonResponse(body(message, "not_found"), status=404)
     return defaults.page_not_found(request, exception)
@@ -215,12 +215,12 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if database_unavailable(sys.exc_info()[1]):
         down = _database_down(request)
         response: HttpResponse
-        if _is_api(request):
+        if is_api(request):
             response = JsonResponse(down, status=503)
         else:
             response = HttpResponse(down["detail"], status=503, content_type="text/plain; charset=utf-8")
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(body(INTERNAL, "error"), status=500)
     return defaults.server_error(request)

@@ -19,7 +19,8 @@ def test_an_api_query_with_a_nul_byte_is_a_400_in_the_error_shape(
     for path in ("/api/v1/queue", "/api/v1/quota", "/api/v1/jobs", "/api/v1/usage"):
         answer = alice_api.get(f"{path}?{query}")
         assert answer.status_code == 400, (path, query, answer.content[:300])
-        assert answer.json()["code"] == "parse_error" and "NUL byte" in answer.json()["detail"], answer.json()
+        error = answer.json()["errors"][0]
+        assert error["code"] == "invalid" and "NUL bytes" in error["message"], answer.json()
 
 
 def test_a_page_with_a_nul_byte_in_its_query_is_a_400_page(alice: User, local_dc: Datacenter) -> None:
@@ -32,7 +33,8 @@ def test_a_page_with_a_nul_byte_in_its_query_is_a_400_page(alice: User, local_dc
 @pytest.mark.parametrize("path", ["/api/v1/datacenters/loc%00al", "/api/v1/jobs/a%00b", "/api/v1/jobs/a%00/hold"])
 def test_a_path_with_a_nul_byte_is_a_400(carol_api: APIClient, local_dc: Datacenter, path: str) -> None:
     answer = carol_api.get(path) if "hold" not in path else carol_api.post(path)
-    assert answer.status_code == 400 and "NUL byte" in answer.json()["detail"], answer.content[:300]
+    assert answer.status_code == 400, answer.content[:300]
+    assert answer.json()["errors"][0]["field"] == "path" and "NUL bytes" in answer.json()["detail"]
 
 
 def test_a_query_without_one_passes(alice_api: APIClient, local_dc: Datacenter) -> None:
