@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import math
-import os
 import random
 import statistics
 import sys
@@ -41,25 +40,10 @@ TRAINER = (
 
 
 def setup_django(var_dir: Path) -> dict[str, str]:
-    env = {
-        "PADDLECLOUD_VAR_DIR": str(var_dir),
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "LOG_LEVEL": "WARNING",
-        "DATABASE_URL": f"sqlite:///{var_dir / 'db.sqlite3'}",
-        "CELERY_BROKER_URL": "",
-        "PADDLECLOUD_CACHE_URL": "",
-    }
-    for name, value in env.items():
-        if value:
-            os.environ[name] = value
-        else:
-            os.environ.pop(name, None)
-    import django
-    from django.core.management import call_command
+    """bench/load.py's private stack, on its embedded defaults: SQLite in `var_dir`, the pcfs:// broker."""
+    from bench.load import setup_django as private_stack
 
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return {name: value for name, value in env.items() if value}
+    return private_stack(var_dir, "", "")
 
 
 def datacenter(pfs: Path, name: str = "local", **fields: Any) -> Any:

@@ -96,7 +96,7 @@ def _ordered_ids(datacenter: Datacenter) -> tuple[list[int], set[int], int]:
     """The waiting jobs' ids to show: the scheduler's order, then those no cycle looks at yet (past
     cycle.PER_OWNER of their owner's), then the held; the ranked ones apart; and how many wait in all."""
     ranked = cycle.positions(datacenter)[:MAX_ROWS]
-    waiting = Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, admitted_at__isnull=True)
+    waiting = cycle.unadmitted(datacenter)
     rest = (
         waiting.exclude(pk__in=ranked)
         .order_by("held", "-priority", "-queue_boost", "created_at", "id")
@@ -142,7 +142,7 @@ def _row(job: Job, position: int | None, viewer: Any, estimator: Estimator) -> d
 
 
 def _waiting_row(job: Job) -> QuerySet[Job]:
-    return Job.objects.filter(pk=job.pk, state=JobState.QUEUED, admitted_at__isnull=True)
+    return cycle.unadmitted(job.datacenter_id).filter(pk=job.pk)  # type: ignore[no-any-return]
 
 
 def _changed(job: Job, rows: int, verb: str, wake: bool) -> Job:
@@ -153,7 +153,7 @@ def _changed(job: Job, rows: int, verb: str, wake: bool) -> Job:
         raise Conflict(f"job {job.name} is {state}; only a job waiting in the queue can be {verb}", "state")
     if wake:  # what it changed may let a job start now: a cycle looks at once (beat is the safety net)
         datacenter_id = job.datacenter_id
-        transaction.on_commit(lambda: services._wake_scheduler(datacenter_id))
+        transaction.on_commit(lambda: services.wake_scheduler(datacenter_id))
     return job
 
 

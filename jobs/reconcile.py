@@ -30,7 +30,7 @@ from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Worker, WorkerState
 from jobs.records import RECORDS, note_refused_logs, record_workers
-from jobs.scheduling import ledger
+from jobs.scheduling import cycle, ledger
 from jobs.states import transition
 from storage import backends, usage
 from storage.models import StorageUsage
@@ -214,8 +214,7 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
 
 def reconcile_datacenter(datacenter: Datacenter) -> None:
     engine = engine_for(datacenter)
-    preempted = Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, preempted_at__isnull=False)
-    for job in preempted.select_related("owner", "datacenter"):
+    for job in cycle.preempting(datacenter).select_related("owner", "datacenter"):
         try:
             requeue_preempted(job, engine)
         except TransientEngineError as exc:

@@ -210,7 +210,7 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
             if earlier is not None:
                 return earlier
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
-        transaction.on_commit(lambda: _wake_scheduler(checked.datacenter.pk))
+        transaction.on_commit(lambda: wake_scheduler(checked.datacenter.pk))
     return job
 
 
@@ -256,7 +256,7 @@ def submit_request(
     return Submitted(submit(checked, idempotency_key), checked)
 
 
-def _wake_scheduler(datacenter_id: int) -> None:
+def wake_scheduler(datacenter_id: int) -> None:
     """Ask for a scheduling cycle now. The job exists whatever the broker does: if the broker cannot take
     the message, the job stays queued and the scheduler's periodic cycle admits it once the broker is back."""
     try:

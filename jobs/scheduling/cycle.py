@@ -33,9 +33,19 @@ PER_OWNER = 50  # waiting jobs of one user a cycle looks at (their first, in the
 MAX_CANDIDATES = 5000  # waiting jobs a cycle looks at in all
 
 
+def unadmitted(datacenter: Datacenter | int) -> Any:
+    """The jobs in the queue: queued and not yet admitted (held ones included)."""
+    return Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, admitted_at__isnull=True)
+
+
 def waiting(datacenter: Datacenter) -> Any:
-    """The jobs waiting for admission: queued, not yet admitted, not held."""
-    return Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, admitted_at__isnull=True, held=False)
+    """The jobs waiting for admission: in the queue and not held."""
+    return unadmitted(datacenter).filter(held=False)
+
+
+def preempting(datacenter: Datacenter) -> Any:
+    """Preempted jobs whose workers are still being stopped: back in `queued`, still holding their requests."""
+    return Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, preempted_at__isnull=False)
 
 
 def holding(datacenter: Datacenter) -> Any:
@@ -189,7 +199,7 @@ def preempt(
     One preemption at a time per datacenter: while one's victims are stopping (jobs/reconcile.py requeues
     them once nothing of them runs), no other is started, so a waiting job never stops more than it needs.
     """
-    if Job.objects.filter(datacenter=datacenter, state=JobState.QUEUED, preempted_at__isnull=False).exists():
+    if preempting(datacenter).exists():
         return
     by_id = {c.job_id: c for c in candidates}
     delay = float(datacenter.preemption_delay)

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
-from paddlecloud.contract import quantity
-from paddlecloud.contract.spec import DEFAULTS
+from paddlecloud.contract.spec import worker_requested
 from paddlecloud.contract.states import PSERVER
 
 from datacenters.models import Datacenter
@@ -25,14 +23,6 @@ def decay(value: float, since: datetime, now: datetime, half_life: float) -> flo
     """`value` measured at `since`, as it counts at `now`."""
     elapsed = max((now - since).total_seconds(), 0.0)
     return value * math.pow(0.5, elapsed / max(half_life, 1.0))
-
-
-def worker_request(spec: dict, role: str) -> tuple[Decimal, int, int]:  # type: ignore[type-arg]
-    """(cores, bytes, GPUs) one worker of `role` asks for."""
-    cpu_field, memory_field = ("pscpu", "psmemory") if role == PSERVER else ("cpu", "memory")
-    cpu = quantity.cores(str(spec.get(cpu_field) or DEFAULTS[cpu_field]), cpu_field)
-    memory = quantity.byte_count(str(spec.get(memory_field) or DEFAULTS[memory_field]), field=memory_field)
-    return cpu, memory, 0 if role == PSERVER else int(spec.get("gpu", 0))
 
 
 def record(
@@ -47,7 +37,7 @@ def record(
     for worker in job.workers.filter(started_at__isnull=False):
         if worker.started_at is None:  # the filter says not; mypy cannot know
             continue
-        cpu, memory, gpu = worker_request(job.spec, worker.role)
+        cpu, memory, gpu = worker_requested(job.spec, pserver=worker.role == PSERVER)
         cpu_used, peak = (measured or {}).get(worker.name, (None, None))
         records.append(
             UsageRecord(

@@ -248,15 +248,17 @@ def parse_notify(text: str) -> dict[str, Any]:
     return notify
 
 
+def worker_requested(spec: dict[str, Any], pserver: bool) -> tuple[Decimal, int, int]:
+    """(cores, memory bytes, GPUs) one trainer, or one pserver, of a valid job asks for."""
+    cpu_field, memory_field = ("pscpu", "psmemory") if pserver else ("cpu", "memory")
+    cpu = quantity.cores(str(spec.get(cpu_field) or DEFAULTS[cpu_field]), cpu_field)
+    memory = quantity.byte_count(str(spec.get(memory_field) or DEFAULTS[memory_field]), field=memory_field)
+    return cpu, memory, 0 if pserver else int(spec.get("gpu", 0))
+
+
 def requested(spec: dict[str, Any]) -> tuple[Decimal, int, int]:
     """(cores, memory bytes, GPUs) a whole valid job asks for: trainers and pservers together."""
     trainers, pservers = int(spec.get("parallelism", 1)), int(spec.get("pservers", 0))
-
-    def value(field: str) -> str:
-        return str(spec.get(field) or DEFAULTS[field])
-
-    cpu = trainers * quantity.cores(value("cpu"), "cpu") + pservers * quantity.cores(value("pscpu"), "pscpu")
-    memory = trainers * quantity.byte_count(value("memory"), field="memory") + pservers * quantity.byte_count(
-        value("psmemory"), field="psmemory"
-    )
-    return cpu, memory, trainers * int(spec.get("gpu", 0))
+    t_cpu, t_memory, t_gpu = worker_requested(spec, pserver=False)
+    p_cpu, p_memory, _ = worker_requested(spec, pserver=True)
+    return trainers * t_cpu + pservers * p_cpu, trainers * t_memory + pservers * p_memory, trainers * t_gpu
