@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,32 @@ def test_identity_files_name_the_job_user(tmp_path: Path) -> None:
     assert (directory / "hosts").read_text() == f"127.0.0.1 localhost\n127.0.0.1\t{sandbox.HOSTNAME}\n"
     assert (directory / "passwd").read_text().count("65534") == 2
     assert oct((directory / "group").stat().st_mode & 0o777) == "0o644"
+
+
+def test_identity_files_written_by_many_threads_at_once_all_succeed(tmp_path: Path) -> None:
+    # Two workers of one user start at once on a worker's threads; a temp name made of the pid alone
+    # let one writer's replace() remove the file under the other (a FileNotFoundError in CI).
+    (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
+    start = threading.Barrier(8)
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        for round_ in range(30):
+            start.wait()  # every round, all threads find a fresh directory with nothing in it, and write
+            try:
+                resolv = "nameserver 10.0.2.3\n"
+                sandbox.identity_files(tmp_path / f"etc{round_}", 4321, 4321, resolv, tmp_path / "hosts")
+            except OSError as error:
+                failures.append(error)
+
+    threads = [threading.Thread(target=write) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    # and no temp file is left behind
+    assert sorted(p.name for p in (tmp_path / "etc29").iterdir()) == ["group", "hosts", "passwd", "resolv.conf"]
 
 
 def test_places_map_host_paths_to_pfs_paths(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -213,8 +214,12 @@ def identity_files(
     for name, text in zip(names, (*identity_lines(uid, gid), hosts, resolv), strict=True):
         path = directory / name
         if not path.is_file() or path.read_text() != text:
-            tmp = directory / f".{name}.{os.getpid()}"
-            tmp.write_text(text)
+            # A unique temp name per writer: two workers of one user start at once on the worker's threads,
+            # so a name made of the pid alone was replaced away under the other writer.
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+            tmp = Path(tmp_name)
+            with os.fdopen(fd, "w") as out:
+                out.write(text)
             tmp.chmod(0o644)
             tmp.replace(path)
     return directory
