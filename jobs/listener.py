@@ -1,7 +1,8 @@
-"""The control worker hears local jobs' process events (jobs/engines/local/events.py) and reconciles at once.
+"""The control worker hears its jobs change and reconciles at once: local jobs' process events
+(jobs/engines/local/events.py) and Kubernetes objects' watch events (jobs/engines/kubernetes/watch.py).
 
 Started by Celery's worker_ready signal in the worker that consumes the control lane (core/lanes.py),
-on a daemon thread of its own: an event never waits for a worker slot or a broker round trip.
+on daemon threads of their own: an event never waits for a worker slot or a broker round trip.
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ import logging
 import threading
 from typing import Any
 
+from django.db import close_old_connections
+
 from core import lanes
+from jobs.engines.kubernetes import watch
 from jobs.engines.local import events
+from jobs.models import Job
 from jobs.tasks import reconcile_promptly
 
 log = logging.getLogger(__name__)
@@ -25,11 +30,23 @@ def start_if_control(sender: Any = None, **kwargs: Any) -> None:
         return
     threading.Thread(target=_listen, name="local-job-events", daemon=True).start()
     log.info("listening for local jobs' process events on %s", events.pipe_path())
+    watch.enable(kubernetes_changed)  # the reconciler here watches its Kubernetes datacenters
 
 
 def stop(sender: Any = None, **kwargs: Any) -> None:
     """worker_shutdown receiver."""
     _stop.set()
+    watch.disable()
+
+
+def kubernetes_changed(job_uids: set[str]) -> None:
+    """Watch events named these jobs' objects: reconcile the ones still followed, now."""
+    try:
+        ids = set(Job.objects.filter(uid__in=job_uids, released=False).values_list("pk", flat=True))
+    finally:
+        close_old_connections()  # the watch's own thread: never keep a connection the database closed
+    if ids:
+        reconcile_promptly(ids)
 
 
 def _listen() -> None:

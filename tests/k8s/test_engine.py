@@ -239,9 +239,10 @@ def test_oomkilled_image_pull_and_a_lost_pserver_are_named(k8s_dc: Datacenter, a
     kill(pull)
 
 
-def test_reconcile_lists_a_datacenter_with_three_calls_whatever_the_number_of_jobs(
+def test_reconcile_without_watches_lists_a_datacenter_with_three_calls_whatever_the_number_of_jobs(
     k8s_dc: Datacenter, alice: User, bob: User
 ) -> None:
+    # A process that does not mirror the cluster (the control worker does: tests/k8s/test_watch.py).
     jobs = [
         submit(k8s_dc, user, {"jobname": f"n{i}", "pservers": i % 2}, trainer_annotations=HANG)
         for i, user in enumerate([alice, bob, alice, bob, alice])
@@ -250,7 +251,7 @@ def test_reconcile_lists_a_datacenter_with_three_calls_whatever_the_number_of_jo
     kube.reset_calls()
     reconcile_datacenter(k8s_dc)
     assert kube.total_calls() == 3, dict(kube.CALLS)
-    assert set(kube.CALLS) == {"GET Pod", "GET Job", "GET StatefulSet"}
+    assert set(kube.CALLS) == {"LIST Pod", "LIST Job", "LIST StatefulSet"}
     for job in jobs:
         kill(job)
 

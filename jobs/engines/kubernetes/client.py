@@ -14,11 +14,13 @@ workers cannot flood the API server (which answers 429, a transient error, past 
 Errors are sorted once, here: the cluster not answering (connection refused, timeouts, 5xx, 429,
 401) -> `TransientEngineError` (the caller retries later); 404 -> `NotFound`; 409 -> `Conflict`;
 any other 4xx -> `KubeError` carrying the API server's own message. Every request is counted
-(`CALLS`), so the benchmark can show how many calls a reconcile cycle makes.
+(`CALLS`: "LIST Pod", "GET Pod", ...), so tests and the benchmark can show how many calls a reconcile cycle
+makes; the long-lived watches of watch.py count theirs apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -26,6 +28,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -43,6 +46,9 @@ QPS_ENV, BURST_ENV = "PADDLECLOUD_K8S_QPS", "PADDLECLOUD_K8S_BURST"
 DEFAULT_QPS, DEFAULT_BURST = 50.0, 100
 TIMEOUT = (5, 30)  # (connect, read) seconds for every call but logs
 LOG_TIMEOUT = (5, 60)
+
+
+Objects = list[dict[str, Any]]  # a list's items, as the API's own JSON
 
 
 @dataclass(frozen=True)
@@ -79,9 +85,9 @@ def total_calls() -> int:
         return sum(CALLS.values())
 
 
-def _count(verb: str, kind: str) -> None:
+def _count(calls: Counter[str], verb: str, kind: str) -> None:
     with _calls_lock:
-        CALLS[f"{verb} {kind}"] += 1
+        calls[f"{verb} {kind}"] += 1
 
 
 class RateLimit:
@@ -147,6 +153,49 @@ class Conflict(KubeError):
     pass
 
 
+class Gone(KubeError):
+    """410: a watch asked for a version the API server no longer keeps; list again."""
+
+
+class WatchStream:
+    """An open watch: iterate for its events (`{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}`)
+    as the API server sends them; `close()` from another thread ends the iteration at once."""
+
+    def __init__(self, kind: str, response: urllib3.BaseHTTPResponse) -> None:
+        self.kind = kind
+        self._response = response
+        self.closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            for line in self._response:
+                if line.strip():
+                    event: dict[str, Any] = json.loads(line)
+                    yield event
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            if not self.closed:
+                raise TransientEngineError(f"the watch of {self.kind} broke: {_short(exc)}") from None
+        finally:
+            if self.closed:
+                self._response.close()  # its socket is shut: it must never go back to the pool
+            else:
+                self._response.release_conn()
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(Exception):  # closing a stream already ended is fine
+            self._response.shutdown()
+
+
+def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+    query = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
 def _path(kind: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
     res = KINDS[kind]
     path = res.prefix
@@ -163,11 +212,24 @@ def _path(kind: str, namespace: str | None, name: str | None = None, sub: str = 
 class Kube:
     """Create, read, list, patch and delete objects as dicts; read pod logs."""
 
-    def __init__(self, api: k8s.ApiClient, pace: RateLimit | None = None) -> None:
+    def __init__(self, api: k8s.ApiClient, pace: RateLimit | None = None, calls: Counter[str] | None = None) -> None:
         self.api = api
         self.pace = pace or rate_limit_from_env()
+        self.calls = CALLS if calls is None else calls  # the watches count theirs apart (watch.py)
 
-    def _request(
+    def counted_apart(self, calls: Counter[str]) -> Kube:
+        """The same cluster, pace and connections, its requests counted in `calls` instead of CALLS."""
+        return Kube(self.api, self.pace, calls)
+
+    def _request(self, verb: str, kind: str, path: str, **kwargs: Any) -> bytes:
+        """Send one request (`_send`) and read its whole body."""
+        response = self._send(verb, kind, path, **kwargs)
+        try:
+            return bytes(response.read() or b"")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientEngineError(f"cannot reach the Kubernetes API server: {_short(exc)}") from None
+
+    def _send(
         self,
         verb: str,
         kind: str,
@@ -178,29 +240,30 @@ class Kube:
         content_type: str = "application/json",
         accept: str = "application/json",
         timeout: tuple[int, int] = TIMEOUT,
-    ) -> bytes:
-        _count(verb, kind)
+    ) -> Any:
+        """Send one request; a 2xx response comes back unread (its body may be a stream), anything else raises."""
+        _count(self.calls, verb, kind)
         self.pace.wait()
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type  # a JSON type: the client serializes the dict itself
         try:
             method, url, headers, _, _ = self.api.param_serialize(
-                method=verb,
+                method="GET" if verb in ("LIST", "WATCH") else verb,  # counted apart, sent as what they are
                 resource_path=path,
                 query_params=query or [],
                 header_params=headers,
                 auth_settings=["BearerToken"],
             )
             response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+            status = int(response.status)
+            if 200 <= status < 300:
+                return response
             data = bytes(response.read() or b"")
         except k8s.ApiException as exc:  # status 0: TLS and request-building failures
             raise TransientEngineError(f"{verb} {kind}: {exc.reason or exc}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientEngineError(f"cannot reach the Kubernetes API server: {_short(exc)}") from None
-        status = int(response.status)
-        if 200 <= status < 300:
-            return data
         message, reason = _status_message(data, status)
         if status in (401, 429) or status >= 500:
             raise TransientEngineError(f"Kubernetes API server answered {status} to {verb} {kind}: {message}")
@@ -255,13 +318,37 @@ class Kube:
         self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
     ) -> list[dict[str, Any]]:
         """Every object of `kind` matching the selectors, in one call (all namespaces without `namespace`)."""
-        query = []
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        items: list[dict[str, Any]] = self._json("GET", kind, _path(kind, namespace), query=query).get("items") or []
-        return items
+        return self.list_at(kind, namespace, label_selector, field_selector)[0]
+
+    def list_at(
+        self, kind: str, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
+    ) -> tuple[Objects, str]:
+        """(the objects, the list's resourceVersion): a watch from that version misses nothing after the list."""
+        query = _selectors(label_selector, field_selector)
+        found = self._json("LIST", kind, _path(kind, namespace), query=query)
+        return found.get("items") or [], str((found.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(
+        self, kind: str, resource_version: str, label_selector: str = "", field_selector: str = "", seconds: int = 60
+    ) -> WatchStream:
+        """Open a watch of `kind` in every namespace after `resource_version`, for at most `seconds`.
+
+        Raises `Gone` when the API server no longer keeps that version (list again), like every other
+        request's errors otherwise; the stream's events may still carry a 410 as an ERROR event."""
+        query = [
+            *_selectors(label_selector, field_selector),
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        try:
+            response = self._send("WATCH", kind, _path(kind, None), query=query, timeout=(5, seconds + 30))
+        except KubeError as exc:
+            if exc.status == 410:
+                raise Gone(exc.status, exc.reason, exc.message) from None
+            raise
+        return WatchStream(kind, response.response)
 
     def log(self, namespace: str, pod: str, container: str, previous: bool = False) -> str:
         query = [("container", container)]

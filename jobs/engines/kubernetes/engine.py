@@ -2,9 +2,11 @@
 Indexed Job of trainers in the user's namespace (see names.py and manifests.py for names, labels and volumes).
 
 - start: creates what is missing (a retry after a crash finds the rest and creates only the rest).
-- poll: three list calls per datacenter whatever the number of jobs (pods, Jobs, StatefulSets by
-  label selector, all namespaces); a fourth (FailedCreate events) only in a cycle where some job
-  lacks a pod it should have, to tell a quota rejection from a slow controller.
+- poll: in the control worker, no call at all: it reads the datacenter's pods, Jobs, StatefulSets and
+  FailedCreate events from their watched mirror (watch.py). Elsewhere, or while a watch is broken, three
+  list calls per datacenter whatever the number of jobs (pods, Jobs, StatefulSets by label selector, all
+  namespaces); a fourth (FailedCreate events) only in a cycle where some job lacks a pod it should have,
+  to tell a quota rejection from a slow controller.
 - finish: before a job's final state is written: archive every pod's log (trainers and pservers)
   into the job's output folder on the PFS, then stop the pservers (delete the StatefulSet) and any
   trainer still running (suspend the Job). The trainers' Job and Service stay until the TTL.
@@ -42,7 +44,7 @@ from jobs import errorline, layout
 from jobs.engines.base import Engine, Observation, Recorder, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import manifests as m
-from jobs.engines.kubernetes import names, namespaces, podlogs, policies
+from jobs.engines.kubernetes import names, namespaces, podlogs, policies, watch
 from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.engines.kubernetes.objects import ClusterObjects
@@ -131,14 +133,21 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
 
     def _poll(self, jobs: list[Job], recorder: Recorder) -> dict[int, Observation]:
         selector = names.datacenter_selector(self.datacenter.name)
-        pods = self.k8s.list("Pod", label_selector=selector)
-        trainer_jobs = self.k8s.list("Job", label_selector=selector)
-        sets = self.k8s.list("StatefulSet", label_selector=selector)
+        mirror = watch.mirror_for(self.datacenter.pk, self.k8s, selector)
+        if mirror is not None:  # the watched copy: no call at all
+            pods, trainer_jobs, sets = mirror.items("Pod"), mirror.items("Job"), mirror.items("StatefulSet")
+        else:
+            pods = self.k8s.list("Pod", label_selector=selector)
+            trainer_jobs = self.k8s.list("Job", label_selector=selector)
+            sets = self.k8s.list("StatefulSet", label_selector=selector)
         objects = k8s_pods.group(pods, trainer_jobs, sets)
         facts = {job.pk: self._facts(job) for job in jobs}
         empty = k8s_pods.JobObjects()
         if any(k8s_status.missing_pods(facts[job.pk], objects.get(job.uid, empty)) for job in jobs):
-            events = self.k8s.list("Event", field_selector="reason=FailedCreate")
+            if mirror is not None:
+                events = mirror.items("Event")
+            else:
+                events = self.k8s.list("Event", field_selector="reason=FailedCreate")
             namespaces = {job.uid: self._namespace(job) or "" for job in jobs}
             k8s_pods.attach_events(objects, namespaces, events)
         observations = {}
