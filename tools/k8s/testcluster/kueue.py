@@ -4,6 +4,7 @@ as processes serving certs of the test PKI, and Kueue's visibility API behind th
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -195,7 +196,8 @@ class KueueControllers:
         with self.api_client() as api:
             self._install(api, render(manifests / "jobset.yaml", self.ports["jobset-webhook"], ca_bundle), deadline)
             self._install(api, render(manifests / "kueue.yaml", self.ports["kueue-webhook"], ca_bundle), deadline)
-            k8s.CoreV1Api(api).create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})  # type: ignore[arg-type]  # dict bodies are accepted
+            namespace: Any = {"metadata": {"name": KUEUE_NAMESPACE}}  # dict bodies are accepted
+            k8s.CoreV1Api(api).create_namespace(namespace)  # its ExternalName Service for the visibility API
         for name, config in (
             ("jobset-controller", jobset_config(self.ports, cert_dir)),
             ("kueue", kueue_config(self.ports, cert_dir)),
@@ -208,8 +210,8 @@ class KueueControllers:
             self._spawn(name, *args, exe=bin_dir / name)
             short = name.split("-")[0]
             self.extra_health_urls[name] = f"http://127.0.0.1:{self.ports[f'{short}-health']}/readyz"
-        for name, url in self.extra_health_urls.items():
-            self._wait(name, deadline, lambda url=url: self._http_get(url) == b"ok")  # type: ignore[misc]
+        for name in ("jobset-controller", "kueue"):
+            self._wait(name, deadline, functools.partial(self._answers_ok, self.extra_health_urls[name]))
         with self.api_client() as api:
             custom = k8s.CustomObjectsApi(api)
             # Both processes' webhooks answer (JobSet's defaulting and validation, Kueue's for its integration).
@@ -219,6 +221,9 @@ class KueueControllers:
             apireg = k8s.ApiregistrationV1Api(api)
             available = f"APIService v1beta2.{VISIBILITY_GROUP} Available"
             self._wait("kueue", deadline, lambda: _available(apireg), what=available)
+
+    def _answers_ok(self, url: str) -> bool:
+        return self._http_get(url) == b"ok"
 
     def pending_workloads(self, path: str) -> list[dict[str, Any]]:
         """Items of Kueue's `pendingworkloads` summary for `clusterqueues/<cq>` or `namespaces/<ns>/localqueues/<lq>`,
