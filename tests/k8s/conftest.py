@@ -23,7 +23,15 @@ from kubernetes.client.exceptions import ApiException  # noqa: E402
 
 from tests.k8s.registry_fixtures import k8s_registry, k8s_registry_image  # noqa: E402, F401
 from tools.k8s.images import read_manifest  # noqa: E402
-from tools.k8s.testcluster import RealNode, TestCluster, default_bin_dir, missing_binaries, node_missing  # noqa: E402
+from tools.k8s.testcluster import (  # noqa: E402
+    FakeNode,
+    RealNode,
+    TestCluster,
+    default_bin_dir,
+    kueue_missing,
+    missing_binaries,
+    node_missing,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -84,6 +92,25 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluste
     if missing:  # only reached with PADDLECLOUD_REQUIRE_K8S=1 (CI): otherwise the test was skipped at collection
         pytest.fail(missing, pytrace=False)
     cluster = TestCluster(default_bin_dir(), tmp_path_factory.mktemp("k8s"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    """A control plane of its own running JobSet's controller and Kueue (the `k8s_cluster` of other tests stays
+    without them), on three 8-cpu kwok nodes; skips without the built binaries (fails if PADDLECLOUD_REQUIRE_K8S=1)."""
+    missing = _missing_message() or (", ".join(kueue_missing()) or None)
+    if missing:
+        message = f"Kueue tests need the control plane and tools/k8s/build-kueue.sh's output, missing: {missing}"
+        if os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    nodes = [FakeNode(f"kueue-node-{i}", cpu="8", memory="32Gi") for i in range(3)]
+    cluster = TestCluster(default_bin_dir(), tmp_path_factory.mktemp("k8s-kueue"), nodes=nodes, kueue=True)
     cluster.start()
     try:
         yield cluster

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build the test control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok)
-# and the real node (kubelet, containerd, CoreDNS, pause; then the runtime images, build-node.sh)
-# from published Go modules into version-keyed caches outside the repo.
+# Build the test control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok;
+# Kueue and JobSet's controller, build-kueue.sh) and the real node (kubelet, containerd, CoreDNS, pause;
+# then the runtime images, build-node.sh) from published Go modules into version-keyed caches outside the repo.
 #
 #   tools/k8s/build.sh                 build everything (no-op in ~1s when the caches are complete)
 #   tools/k8s/build.sh --control-plane build only the control plane
@@ -34,6 +34,8 @@ build_kubectl() {
 
 build_node() {
   build_kubectl
+  # Kueue + JobSet also for --control-plane (the kwok tests admit JobSets); after kubectl, which renders their YAML.
+  bash "$here/build-kueue.sh"
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-builder.sh"; fi  # Kaniko, before images.py packs it
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-node.sh"; fi
   if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-registry.sh"; fi  # the test registry, crane

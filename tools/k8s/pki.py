@@ -1,4 +1,5 @@
-"""Throw-away PKI for the test control plane: a CA, the API server's serving cert and the service-account key."""
+"""Throw-away PKI for the test control plane: a CA, the API server's serving cert, the service-account key,
+serving certs for webhooks and the aggregation layer's front-proxy client cert."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def _cert(
     issuer: x509.Certificate | None,
     issuer_key: ec.EllipticCurvePrivateKey,
     sans: list[x509.GeneralName] | None = None,
+    usage: x509.ObjectIdentifier = ExtendedKeyUsageOID.SERVER_AUTH,
 ) -> x509.Certificate:
     now = dt.datetime.now(dt.UTC)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
@@ -70,8 +72,9 @@ def _cert(
         )
     else:
         builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans or []), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 
 
@@ -134,4 +137,55 @@ def make_serving_pki(directory: Path, name: str, ips: list[str], dns_names: list
     pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     pki.cert.write_bytes(_cert(name, key, ca, ca_key, sans).public_bytes(serialization.Encoding.PEM))
     _write_key(pki.key, key)
+    return pki
+
+
+def _load_ca(ca_cert: Path, ca_key: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{ca_key} is not an EC key (make_pki writes P-256 keys)")
+    return x509.load_pem_x509_certificate(ca_cert.read_bytes()), key
+
+
+def issue_serving_cert(
+    ca_cert: Path, ca_key: Path, directory: Path, ips: list[str], dns_names: list[str]
+) -> tuple[Path, Path]:
+    """Write `tls.crt`/`tls.key` (the names controller-runtime's webhook server reads) signed by that CA."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca, issuer_key = _load_ca(ca_cert, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    sans += [x509.DNSName(n) for n in dns_names]
+    cert, key_path = directory / "tls.crt", directory / "tls.key"
+    cert.write_bytes(_cert(dns_names[0], key, ca, issuer_key, sans).public_bytes(serialization.Encoding.PEM))
+    _write_key(key_path, key)
+    return cert, key_path
+
+
+@dataclass(frozen=True)
+class FrontProxyPki:
+    """The aggregation layer's own CA and the client cert kube-apiserver presents to extension API servers."""
+
+    ca_cert: Path
+    client_cert: Path
+    client_key: Path
+    client_name: str
+
+
+def make_front_proxy_pki(directory: Path) -> FrontProxyPki:
+    """A CA of its own (not the cluster's client CA: its certs would pass as the proxy) and the proxy's client cert."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = FrontProxyPki(
+        ca_cert=directory / "front-proxy-ca.crt",
+        client_cert=directory / "front-proxy-client.crt",
+        client_key=directory / "front-proxy-client.key",
+        client_name="front-proxy-client",
+    )
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("paddlecloud-test-front-proxy-ca", ca_key, None, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    client = _cert(pki.client_name, key, ca, ca_key, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    pki.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.client_key, key)
     return pki

@@ -1,9 +1,11 @@
-"""The test Kubernetes cluster (tools/k8s): control plane, kwok nodes, a real node, a private registry; re-exports."""
+"""The test Kubernetes cluster (tools/k8s): control plane, kwok nodes, a real node, a private registry, Kueue and
+JobSet; re-exports."""
 
 from tools.k8s.bin_dirs import default_bin_dir, node_bin_dir, pinned_versions, registry_bin_dir
 from tools.k8s.testcluster.cluster import BINARIES, CONTEXT, DELAY, EXIT_CODE, FATE, TestCluster, missing_binaries
 from tools.k8s.testcluster.components import ClusterError
 from tools.k8s.testcluster.fake_nodes import DEFAULT_NODES, FakeNode
+from tools.k8s.testcluster.kueue import KUEUE_NAMESPACE, VISIBILITY_GROUP, kueue_bin_dir, kueue_missing
 from tools.k8s.testcluster.kwok_logs import KWOK_GROUP, KWOK_VERSION
 from tools.k8s.testcluster.node import node_missing
 from tools.k8s.testcluster.node_config import NODE_LABEL, REGISTRY_HOSTS_DIR, NodeError, RealNode
@@ -17,10 +19,12 @@ __all__ = [
     "DELAY",
     "EXIT_CODE",
     "FATE",
+    "KUEUE_NAMESPACE",
     "KWOK_GROUP",
     "KWOK_VERSION",
     "NODE_LABEL",
     "REGISTRY_HOSTS_DIR",
+    "VISIBILITY_GROUP",
     "ClusterError",
     "FakeNode",
     "NodeError",
@@ -31,6 +35,8 @@ __all__ = [
     "default_bin_dir",
     "free_ports",
     "kill_group",
+    "kueue_bin_dir",
+    "kueue_missing",
     "missing_binaries",
     "node_bin_dir",
     "node_missing",

@@ -1,4 +1,4 @@
-"""`python -m tools.k8s.testcluster up [--node] | down | status`: a test cluster that outlives the command."""
+"""`python -m tools.k8s.testcluster up [--node] [--kueue] | down | status`: a test cluster that outlives the command."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from tools.k8s.bin_dirs import default_bin_dir
 from tools.k8s.testcluster.cluster import TestCluster, missing_binaries
+from tools.k8s.testcluster.kueue import kueue_missing
 from tools.k8s.testcluster.node import NodeRunner, node_missing
 from tools.k8s.testcluster.node_config import RealNode
 from tools.k8s.testcluster.processes import kill_group, pid_is
@@ -91,7 +92,10 @@ def up(args: argparse.Namespace) -> int:
             print(f"a real node needs: {', '.join(missing)} (run `sudo make k8s-build`, then `sudo make k8s-up-node`)")
             return 1
         node = RealNode()
-    cluster = TestCluster(bin_dir, state_dir() / "cluster", die_with_parent=False, node=node)
+    if args.kueue and kueue_missing():
+        print(f"Kueue needs: {', '.join(kueue_missing())} (run tools/k8s/build-kueue.sh)")
+        return 1
+    cluster = TestCluster(bin_dir, state_dir() / "cluster", die_with_parent=False, node=node, kueue=args.kueue)
     started = time.monotonic()
     cluster.start(timeout=300 if node else 120)
     cluster.detach()
@@ -114,11 +118,12 @@ def up(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point: up [--node] | down | status."""
+    """CLI entry point: up [--node] [--kueue] | down | status."""
     parser = argparse.ArgumentParser(prog="python -m tools.k8s.testcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     up_parser = sub.add_parser("up", help="start the control plane and the kwok nodes, print `export KUBECONFIG=`")
     up_parser.add_argument("--node", action="store_true", help="also a real node: containerd, CNI, CoreDNS, kubelet")
+    up_parser.add_argument("--kueue", action="store_true", help="also JobSet's controller and Kueue (build-kueue.sh)")
     up_parser.set_defaults(func=up)
     sub.add_parser("down", help="stop everything `up` started").set_defaults(func=down)
     sub.add_parser("status", help="pids and server; exit 1 unless all run").set_defaults(func=status)

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from tools.k8s.pki import make_pki
 from tools.k8s.testcluster.components import ClusterError, Components
 from tools.k8s.testcluster.fake_nodes import DEFAULT_NODES, FakeNode, node_body, nodes_ready
+from tools.k8s.testcluster.kueue import KueueControllers, kueue_bin_dir, kueue_missing
 from tools.k8s.testcluster.kwok_logs import KwokLogs
 from tools.k8s.testcluster.node import NodeRunner
 from tools.k8s.testcluster.node_config import NETPOL_BINARY, RealNode
@@ -53,11 +54,12 @@ def _stop_all_at_exit() -> None:
         cluster.stop()
 
 
-class TestCluster(Components, KwokLogs):
+class TestCluster(Components, KwokLogs, KueueControllers):
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok, on 127.0.0.1 with free ports.
 
     After start(): `server` (https URL), `token` (bearer, group system:masters), `ca_file`, `kubeconfig_path`
     (context `context`), `api_client()` for the kubernetes client, and `pids` of every component.
+    With `kueue=True` also JobSet's controller and Kueue (kueue.py), ready to admit JobSets, once start() returns.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -70,6 +72,7 @@ class TestCluster(Components, KwokLogs):
         stages_file: Path | str = STAGES_FILE,
         die_with_parent: bool = True,
         node: RealNode | None = None,
+        kueue: bool = False,
     ) -> None:
         super().__init__(Path(bin_dir), Path(work_dir).resolve(), die_with_parent)
         self.nodes = tuple(nodes)
@@ -83,6 +86,8 @@ class TestCluster(Components, KwokLogs):
         self.ports = {}
         self.node = node
         self.node_runner: NodeRunner | None = None
+        # build-kueue.sh's cache dir is only asked for (a subprocess) when this cluster runs Kueue.
+        self.kueue_bin_dir = kueue_bin_dir() if kueue else None
 
     # ----- lifecycle -----
 
@@ -91,6 +96,9 @@ class TestCluster(Components, KwokLogs):
         missing = missing_binaries(self.bin_dir)
         if missing:
             raise ClusterError(f"missing binaries in {self.bin_dir}: {', '.join(missing)} (run tools/k8s/build.sh)")
+        if self.kueue_bin_dir is not None and kueue_missing(self.kueue_bin_dir):
+            missing = kueue_missing(self.kueue_bin_dir)
+            raise ClusterError(f"missing {', '.join(missing)} (run tools/k8s/build-kueue.sh)")
         deadline = time.monotonic() + timeout
         for attempt in range(3):
             _LIVE.add(self)  # stop() removes it
@@ -203,6 +211,7 @@ class TestCluster(Components, KwokLogs):
             # kwok nodes carry InternalIP 127.0.0.1 and kwok's port: that is where `kubectl logs` goes.
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
+            *(self._kueue_apiserver_args() if self.kueue_bin_dir is not None else ()),
         )
         self._wait_healthy("kube-apiserver", deadline)
 
@@ -256,6 +265,8 @@ class TestCluster(Components, KwokLogs):
                 lambda: self._has_default_sa(core, "default"),
                 what="default ServiceAccount",
             )
+        if self.kueue_bin_dir is not None:
+            self._start_kueue(deadline)
         if self.node is not None:
             self._start_node(deadline)
 

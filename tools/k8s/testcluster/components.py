@@ -37,6 +37,7 @@ class Components:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._args: dict[str, tuple[str, ...]] = {}  # each component's arguments, for start_component
         self.exes: dict[str, Path] = {}  # each component's binary
+        self.extra_health_urls: dict[str, str] = {}  # optional components' readiness URLs (kueue.py)
 
     @property
     def pids(self) -> dict[str, int]:
@@ -106,6 +107,7 @@ class Components:
             "kube-controller-manager": f"https://127.0.0.1:{self.ports['controller-manager']}/healthz",
             "kube-scheduler": f"https://127.0.0.1:{self.ports['scheduler']}/healthz",
             "kwok": f"http://127.0.0.1:{self.ports['kwok']}/healthz",
+            **self.extra_health_urls,
         }
 
     def _wait_healthy(self, name: str, deadline: float) -> None:
