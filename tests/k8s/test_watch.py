@@ -82,7 +82,8 @@ def test_a_steady_datacenter_costs_no_call_per_reconcile_cycle(
         reconcile_datacenter(k8s_dc)
     assert kube.total_calls() == 0, dict(kube.CALLS)  # the lists were 3 calls a cycle, whatever the jobs
     assert all(job_in(j, "running") for j in jobs)  # followed as before, from the mirror
-    assert {j.uid for j in jobs} <= set(heard.at)  # and the handler heard of every job's objects
+    # and the handler heard of every job's objects (its own thread hands them on, a moment later)
+    wait_for(lambda: {j.uid for j in jobs} <= set(heard.at), "the handler to hear of every job", 5)
     for job in jobs:
         kill(job)
 

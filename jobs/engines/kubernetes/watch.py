@@ -95,6 +95,7 @@ class Informer:
                 failures = 0
             except kube.Gone:
                 log.info("watch of %s: version %s is gone; listing again", self.source.kind, self.version)
+                self.live = False  # stale until the list is in
                 self.version = ""
             except (TransientEngineError, kube.KubeError) as exc:
                 self.live = False
