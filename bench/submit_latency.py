@@ -12,7 +12,10 @@ A local job trains for --run-seconds (a stand-in package, tests/jobs/fake_packag
 a kubernetes job (1 pserver + 1 trainer) runs forever. Prints figures; it is not a test.
 
     .venv/bin/python bench/submit_latency.py [--engine local|kubernetes] [--broker embedded,redis]
-        [--jobs 100] [--rate 3] [--trivial 5]
+        [--jobs 100] [--rate 3] [--trivial 5] [--watch on,off]
+
+On kubernetes, `--watch on,off` runs the control worker watching the cluster (the default) and, as the
+baseline in the same run, listing it every cycle (PADDLECLOUD_K8S_WATCH=false).
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=3.0, help="submissions per second in the burst")
     parser.add_argument("--trivial", type=int, default=5, help="trivial jobs timed one by one before the burst")
     parser.add_argument("--run-seconds", type=float, default=2.0, help="how long a local burst job trains")
+    parser.add_argument(
+        "--watch", default="on", help="kubernetes: comma-separated on, off: the control worker watches, or lists"
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one broker
     return parser.parse_args()
 
@@ -61,11 +67,16 @@ def main() -> None:
         with private_broker(brokers[0]) as url:
             measure(args, brokers[0], url)
         return
-    # One process per broker: Django and Celery are configured once per process.
+    watches = [w.strip() for w in args.watch.split(",") if w.strip()]
+    if not set(watches) <= {"on", "off"}:
+        raise SystemExit(f"--watch: {args.watch!r}: each must be on or off")
+    # One process per broker (and watch mode): Django and Celery are configured once per process.
     for broker in brokers:
-        argv = ["--engine", args.engine, "--jobs", str(args.jobs), "--rate", str(args.rate),
-                "--trivial", str(args.trivial), "--run-seconds", str(args.run_seconds)]  # fmt: skip
-        subprocess.run([sys.executable, __file__, *argv, "--broker", broker, "--one"], check=True)
+        for watch in watches if args.engine == "kubernetes" else ["on"]:
+            argv = ["--engine", args.engine, "--jobs", str(args.jobs), "--rate", str(args.rate),
+                    "--trivial", str(args.trivial), "--run-seconds", str(args.run_seconds)]  # fmt: skip
+            env = {**os.environ, "PADDLECLOUD_K8S_WATCH": "true" if watch == "on" else "false"}
+            subprocess.run([sys.executable, __file__, *argv, "--broker", broker, "--one"], check=True, env=env)
 
 
 @contextmanager
@@ -307,7 +318,10 @@ def report(broker: str, engine: str, args: argparse.Namespace, succeeded: list[f
     rows = Job.objects.filter(name__startswith="job").values_list("created_at", "submitted_at")
     queued = [(s - c).total_seconds() for c, s in rows if s]
     discarded = log.count("Discarding revoked task: jobs.reconcile")
-    print(f"== engine {engine}, broker {broker}: {args.jobs} jobs at {args.rate}/s ==")
+    from django.conf import settings
+
+    watching = f", watch {'on' if settings.PADDLECLOUD_K8S_WATCH else 'off'}" if engine == "kubernetes" else ""
+    print(f"== engine {engine}, broker {broker}{watching}: {args.jobs} jobs at {args.rate}/s ==")
     if succeeded:
         print(f"trivial job, submit -> succeeded visible ({len(succeeded)} one by one): {spread(succeeded)}  "
               f"(Ray Jobs: 0.95 s)")  # fmt: skip

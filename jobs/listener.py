@@ -11,6 +11,7 @@ import logging
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections
 
 from core import lanes
@@ -30,7 +31,8 @@ def start_if_control(sender: Any = None, **kwargs: Any) -> None:
         return
     threading.Thread(target=_listen, name="local-job-events", daemon=True).start()
     log.info("listening for local jobs' process events on %s", events.pipe_path())
-    watch.enable(kubernetes_changed)  # the reconciler here watches its Kubernetes datacenters
+    if settings.PADDLECLOUD_K8S_WATCH:
+        watch.enable(kubernetes_changed)  # the reconciler here watches its Kubernetes datacenters
 
 
 def stop(sender: Any = None, **kwargs: Any) -> None:

@@ -324,6 +324,9 @@ PADDLECLOUD_UPLOAD_VERIFY_INLINE = env_int("PADDLECLOUD_UPLOAD_VERIFY_INLINE", 4
 
 # --- Jobs -------------------------------------------------------------------------------------
 PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, minimum=1)
+# The control worker watches Kubernetes datacenters instead of listing them every cycle
+# (jobs/engines/kubernetes/watch.py); off, every cycle lists (3 calls per datacenter) as before.
+PADDLECLOUD_K8S_WATCH = env_bool("PADDLECLOUD_K8S_WATCH", True)
 # Requests that may wait for a job's change at once, per web process (jobs/waiting.py): half of
 # `make run`'s 4 threads, so waiting clients never hold every thread.
 PADDLECLOUD_LONG_POLL_SLOTS = env_int("PADDLECLOUD_LONG_POLL_SLOTS", 2, minimum=0)
