@@ -101,5 +101,7 @@ def held(f: Facts, found: Obj | None, workload: Obj | None) -> Observation | Non
     if not jobset.suspended(found):
         return None
     message = waiting_message(workload)
-    reason = Reason.QUOTA_EXHAUSTED if "insufficient quota" in message else Reason.NONE
+    # "insufficient quota" (never fits) or "insufficient unused quota" (fits once the user's jobs end): the user's
+    # own ClusterQueue's quota either way.
+    reason = Reason.QUOTA_EXHAUSTED if "insufficient" in message and "quota" in message else Reason.NONE
     return Observation(current, reason, message, None, _waiting_workers(f, "waiting for Kueue to admit the job"))
