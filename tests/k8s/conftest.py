@@ -231,7 +231,7 @@ def kueue_dc(db: None, kueue_cluster: TestCluster, tmp_path: Path) -> Iterator[A
         for ns in core.list_namespace(label_selector=selector).items:
             with contextlib.suppress(ApiException):
                 core.delete_namespace(ns.metadata.name)
-        queues = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", label_selector=selector)
-        for queue in queues["items"]:
+        kind = ("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        for queue in custom.list_cluster_custom_object(*kind, label_selector=selector)["items"]:
             with contextlib.suppress(ApiException):
-                custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", queue["metadata"]["name"])
+                custom.delete_cluster_custom_object(*kind, queue["metadata"]["name"])
