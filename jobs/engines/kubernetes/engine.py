@@ -182,6 +182,8 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         queued = [job for job in jobs if _layout(job) == jobset.LAYOUT]
         if not queued:
             return {}
+        if mirror is not None and "JobSet" not in mirror.informers:
+            mirror = None  # JobSet jobs of a datacenter switched back to `portal`: its mirror follows no JobSets
         found = mirror.items("JobSet") if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
         by_uid = {k8s_pods.labels(js).get(names.JOB_LABEL, ""): js for js in found}
         workloads: dict[tuple[str, str], Any] = {}
