@@ -48,7 +48,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (
             "Cluster",
             {
-                "fields": ["in_cluster", "kubeconfig", "kube_context", "namespace_prefix"],
+                "fields": ["in_cluster", "kubeconfig", "kube_context", "namespace_prefix", "admission"],
                 "description": "For the kubernetes engine.",
             },
         ),

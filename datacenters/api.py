@@ -34,6 +34,7 @@ class DatacenterSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
             "name",
             "description",
             "engine",
+            "admission",
             "storage_kind",
             "public_path",
             "cpu_image",

@@ -36,8 +36,17 @@ class Engine(models.TextChoices):
     KUBERNETES = "kubernetes", "Kubernetes"
 
 
+class Admission(models.TextChoices):
+    """Who decides when a datacenter's waiting jobs start."""
+
+    PORTAL = "portal", "the portal's scheduler (queues, fair share, priorities, preemption)"
+    KUEUE = "kueue", "Kueue in the cluster (needs Kueue and JobSet installed; each job is one JobSet)"
+
+
 class EngineRules(Protocol):
     """What an engine requires of a datacenter and a job spec (jobs/engines/rules.py is the base the engines extend)."""
+
+    admissions: tuple[str, ...]  # the Admission choices the engine can run
 
     @classmethod
     def validate_datacenter(cls, datacenter: Datacenter) -> dict[str, str]: ...
@@ -130,6 +139,14 @@ class Datacenter(models.Model):
         blank=True,
         validators=[validate_prefix],
         help_text="Each user's namespace is this prefix + the DNS-safe user name.",
+    )
+    admission = models.CharField(
+        max_length=10,
+        choices=Admission.choices,
+        default=Admission.PORTAL,
+        help_text="portal: the portal's scheduler starts jobs, each a Service, a StatefulSet of pservers and a Job "
+        "of trainers. kueue (the cluster must run Kueue and JobSet): every job is one suspended JobSet in the "
+        "user's LocalQueue, and Kueue admits it whole against the user's ClusterQueue (their quota).",
     )
 
     # Storage: where the portal mounts it, and how pods mount the same filesystem.
@@ -263,7 +280,10 @@ class Datacenter(models.Model):
         if not Path(self.storage_root or "").is_absolute():
             errors["storage_root"] = "must be an absolute path"
         if self.engine in ENGINES:  # an unknown one is refused by the field's choices
-            errors.update(rules_for(self.engine).validate_datacenter(self))
+            rules = rules_for(self.engine)
+            errors.update(rules.validate_datacenter(self))
+            if self.admission not in rules.admissions:
+                errors["admission"] = f"the {self.engine} engine supports: {', '.join(rules.admissions)}"
         if self.public_path.startswith("/") or ".." in Path(self.public_path).parts:
             errors["public_path"] = "must be relative to the storage root, without '..'"
         if errors:

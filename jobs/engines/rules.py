@@ -15,6 +15,8 @@ from datacenters.models import Datacenter
 
 
 class EngineRules:
+    admissions: tuple[str, ...] = ("portal",)  # Kueue admits JobSets: only a cluster engine offers it
+
     @classmethod
     def validate_datacenter(cls, datacenter: Datacenter) -> dict[str, str]:
         """What is wrong with the datacenter's settings for this engine, by field; {} when nothing."""

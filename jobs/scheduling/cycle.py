@@ -21,7 +21,7 @@ from paddlecloud.contract.units import quantity_bytes
 from core.locks import exclusive
 from datacenters import quota
 from datacenters.capacity import Capacity, capacity
-from datacenters.models import Datacenter, Quota, TeamQuota
+from datacenters.models import Admission, Datacenter, Quota, TeamQuota
 from jobs.models import FairShareUsage, Job, JobState, Reason
 from jobs.scheduling import policy
 from jobs.scheduling.ledger import decay
@@ -171,15 +171,13 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
         candidates, world = load(datacenter)
         if not candidates:
             return []
+        if datacenter.admission == Admission.KUEUE:
+            # Kueue queues, shares and gangs them in the cluster (each job a suspended JobSet): the portal's
+            # gate lets every waiting job through to it, in the order the policy would have taken them.
+            result = policy.Plan(admit=[c.job_id for c in candidates])
+            return [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
         result = policy.plan(candidates, world)
-        now = timezone.now()
-        admitted = [
-            job_id
-            for job_id in result.admit
-            if waiting(datacenter).filter(pk=job_id).update(
-                admitted_at=now, reason=Reason.NONE, message="", borrowing=job_id in result.borrowing
-            )
-        ]
+        admitted = [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
         preempt(datacenter, candidates, result, world)
         by_note: dict[tuple[str, str], list[int]] = {}
         for job_id, (reason, short) in result.waiting.items():
@@ -189,6 +187,15 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
                 reason=reason, message=message
             )
         return admitted
+
+
+def _admit(datacenter: Datacenter, job_id: int, result: policy.Plan) -> bool:
+    """Admit one waiting job (a conditional UPDATE: never twice); False if it no longer waits."""
+    return bool(
+        waiting(datacenter)
+        .filter(pk=job_id)
+        .update(admitted_at=timezone.now(), reason=Reason.NONE, message="", borrowing=job_id in result.borrowing)
+    )
 
 
 def preempt(

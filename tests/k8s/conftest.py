@@ -203,3 +203,35 @@ def k8s_dc(db: None, k8s_cluster: TestCluster, tmp_path: Path) -> Iterator[Any]:
                 custom.delete_cluster_custom_object(
                     "kwok.x-k8s.io", "v1alpha1", "clusterlogs", f"paddlecloud-test-{ns.metadata.name}"
                 )
+
+
+@pytest.fixture
+def kueue_dc(db: None, kueue_cluster: TestCluster, tmp_path: Path) -> Iterator[Any]:
+    """A `kubernetes` datacenter with `admission: kueue` on the Kueue cluster (k8s_dc's twin): every user's
+    quota 4 cores, 16Gi, 0 GPUs (their ClusterQueue's nominal quota); tests lower it with a Quota row.
+
+    Afterwards the namespaces and ClusterQueues the engine made for it are deleted."""
+    dc = hostpath_datacenter(
+        kueue_cluster,
+        tmp_path / "pfs",
+        "kq",
+        "q",
+        admission="kueue",
+        cpu_image="registry.example/paddle:3.0.0",
+        gpu_image="registry.example/paddle:3.0.0-gpu",
+        default_cpu="4",
+        default_memory="16Gi",
+        default_jobs=50,
+    )
+    yield dc
+    with kueue_cluster.api_client() as api:
+        core = k8s.CoreV1Api(api)
+        custom = k8s.CustomObjectsApi(api)
+        selector = f"paddlecloud.org/datacenter={dc.name}"
+        for ns in core.list_namespace(label_selector=selector).items:
+            with contextlib.suppress(ApiException):
+                core.delete_namespace(ns.metadata.name)
+        kind = ("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        for queue in custom.list_cluster_custom_object(*kind, label_selector=selector)["items"]:
+            with contextlib.suppress(ApiException):
+                custom.delete_cluster_custom_object(*kind, queue["metadata"]["name"])

@@ -69,6 +69,12 @@ KINDS: dict[str, Resource] = {
     "StatefulSet": Resource("/apis/apps/v1", "statefulsets"),
     "Job": Resource("/apis/batch/v1", "jobs"),
     "NetworkPolicy": Resource("/apis/networking.k8s.io/v1", "networkpolicies"),
+    # Only on clusters running JobSet and Kueue (datacenters with admission: kueue).
+    "JobSet": Resource("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
+    "Workload": Resource("/apis/kueue.x-k8s.io/v1beta2", "workloads"),
+    "LocalQueue": Resource("/apis/kueue.x-k8s.io/v1beta2", "localqueues"),
+    "ClusterQueue": Resource("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", namespaced=False),
+    "ResourceFlavor": Resource("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", namespaced=False),
 }
 
 _calls_lock = threading.Lock()

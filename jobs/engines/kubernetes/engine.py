@@ -1,5 +1,7 @@
 """The `kubernetes` engine: one job = a headless Service (the owner), a StatefulSet of pservers and an
-Indexed Job of trainers in the user's namespace (see names.py and manifests.py for names, labels and volumes).
+Indexed Job of trainers in the user's namespace (see names.py and manifests.py for names, labels and volumes);
+on a datacenter with `admission: kueue`, one JobSet admitted whole by Kueue (jobset.py, kueue.py), recorded
+as `engine_data["layout"] = "jobset"` at start (a job keeps the layout it started with).
 
 - start: creates what is missing (a retry after a crash finds the rest and creates only the rest).
 - poll: in the control worker, no call at all: it reads the datacenter's pods, Jobs, StatefulSets and
@@ -40,11 +42,12 @@ from django.utils import timezone
 from paddlecloud.contract.states import worker_name
 from paddlecloud.contract.units import parse_time
 
+from datacenters.models import Admission
 from jobs import errorline, layout
 from jobs.engines.base import Engine, Observation, Recorder, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
+from jobs.engines.kubernetes import jobset, kueue, names, namespaces, podlogs, policies, watch
 from jobs.engines.kubernetes import manifests as m
-from jobs.engines.kubernetes import names, namespaces, podlogs, policies, watch
 from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.engines.kubernetes.objects import ClusterObjects
@@ -90,12 +93,21 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         if job.spec.get("registry"):
             self.ensure_registry_secret(job.owner, job.spec["registry"], ns)
 
-        owner = self.ensure("Service", m.service(plan), read_existing=True)  # its uid is the owner reference
+        layout = (job.engine_data or {}).get("layout")  # a retried start keeps the layout it began with
+        if layout is None and self.datacenter.admission == Admission.KUEUE:
+            layout = jobset.LAYOUT
+            recorder.keep(job, {"layout": layout})
+        if layout == jobset.LAYOUT:
+            # Suspended until Kueue admits it, so no pod starts before its NetworkPolicy exists.
+            owner = self.ensure("JobSet", jobset.jobset(plan), read_existing=True)
+        else:
+            owner = self.ensure("Service", m.service(plan), read_existing=True)  # its uid is the owner reference
         # Before the pods: the namespace denies everything, this lets the job's pods reach each other.
         self.ensure("NetworkPolicy", policies.job_policy(ns, plan.uid, m.labels(plan), m.owner_reference(owner)))
-        if plan.pservers:
-            self.ensure("StatefulSet", m.pserver_set(plan, owner))
-        self.ensure("Job", m.trainer_job(plan, owner))
+        if layout != jobset.LAYOUT:
+            if plan.pservers:
+                self.ensure("StatefulSet", m.pserver_set(plan, owner))
+            self.ensure("Job", m.trainer_job(plan, owner))
         recorder.planned(job, [(Role.PSERVER, index) for index in range(plan.pservers)])
         recorder.planned(job, [(Role.TRAINER, index) for index in range(plan.trainers)])
 
@@ -133,7 +145,12 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
 
     def _poll(self, jobs: list[Job], recorder: Recorder) -> dict[int, Observation]:
         selector = names.datacenter_selector(self.datacenter.name)
-        mirror = watch.mirror_for(self.datacenter.pk, self.k8s, selector)
+        kueue_kinds = self.datacenter.admission == Admission.KUEUE
+        mirror = watch.mirror_for(self.datacenter.pk, self.k8s, selector, kueue_kinds)
+        held = self._held(jobs, selector, mirror)
+        admitted = [job for job in jobs if job.pk not in held]
+        if not admitted:
+            return held
         if mirror is not None:  # the watched copy: no call at all
             pods, trainer_jobs, sets = mirror.items("Pod"), mirror.items("Job"), mirror.items("StatefulSet")
         else:
@@ -141,23 +158,45 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             trainer_jobs = self.k8s.list("Job", label_selector=selector)
             sets = self.k8s.list("StatefulSet", label_selector=selector)
         objects = k8s_pods.group(pods, trainer_jobs, sets)
-        facts = {job.pk: self._facts(job) for job in jobs}
+        facts = {job.pk: self._facts(job) for job in admitted}
         empty = k8s_pods.JobObjects()
-        if any(k8s_status.missing_pods(facts[job.pk], objects.get(job.uid, empty)) for job in jobs):
+        if any(k8s_status.missing_pods(facts[job.pk], objects.get(job.uid, empty)) for job in admitted):
             if mirror is not None:
                 events = mirror.items("Event")
             else:
                 events = self.k8s.list("Event", field_selector="reason=FailedCreate")
-            namespaces = {job.uid: self._namespace(job) or "" for job in jobs}
+            namespaces = {job.uid: self._namespace(job) or "" for job in admitted}
             k8s_pods.attach_events(objects, namespaces, events)
         observations = {}
-        for job in jobs:
+        for job in admitted:
             objs = objects.get(job.uid, empty)
             seen = k8s_status.observe(facts[job.pk], objs)
             observations[job.pk] = k8s_status.explain(seen, partial(self._worker_reason, job))
             self._remember_pservers(job, objs, recorder)
+        observations.update(held)
         self._check_registry_secrets(jobs, observations, recorder)
         return observations
+
+    def _held(self, jobs: list[Job], selector: str, mirror: watch.Mirror | None) -> dict[int, Observation]:
+        """The JobSet-layout jobs Kueue has not admitted (or whose JobSet is gone): Kueue's reason (kueue.held)."""
+        queued = [job for job in jobs if _layout(job) == jobset.LAYOUT]
+        if not queued:
+            return {}
+        if mirror is not None and "JobSet" not in mirror.informers:
+            mirror = None  # JobSet jobs of a datacenter switched back to `portal`: its mirror follows no JobSets
+        found = mirror.items("JobSet") if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
+        by_uid = {k8s_pods.labels(js).get(names.JOB_LABEL, ""): js for js in found}
+        workloads: dict[tuple[str, str], Any] = {}
+        if any(jobset.suspended(by_uid.get(job.uid) or {}) for job in queued):
+            listed = mirror.items("Workload") if mirror is not None else self.k8s.list("Workload")
+            workloads = kueue.workloads_by_jobset(listed)
+        result = {}
+        for job in queued:
+            workload = workloads.get((self._namespace(job) or "", job.uid))
+            seen = kueue.held(self._facts(job), by_uid.get(job.uid), workload)
+            if seen is not None:
+                result[job.pk] = seen
+        return result
 
     def _check_registry_secrets(
         self, jobs: list[Job], observations: dict[int, Observation], recorder: Recorder
@@ -215,6 +254,12 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         if not ns or job.engine_data.get("finished"):
             return True
         self._archive_once(job, ns, recorder)
+        if _layout(job) == jobset.LAYOUT:
+            # Kueue would unsuspend an admitted JobSet: deleting it stops every pod and gives the quota back
+            # to the queue at once (the logs are archived, the job's rows keep its story).
+            self.k8s.delete("JobSet", ns, job.uid)
+            recorder.keep(job, {"finished": True, "owner_deleted": True})
+            return True
         if job.pservers:
             self.k8s.delete("StatefulSet", ns, names.pserver_set_name(job.uid))
         # Suspending deletes the Job's running pods (and stops it creating any, e.g. after a quota
@@ -242,7 +287,7 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         if job.state == JobState.KILLED or job.remove_when_released or job.preempted_at is not None:
             self._archive_once(job, ns, recorder)
             if not job.engine_data.get("owner_deleted"):
-                self.k8s.delete("Service", ns, job.uid)  # the garbage collector deletes the rest
+                self.k8s.delete(_owner_kind(job), ns, job.uid)  # the garbage collector deletes the rest
                 recorder.keep(job, {"owner_deleted": True})
         else:
             self.finish(job, recorder)
@@ -251,7 +296,7 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
     def cleanup(self, job: Job, recorder: Recorder) -> bool:
         ns = self._namespace(job)
         if ns:
-            self.k8s.delete("Service", ns, job.uid)
+            self.k8s.delete(_owner_kind(job), ns, job.uid)
         return True
 
     def reap(self) -> int:
@@ -262,7 +307,8 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         """
         selector = names.datacenter_selector(self.datacenter.name)
         by_job: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        for kind in ("Service", "StatefulSet", "Job"):
+        kinds = ["Service", "StatefulSet", "Job"] + (["JobSet"] if self.datacenter.admission == Admission.KUEUE else [])
+        for kind in kinds:
             for obj in self.k8s.list(kind, label_selector=selector):
                 by_job.setdefault(k8s_pods.labels(obj).get(names.JOB_LABEL, ""), []).append((kind, obj))
         rows = {
@@ -282,7 +328,7 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             created = [parse_time(obj["metadata"].get("creationTimestamp")) for _, obj in found]
             if row is None and any(c and now - c < timedelta(seconds=REAP_GRACE_SECONDS) for c in created):
                 continue  # just made: its row may not be committed yet
-            owners = [(kind, obj) for kind, obj in found if kind == "Service"]
+            owners = [(kind, obj) for kind, obj in found if kind in ("Service", "JobSet")]
             for kind, obj in owners or found:
                 meta = obj["metadata"]
                 log.info("reaping %s %s/%s (job %s)", kind, meta.get("namespace"), meta["name"], uid)
@@ -314,3 +360,13 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         if len(chunk) < MAX_CHUNK:
             chunk = chunk[: chunk.rfind(b"\n") + 1]  # a partial last line waits for its newline
         return LogChunk(text=chunk.decode("utf-8", errors="replace"), cursor=str(offset + len(chunk)), complete=False)
+
+
+def _layout(job: Job) -> str:
+    """How the job was started: "jobset" (one JobSet admitted by Kueue), else the Service + StatefulSet + Job."""
+    return str((job.engine_data or {}).get("layout") or "")
+
+
+def _owner_kind(job: Job) -> str:
+    """The object whose deletion deletes everything else of the job."""
+    return "JobSet" if _layout(job) == jobset.LAYOUT else "Service"

@@ -263,15 +263,35 @@ def _volumes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return [{"name": "pfs-home", **home}, {"name": "pfs-public", **public}], mounts
 
 
-def env(plan: Plan, role: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Hosts:
+    """Where a job's workers are found (their DNS names) and where a pod reads its own index."""
+
+    pservers: tuple[str, ...]
+    trainers: tuple[str, ...]
+    pserver_index: str  # a fieldRef path
+    trainer_index: str = f"metadata.annotations['{names.TRAINER_INDEX}']"
+
+
+def hosts(plan: Plan) -> Hosts:
+    """The workers of the Service + StatefulSet + Job layout (the JobSet's are jobset.hosts)."""
+    return Hosts(
+        pservers=tuple(names.pserver_host(plan.uid, i) for i in range(plan.pservers)),
+        trainers=tuple(names.trainer_host(plan.uid, i) for i in range(plan.trainers)),
+        pserver_index=f"metadata.labels['{names.PSERVER_INDEX}']",
+    )
+
+
+def env(plan: Plan, role: str, where: Hosts | None = None) -> list[dict[str, Any]]:
     """The launcher's env contract (client/paddlecloud/runtime/launcher.py), with the user's own variables first."""
+    where = where or hosts(plan)
     facts = JobEnv(
         role=role,
         trainers=plan.trainers,
         pservers=plan.pservers,
-        pserver_hosts=tuple(names.pserver_host(plan.uid, i) for i in range(plan.pservers)),
+        pserver_hosts=where.pservers,
         pserver_ports=(PSERVER_PORT,),
-        trainer_hosts=tuple(names.trainer_host(plan.uid, i) for i in range(plan.trainers)),
+        trainer_hosts=where.trainers,
         trainer_ports=(TRAINER_PORT,),
         gloo_port=GLOO_PORT,
         master_port=MASTER_PORT,
@@ -292,11 +312,7 @@ def env(plan: Plan, role: str) -> list[dict[str, Any]]:
     result += [{"name": k, "value": v} for k, v in facts.items()]
     # The index comes from what the controller set on the pod (the launcher also falls back to
     # JOB_COMPLETION_INDEX and to the StatefulSet host name's ordinal).
-    index_field = (
-        f"metadata.annotations['{names.TRAINER_INDEX}']"
-        if role == "trainer"
-        else f"metadata.labels['{names.PSERVER_INDEX}']"
-    )
+    index_field = where.trainer_index if role == "trainer" else where.pserver_index
     result.append({"name": env_name("index"), "valueFrom": {"fieldRef": {"fieldPath": index_field}}})
     result.append({"name": env_name("pod_ip"), "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     return result
@@ -309,7 +325,7 @@ def resources(cpu: str, memory: str, gpu: int = 0) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def pod_template(plan: Plan, role: str) -> dict[str, Any]:
+def pod_template(plan: Plan, role: str, where: Hosts | None = None) -> dict[str, Any]:
     volumes, mounts = _volumes(plan)
     if role == "trainer":
         res = resources(plan.cpu, plan.memory, plan.gpu)
@@ -324,7 +340,7 @@ def pod_template(plan: Plan, role: str) -> dict[str, Any]:
         "image": plan.image,
         "imagePullPolicy": plan.pull_policy,
         "command": [LAUNCHER],
-        "env": env(plan, role),
+        "env": env(plan, role, where),
         "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in ports],
         "resources": res,
         "volumeMounts": mounts,

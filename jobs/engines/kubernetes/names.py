@@ -64,6 +64,16 @@ def trainer_host(uid: str, index: int) -> str:
     return f"{trainer_job_name(uid)}-{index}.{uid}"
 
 
+# The replicated jobs of a job's JobSet (jobset.py); "ps" is short: a pod `<uid>-ps-0-<i>-<5>` must fit 63.
+JOBSET_PSERVERS = "ps"
+JOBSET_TRAINERS = "trainer"
+
+
+def jobset_child(uid: str, replicated_job: str) -> str:
+    """The one Job JobSet makes of a replicated job of JobSet `<uid>` (job index 0)."""
+    return f"{uid}-{replicated_job}-0"
+
+
 def registry_secret_name(registry: str) -> str:
     return f"pcr-{registry}"
 

@@ -15,11 +15,11 @@ import weakref
 from typing import Any
 
 from datacenters import quota
-from datacenters.models import Datacenter
+from datacenters.models import Admission, Datacenter
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.engines.kubernetes import client as kube
+from jobs.engines.kubernetes import kueue, names, namespaces, policies
 from jobs.engines.kubernetes import manifests as m
-from jobs.engines.kubernetes import names, namespaces, policies
 from registry.models import RegistrySecret
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,8 @@ class ClusterObjects:
         quota_body = namespaces.resource_quota(ns, self.datacenter.name, username, limits)
         labels = m.user_labels(self.datacenter.name, username)
         policy_bodies = policies.namespace_policies(ns, labels, self.datacenter.job_egress, policies.cluster_cidrs())
-        digest = _digest([wanted, quota_body, *policy_bodies])
+        queues = self._queue_bodies(ns, username, limits)
+        digest = _digest([wanted, quota_body, *policy_bodies, *queues])
         made = _made_in(self.k8s).made_as(ns, digest)
         if made and made == _made_as(self._read("Namespace", None, ns) or {}):
             return  # still the namespace made, holding what it should: nothing to read or write
@@ -155,7 +156,17 @@ class ClusterObjects:
             self._ensure_peer_policies(ns)  # only where the deny is (re)made: after it, every job made its own
         for policy in policy_bodies:
             self.ensure_current("NetworkPolicy", policy)
+        for body in queues:  # the flavor before the ClusterQueue naming it, that before its LocalQueue
+            self.ensure_current(body["kind"], body)
         _made_in(self.k8s).remember(ns, _made_as(current), digest)
+
+    def _queue_bodies(self, ns: str, username: str, limits: quota.Amounts) -> list[dict[str, Any]]:
+        """Kueue's objects for the user (kueue.py) where Kueue admits the datacenter's jobs; else none."""
+        if self.datacenter.admission != Admission.KUEUE:
+            return []
+        dc = self.datacenter.name
+        cluster_queue = kueue.cluster_queue(ns, dc, username, limits)
+        return [kueue.resource_flavor(), cluster_queue, kueue.local_queue(ns, dc, username)]
 
     def _stale(self, kind: str, body: dict[str, Any]) -> bool:
         current = self._read(kind, body["metadata"].get("namespace"), body["metadata"]["name"])

@@ -39,8 +39,14 @@ def group(pods: Iterable[Obj], jobs: Iterable[Obj], sets: Iterable[Obj]) -> dict
             result[uid].pods.append(pod)
     for job in jobs:
         uid = labels(job).get(names.JOB_LABEL)
-        if uid and job["metadata"]["name"] == names.trainer_job_name(uid):
+        if not uid:
+            continue
+        # A JobSet's child Jobs stand for the trainer Job and the pserver set (their pods are read alike).
+        name = job["metadata"]["name"]
+        if name in (names.trainer_job_name(uid), names.jobset_child(uid, names.JOBSET_TRAINERS)):
             result[uid].trainer_job = job
+        elif name == names.jobset_child(uid, names.JOBSET_PSERVERS):
+            result[uid].pserver_set = job
     for sts in sets:
         uid = labels(sts).get(names.JOB_LABEL)
         if uid and sts["metadata"]["name"] == names.pserver_set_name(uid):
@@ -52,8 +58,10 @@ def attach_events(objects: dict[str, JobObjects], namespaces: dict[str, str], ev
     """Give each job the FailedCreate events of its Job and StatefulSet (namespaces: uid -> namespace)."""
     owners: dict[tuple[str, str], str] = {}
     for uid, ns in namespaces.items():
-        owners[(ns, names.trainer_job_name(uid))] = uid
-        owners[(ns, names.pserver_set_name(uid))] = uid
+        for name in (names.trainer_job_name(uid), names.pserver_set_name(uid)):
+            owners[(ns, name)] = uid
+        for replicated in (names.JOBSET_TRAINERS, names.JOBSET_PSERVERS):
+            owners[(ns, names.jobset_child(uid, replicated))] = uid
     for event in events:
         involved = event.get("involvedObject") or {}
         owner = owners.get((involved.get("namespace", ""), involved.get("name", "")))
@@ -81,7 +89,7 @@ def conditions(obj: Obj | None) -> dict[str, Obj]:
 def pod_index(pod: Obj, role: str) -> int | None:
     meta = pod.get("metadata") or {}
     raw = (meta.get("labels") or {}).get(names.PSERVER_INDEX if role == "pserver" else names.TRAINER_INDEX)
-    if raw is None and role == "trainer":
+    if raw is None:  # a trainer, or a JobSet's pserver: both pods of an Indexed Job
         raw = (meta.get("annotations") or {}).get(names.TRAINER_INDEX)
     if raw is None and role == "pserver":
         tail = meta.get("name", "").rsplit("-", 1)[-1]

@@ -30,6 +30,8 @@ def ca_problem(pem: str) -> str | None:
 
 
 class KubernetesRules(EngineRules):
+    admissions = ("portal", "kueue")
+
     @classmethod
     def validate_datacenter(cls, datacenter: Datacenter) -> dict[str, str]:
         errors: dict[str, str] = {}

@@ -50,14 +50,18 @@ class Source:
     field_selector: str = ""
 
 
-def sources(datacenter_selector: str) -> tuple[Source, ...]:
-    """The kinds a datacenter's poll reads (engine._poll), with the selectors it lists them by."""
-    return (
+def sources(datacenter_selector: str, kueue: bool = False) -> tuple[Source, ...]:
+    """The kinds a datacenter's poll reads (engine._poll), with the selectors it lists them by. JobSets and
+    Workloads only where Kueue admits the jobs: elsewhere their CRDs may be missing, and an informer of a
+    kind the cluster lacks would never be live (the mirror never ready)."""
+    common = (
         Source("Pod", datacenter_selector),
         Source("Job", datacenter_selector),
         Source("StatefulSet", datacenter_selector),
         Source("Event", field_selector="reason=FailedCreate"),
     )
+    # Kueue does not copy the JobSet's labels onto its Workload: all of them (matched by owner, kueue.py).
+    return common + ((Source("JobSet", datacenter_selector), Source("Workload")) if kueue else ())
 
 
 def _slim(obj: Obj) -> Obj:
@@ -173,12 +177,16 @@ def _version(obj: Obj) -> str:
 class Mirror:
     """A datacenter's sources, one informer thread each; `items(kind)` once `ready()`."""
 
-    def __init__(self, client: kube.Kube, datacenter_selector: str, on_job: Callable[[str], None]) -> None:
-        self.client, self.selector = client, datacenter_selector
+    def __init__(
+        self, client: kube.Kube, datacenter_selector: str, on_job: Callable[[str], None], kueue: bool = False
+    ) -> None:
+        self.client, self.selector, self.kueue = client, datacenter_selector, kueue
         self.used_at = time.monotonic()
         self._stop = threading.Event()
         self._on_job = on_job
-        self.informers = {s.kind: Informer(client, s, self._changed, self._stop) for s in sources(datacenter_selector)}
+        self.informers = {
+            s.kind: Informer(client, s, self._changed, self._stop) for s in sources(datacenter_selector, kueue)
+        }
 
     def start(self, name: str) -> None:
         for kind, informer in self.informers.items():
@@ -204,7 +212,11 @@ class Mirror:
         return self.informers[kind].items()
 
     def _changed(self, obj: Obj) -> None:
-        job_uid = ((obj.get("metadata") or {}).get("labels") or {}).get(names.JOB_LABEL)
+        meta = obj.get("metadata") or {}
+        job_uid = (meta.get("labels") or {}).get(names.JOB_LABEL)
+        if not job_uid:  # a Workload carries no label of ours: the JobSet owning it is named after the job
+            owners = meta.get("ownerReferences") or []
+            job_uid = next((ref.get("name") for ref in owners if ref.get("kind") == "JobSet"), None)
         if job_uid:
             self._on_job(job_uid)
 
@@ -274,10 +286,11 @@ def _job_changed(job_uid: str) -> None:
         changes.add(job_uid)
 
 
-def mirror_for(datacenter_pk: int, client: kube.Kube, datacenter_selector: str) -> Mirror | None:
+def mirror_for(datacenter_pk: int, client: kube.Kube, datacenter_selector: str, kueue: bool = False) -> Mirror | None:
     """The datacenter's mirror when this process mirrors and it is ready; else None (list instead).
 
-    The first call starts it; a client made for new credentials (or a renamed datacenter) replaces it."""
+    The first call starts it; a client made for new credentials (or a renamed datacenter, or a changed
+    admission: `kueue` follows JobSets and Workloads too) replaces it."""
     if not _enabled:
         return None
     now = time.monotonic()
@@ -285,14 +298,16 @@ def mirror_for(datacenter_pk: int, client: kube.Kube, datacenter_selector: str) 
         for pk in [pk for pk, m in _mirrors.items() if now - m.used_at > IDLE_SECONDS]:
             _mirrors.pop(pk).stop()
         mirror = _mirrors.get(datacenter_pk)
-        if mirror is not None and (mirror.client.api is not client.api or mirror.selector != datacenter_selector):
+        if mirror is not None and (
+            mirror.client.api is not client.api or mirror.selector != datacenter_selector or mirror.kueue != kueue
+        ):
             _mirrors.pop(datacenter_pk).stop()
             mirror = None
         if mirror is None:
             while len(_mirrors) >= MAX_MIRRORS:
                 oldest = min(_mirrors, key=lambda pk: _mirrors[pk].used_at)
                 _mirrors.pop(oldest).stop()
-            mirror = Mirror(client.counted_apart(WATCH_CALLS), datacenter_selector, _job_changed)
+            mirror = Mirror(client.counted_apart(WATCH_CALLS), datacenter_selector, _job_changed, kueue)
             mirror.start(str(datacenter_pk))
             _mirrors[datacenter_pk] = mirror
         mirror.used_at = now
