@@ -20,7 +20,7 @@ from images.models import ImageBuild
 from images.tasks import start_build
 from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
-from jobs.engines.kubernetes import policies
+from jobs.engines.kubernetes import names, policies, watch
 from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job
 from jobs.records import RECORDS
@@ -99,6 +99,14 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
     assert "egress" not in egress["spec"]
     drive(k8s_dc, lambda: job_in(job, "running"), "running")
     engine = engine_for(k8s_dc)
+    assert isinstance(engine, KubernetesEngine)
+    # The control worker follows the datacenter by watching it: the role lets it list and watch each kind.
+    watch.enable()
+    try:
+        selector = names.datacenter_selector(k8s_dc.name)
+        wait_for(lambda: watch.mirror_for(k8s_dc.pk, engine.k8s, selector), "watching as the service account", 15)
+    finally:
+        watch.disable()
     assert engine.read_log(job, "trainer-0", "").cursor == "0"  # pods/log answered (kwok has no lines)
     job = drive(k8s_dc, lambda: finished(job), "success")
     assert job.state == "succeeded"
@@ -108,7 +116,6 @@ def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(
     monkeypatch.setattr("jobs.engines.kubernetes.engine.REAP_GRACE_SECONDS", 0)
     assert engine.reap() == 1
     assert engine.cleanup(job, RECORDS)
-    assert isinstance(engine, KubernetesEngine)
     engine.k8s.list("Event", field_selector="reason=FailedCreate")
     # ... and no more than that: no secret can be read back, no pod made directly.
     ns = job.engine_data["namespace"]
