@@ -49,7 +49,7 @@ class WorkerStatus:
 class Observation:
     """What the engine sees of one job right now; the reconciler turns it into state."""
 
-    state: JobState  # PENDING, RUNNING, SUCCEEDED or FAILED
+    state: JobState  # PENDING, RUNNING, SUCCEEDED or FAILED; QUEUED with reason PREEMPTED: stopped by the cluster
     reason: str = ""
     message: str = ""
     exit_code: int | None = None

@@ -86,7 +86,10 @@ def test_the_users_cluster_queue_holds_their_quota_on_one_flavor() -> None:
 
 FACTS = Facts(uid="fit-abcde", trainers=2, pservers=2, max_retries=0, age=5.0)
 WORKLOAD = {
-    "metadata": {"namespace": "paddle-alice", "ownerReferences": [{"kind": "JobSet", "name": "fit-abcde"}]},
+    "metadata": {
+        "namespace": "paddle-alice",
+        "ownerReferences": [{"kind": "JobSet", "name": "fit-abcde", "uid": "jobset-uid-1"}],
+    },
     "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
                                "message": "couldn't assign flavors to pod set trainer: insufficient quota for cpu"}]},
 }  # fmt: skip
@@ -94,7 +97,7 @@ WORKLOAD = {
 
 @pytest.mark.parametrize("age", [5.0, 60.0])
 def test_a_suspended_jobset_is_pending_with_kueues_own_reason(age: float) -> None:
-    found = kueue.workloads_by_jobset([WORKLOAD])[("paddle-alice", "fit-abcde")]
+    found = kueue.workloads_by_jobset([WORKLOAD])["jobset-uid-1"]
     seen = kueue.held(Facts(**{**FACTS.__dict__, "age": age}), {"spec": {"suspend": True}}, found)
     assert seen is not None and seen.state == JobState.PENDING and seen.reason == Reason.QUOTA_EXHAUSTED
     assert seen.message == "queued by Kueue: couldn't assign flavors to pod set trainer: insufficient quota for cpu"
@@ -119,3 +122,48 @@ def test_kueue_admission_is_refused_on_the_local_engine(local_dc: Any) -> None:
     with pytest.raises(ValidationError) as refused:
         local_dc.full_clean()
     assert "admission" in refused.value.message_dict
+
+
+def test_a_portal_priority_class_is_mirrored_as_a_workload_priority_class_named_on_the_jobset() -> None:
+    body = kueue.workload_priority_class("high", 1000)
+    assert (body["kind"], body["metadata"]["name"]) == ("WorkloadPriorityClass", "paddlecloud-high")
+    assert body["value"] == 1000
+    labels = jobset.jobset(PLAN, kueue.priority_class_name("high"))["metadata"]["labels"]
+    assert labels[jobset.PRIORITY_LABEL] == "paddlecloud-high" == labels["kueue.x-k8s.io/priority-class"]
+    assert jobset.PRIORITY_LABEL not in jobset.jobset(PLAN)["metadata"]["labels"]
+
+
+def test_the_cluster_queue_preempts_lower_priority_in_a_datacenter_cohort_with_the_users_weight() -> None:
+    limits = Amounts(cpu=Decimal("4"), memory=16 * 2**30, gpu=0)
+    spec = kueue.cluster_queue("paddle-alice", "dc", "alice", limits, Decimal("2.500"))["spec"]
+    assert spec["cohortName"] == "paddlecloud-dc"
+    assert spec["preemption"] == {
+        "withinClusterQueue": "LowerPriority",
+        "reclaimWithinCohort": "Any",
+        "borrowWithinCohort": {"policy": "LowerPriority"},
+    }
+    assert spec["fairSharing"] == {"weight": "2.5"}
+    # Nothing borrowed while the namespace's ResourceQuota still holds the user to their own quota.
+    assert {r["borrowingLimit"] for r in spec["resourceGroups"][0]["flavors"][0]["resources"]} == {"0"}
+
+
+EVICTED_CONDITION = {"type": "Evicted", "status": "True", "reason": "Preempted",
+                     "message": "Preempted to accommodate a workload due to prioritization in the ClusterQueue"}
+EVICTED = {
+    **WORKLOAD,
+    "status": {"conditions": [
+        EVICTED_CONDITION,
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient unused quota"},
+    ]},
+}  # fmt: skip
+
+
+def test_a_jobset_kueue_evicted_is_reported_preempted_for_the_reconciler_to_requeue() -> None:
+    running = Facts(**{**FACTS.__dict__, "running": True})
+    seen = kueue.held(running, {"spec": {"suspend": True}}, EVICTED)
+    assert seen is not None and (seen.state, seen.reason) == (JobState.QUEUED, Reason.PREEMPTED)
+    assert "prioritization in the ClusterQueue" in seen.message
+    not_evicted = {**EVICTED, "status": {"conditions": [{**EVICTED_CONDITION, "status": "False"}]}}
+    assert kueue.eviction(not_evicted) is None and kueue.eviction(None) is None
+    # Evicted, then admitted again before the portal looked: running, read from its child Jobs.
+    assert kueue.held(running, {"spec": {"suspend": False}}, EVICTED) is None

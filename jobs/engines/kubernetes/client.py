@@ -75,6 +75,7 @@ KINDS: dict[str, Resource] = {
     "LocalQueue": Resource("/apis/kueue.x-k8s.io/v1beta2", "localqueues"),
     "ClusterQueue": Resource("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", namespaced=False),
     "ResourceFlavor": Resource("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", namespaced=False),
+    "WorkloadPriorityClass": Resource("/apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", namespaced=False),
 }
 
 _calls_lock = threading.Lock()

@@ -52,7 +52,7 @@ from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.engines.kubernetes.objects import ClusterObjects
 from jobs.logfiles import MAX_CHUNK, LogChunk, log_tail, parse_cursor, read_log_file
-from jobs.models import TERMINAL_STATES, Job, JobState, Role
+from jobs.models import TERMINAL_STATES, Job, JobState, PriorityClass, Role
 from registry.models import RegistrySecret
 from storage import paths
 
@@ -99,7 +99,9 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             recorder.keep(job, {"layout": layout})
         if layout == jobset.LAYOUT:
             # Suspended until Kueue admits it, so no pod starts before its NetworkPolicy exists.
-            owner = self.ensure("JobSet", jobset.jobset(plan), read_existing=True)
+            value = PriorityClass.objects.filter(name=job.priority_class).values_list("value", flat=True).first()
+            priority_class = self.ensure_priority_class(job.priority_class, job.priority if value is None else value)
+            owner = self.ensure("JobSet", jobset.jobset(plan, priority_class), read_existing=True)
         else:
             owner = self.ensure("Service", m.service(plan), read_existing=True)  # its uid is the owner reference
         # Before the pods: the namespace denies everything, this lets the job's pods reach each other.
@@ -186,14 +188,15 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             mirror = None  # JobSet jobs of a datacenter switched back to `portal`: its mirror follows no JobSets
         found = mirror.items("JobSet") if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
         by_uid = {k8s_pods.labels(js).get(names.JOB_LABEL, ""): js for js in found}
-        workloads: dict[tuple[str, str], Any] = {}
+        workloads: dict[str, Any] = {}
         if any(jobset.suspended(by_uid.get(job.uid) or {}) for job in queued):
             listed = mirror.items("Workload") if mirror is not None else self.k8s.list("Workload")
             workloads = kueue.workloads_by_jobset(listed)
         result = {}
         for job in queued:
-            workload = workloads.get((self._namespace(job) or "", job.uid))
-            seen = kueue.held(self._facts(job), by_uid.get(job.uid), workload)
+            its_jobset = by_uid.get(job.uid)
+            workload = workloads.get(((its_jobset or {}).get("metadata") or {}).get("uid", ""))
+            seen = kueue.held(self._facts(job), its_jobset, workload)
             if seen is not None:
                 result[job.pk] = seen
         return result
@@ -287,10 +290,15 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         if job.state == JobState.KILLED or job.remove_when_released or job.preempted_at is not None:
             self._archive_once(job, ns, recorder)
             if not job.engine_data.get("owner_deleted"):
-                self.k8s.delete(_owner_kind(job), ns, job.uid)  # the garbage collector deletes the rest
+                # The garbage collector deletes the rest; a JobSet in the foreground: it stays until its child
+                # Jobs are gone, whose names a requeued job's next JobSet takes (it would find and keep them).
+                propagation = "Foreground" if _layout(job) == jobset.LAYOUT else "Background"
+                self.k8s.delete(_owner_kind(job), ns, job.uid, propagation=propagation)
                 recorder.keep(job, {"owner_deleted": True})
         else:
             self.finish(job, recorder)
+        if _layout(job) == jobset.LAYOUT and self._read("JobSet", ns, job.uid) is not None:
+            return False  # not stopped until the JobSet and its child Jobs are gone (see above)
         return not [p for p in self._pods(job, ns) if k8s_pods.phase(p) in k8s_pods.LIVE_PHASES]
 
     def cleanup(self, job: Job, recorder: Recorder) -> bool:

@@ -5,6 +5,8 @@ For a job `<uid>` in the user's namespace:
 - JobSet `<uid>`, created suspended, labelled as every job object (manifests.labels) plus
   `kueue.x-k8s.io/queue-name: paddlecloud` (the user's LocalQueue, kueue.py): Kueue admits it whole,
   all its pods or none, and unsuspends it.
+- `kueue.x-k8s.io/priority-class: paddlecloud-<class>` (kueue.workload_priority_class): Kueue's order and
+  preemption between the user's jobs.
 - Replicated job `ps` (only with pservers): one Indexed Job `<uid>-ps-0`, completions = parallelism =
   pservers, pods restart in place (OnFailure; a restart is still PserverLost, status.py).
 - Replicated job `trainer`: one Indexed Job `<uid>-trainer-0` with the trainer Job's retry rules.
@@ -25,6 +27,7 @@ from jobs.engines.kubernetes import names
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # the Workload's priority (kueue.workload_priority_class)
 LOCAL_QUEUE = "paddlecloud"  # the LocalQueue in every user's namespace (kueue.local_queue)
 PSERVERS = names.JOBSET_PSERVERS
 TRAINERS = names.JOBSET_TRAINERS
@@ -60,8 +63,8 @@ def _replicated_job(plan: m.Plan, name: str, role: str, count: int, job_spec: di
     return {"name": name, "replicas": 1, "template": {"metadata": {"labels": m.labels(plan, role)}, "spec": spec}}
 
 
-def jobset(plan: m.Plan) -> dict[str, Any]:
-    """The job's JobSet, suspended until Kueue admits it."""
+def jobset(plan: m.Plan, priority_class: str = "") -> dict[str, Any]:
+    """The job's JobSet, suspended until Kueue admits it; `priority_class`: the Kueue WorkloadPriorityClass."""
     replicated = []
     if plan.pservers:
         replicated.append(_replicated_job(plan, PSERVERS, "pserver", plan.pservers, {}))
@@ -71,13 +74,14 @@ def jobset(plan: m.Plan) -> dict[str, Any]:
         "podReplacementPolicy": "Failed",  # never two trainers with one id
     }
     replicated.append(_replicated_job(plan, TRAINERS, "trainer", plan.trainers, trainer_rules))
+    priority = {PRIORITY_LABEL: priority_class} if priority_class else {}
     return {
         "apiVersion": API_VERSION,
         "kind": "JobSet",
         "metadata": {
             "name": plan.uid,
             "namespace": plan.namespace,
-            "labels": {**m.labels(plan), QUEUE_LABEL: LOCAL_QUEUE},
+            "labels": {**m.labels(plan), QUEUE_LABEL: LOCAL_QUEUE, **priority},
         },
         "spec": {
             "suspend": True,

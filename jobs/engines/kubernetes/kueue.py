@@ -3,6 +3,12 @@
 Per user of an `admission: kueue` datacenter: a ClusterQueue named as their namespace (`<prefix><user>`)
 whose nominal quota is the user's compute quota, on the one ResourceFlavor `paddlecloud-default`, and
 the LocalQueue `paddlecloud` in their namespace pointing at it (jobset.QUEUE_LABEL names it).
+
+Priorities: a WorkloadPriorityClass `paddlecloud-<class>` per portal PriorityClass (its value), named on each
+JobSet (jobset.PRIORITY_LABEL); a user's higher job preempts their own lower one (withinClusterQueue). Every
+ClusterQueue of a datacenter is in the cohort `paddlecloud-<datacenter>` with its fair-sharing weight, but
+borrows nothing (borrowingLimit 0): the namespace's ResourceQuota and the portal's submit check still hold a
+user to their own quota, so a borrowed admission would only get its pods refused.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from jobs.models import JobState, Reason, Role, WorkerState
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 FLAVOR = "paddlecloud-default"  # no node labels: every node of the cluster
+PREFIX = "paddlecloud-"  # of the cohorts and WorkloadPriorityClasses the portal makes
 Obj = dict[str, Any]
 
 
@@ -36,18 +43,48 @@ def _cores(value: Decimal) -> str:
     return f"{value.normalize():f}"
 
 
-def cluster_queue(ns: str, datacenter: str, username: str, limits: Amounts) -> Obj:
+def priority_class_name(portal_class: str) -> str:
+    return f"{PREFIX}{portal_class}"
+
+
+def workload_priority_class(portal_class: str, value: int) -> Obj:
+    """The WorkloadPriorityClass mirroring one of the portal's PriorityClass rows: Kueue orders and preempts by it."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": priority_class_name(portal_class), "labels": {names.MANAGED_BY: names.MANAGER}},
+        "value": value,
+        "description": f"the portal's priority class {portal_class!r}",
+    }
+
+
+def cohort_name(datacenter: str) -> str:
+    return f"{PREFIX}{datacenter}"
+
+
+def _preemption() -> Obj:
+    return {
+        "withinClusterQueue": "LowerPriority",  # a user's high job stops their own low one
+        "reclaimWithinCohort": "Any",  # a queue takes back its nominal quota from whoever borrowed it
+        "borrowWithinCohort": {"policy": "LowerPriority"},
+    }
+
+
+def cluster_queue(ns: str, datacenter: str, username: str, limits: Amounts, weight: Decimal = Decimal(1)) -> Obj:
     """The user's ClusterQueue (named as their namespace, and taking workloads from it only)."""
     quota = [
-        {"name": "cpu", "nominalQuota": _cores(limits.cpu)},
-        {"name": "memory", "nominalQuota": exact_quantity_bytes(limits.memory)},
-        {"name": GPU_RESOURCE, "nominalQuota": str(limits.gpu)},
+        {"name": "cpu", "nominalQuota": _cores(limits.cpu), "borrowingLimit": "0"},
+        {"name": "memory", "nominalQuota": exact_quantity_bytes(limits.memory), "borrowingLimit": "0"},
+        {"name": GPU_RESOURCE, "nominalQuota": str(limits.gpu), "borrowingLimit": "0"},
     ]
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterQueue",
         "metadata": {"name": ns, "labels": user_labels(datacenter, username)},
         "spec": {
+            "cohortName": cohort_name(datacenter),
+            "preemption": _preemption(),
+            "fairSharing": {"weight": _cores(weight)},
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
             "resourceGroups": [
                 {"coveredResources": ["cpu", "memory", GPU_RESOURCE], "flavors": [{"name": FLAVOR, "resources": quota}]}
@@ -65,15 +102,23 @@ def local_queue(ns: str, datacenter: str, username: str) -> Obj:
     }
 
 
-def workloads_by_jobset(workloads: list[Obj]) -> dict[tuple[str, str], Obj]:
-    """(namespace, JobSet name) -> the Workload Kueue made for it (it owns it)."""
+def workloads_by_jobset(workloads: list[Obj]) -> dict[str, Obj]:
+    """The uid of a JobSet -> the Workload Kueue made for it (it owns it). By uid, not name: a requeued job's
+    new JobSet has its predecessor's name, whose Workload may linger a moment."""
     result = {}
     for workload in workloads:
-        meta = workload.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
+        for ref in (workload.get("metadata") or {}).get("ownerReferences") or []:
             if ref.get("kind") == "JobSet":
-                result[(meta.get("namespace", ""), ref.get("name", ""))] = workload
+                result[ref.get("uid", "")] = workload
     return result
+
+
+def eviction(workload: Obj | None) -> str | None:
+    """Why Kueue evicted an admitted workload (Evicted=True: preempted, or another of Kueue's reasons), else None."""
+    for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Evicted" and cond.get("status") == "True":
+            return str(cond.get("message") or cond.get("reason") or "evicted")
+    return None
 
 
 def waiting_message(workload: Obj | None) -> str:
@@ -100,6 +145,11 @@ def held(f: Facts, found: Obj | None, workload: Obj | None) -> Observation | Non
         return Observation(current, message="waiting for its JobSet", workers=_waiting_workers(f, "waiting"))
     if not jobset.suspended(found):
         return None
+    evicted = eviction(workload)
+    if evicted is not None:
+        # Stopped by Kueue after it ran: the reconciler requeues it as the portal's own preemption does.
+        message = f"preempted by Kueue ({evicted}); its workers got SIGTERM and their grace to save a checkpoint"
+        return Observation(JobState.QUEUED, Reason.PREEMPTED, message, None, [])
     message = waiting_message(workload)
     # "insufficient quota" (never fits) or "insufficient unused quota" (fits once the user's jobs end): the user's
     # own ClusterQueue's quota either way.

@@ -12,10 +12,11 @@ import logging
 import threading
 import time
 import weakref
+from decimal import Decimal
 from typing import Any
 
 from datacenters import quota
-from datacenters.models import Admission, Datacenter
+from datacenters.models import Admission, Datacenter, Quota
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import kueue, names, namespaces, policies
@@ -32,7 +33,7 @@ NAMESPACE_RECHECK_SECONDS = 60.0
 
 class NamespacesMade:
     """The user namespaces this process made or brought up to date in one cluster: when, which namespace
-    object (its uid), and a digest of what they were made to hold."""
+    object (its uid), and a digest of what they were made to hold. Also cluster-wide objects, by `<kind>/<name>`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -165,8 +166,23 @@ class ClusterObjects:
         if self.datacenter.admission != Admission.KUEUE:
             return []
         dc = self.datacenter.name
-        cluster_queue = kueue.cluster_queue(ns, dc, username, limits)
+        weight = Quota.objects.filter(user__username=username, datacenter=self.datacenter).values_list("weight")
+        cluster_queue = kueue.cluster_queue(ns, dc, username, limits, (weight.first() or (Decimal(1),))[0])
         return [kueue.resource_flavor(), cluster_queue, kueue.local_queue(ns, dc, username)]
+
+    def ensure_priority_class(self, portal_class: str, value: int) -> str:
+        """Kueue's WorkloadPriorityClass for the portal's class, made or given its value; its name.
+
+        Once per NAMESPACE_RECHECK_SECONDS per class and process (and whenever the value changes): a start costs
+        no call for it in between."""
+        body = kueue.workload_priority_class(portal_class, value)
+        name = kueue.priority_class_name(portal_class)
+        key, digest = f"WorkloadPriorityClass/{name}", _digest(body)  # a "/" in no namespace's name
+        made = _made_in(self.k8s)
+        if made.made_as(key, digest) is None:
+            self.ensure_current("WorkloadPriorityClass", body)
+            made.remember(key, name, digest)
+        return name
 
     def _stale(self, kind: str, body: dict[str, Any]) -> bool:
         current = self._read(kind, body["metadata"].get("namespace"), body["metadata"]["name"])
