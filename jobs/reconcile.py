@@ -77,10 +77,8 @@ def apply(
     job: Job, observation: Observation, engine: Engine, workers: dict[tuple[str, int], Worker] | None = None
 ) -> None:
     if observation.state == JobState.QUEUED and observation.reason == Reason.PREEMPTED:
-        # The admission engine (Kueue) stopped it: requeued as the portal's own preemption does (cycle.preempt),
-        # by requeue_preempted in the next cycle (its workers stopped, the ledger written, attempt + 1).
-        transition(job.pk, JobState.QUEUED, from_states=[JobState.PENDING, JobState.RUNNING],
-                   reason=Reason.PREEMPTED, message=observation.message, preempted_at=timezone.now())  # fmt: skip
+        # The admission engine (Kueue) stopped it: requeued as the portal's own preemption does.
+        cycle.mark_preempted(job.pk, observation.message)
         return
     record_workers(job, observation, workers)
     counts = _counts(observation)

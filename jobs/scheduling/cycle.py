@@ -229,8 +229,14 @@ def preempt(
         f"{datacenter.preemption_grace} s to save a checkpoint before SIGKILL, then it waits to run again"
     )
     for victim in policy.victims(candidate, running, world):
-        transition(victim, JobState.QUEUED, from_states=[JobState.PENDING, JobState.RUNNING],
-                   reason=Reason.PREEMPTED, message=message, preempted_at=timezone.now())  # fmt: skip
+        mark_preempted(victim, message)
+
+
+def mark_preempted(job_id: int, message: str) -> None:
+    """Back to `queued` as Preempted: the reconciler's requeue_preempted then stops its workers with their
+    grace, writes the ledger and counts the next attempt. By this scheduler, or by Kueue (kubernetes engine)."""
+    transition(job_id, JobState.QUEUED, from_states=[JobState.PENDING, JobState.RUNNING],
+               reason=Reason.PREEMPTED, message=message, preempted_at=timezone.now())  # fmt: skip
 
 
 def positions(datacenter: Datacenter) -> list[int]:
