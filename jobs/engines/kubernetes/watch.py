@@ -227,6 +227,7 @@ class Changes:
 
     def __init__(self, handler: Callable[[set[str]], None]) -> None:
         self.handler = handler
+        self.stop = threading.Event()  # its own: a later enable() never revives this one
         self._pending: set[str] = set()
         self._ready = threading.Condition()
 
@@ -235,10 +236,10 @@ class Changes:
             self._pending.add(job_uid)
             self._ready.notify()
 
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
+    def run(self) -> None:
+        while not self.stop.is_set():
             with self._ready:
-                self._ready.wait_for(lambda: self._pending or stop.is_set(), timeout=1.0)
+                self._ready.wait_for(lambda: self._pending or self.stop.is_set(), timeout=1.0)
             if not self._pending:
                 continue
             time.sleep(COALESCE_SECONDS)
@@ -254,7 +255,6 @@ _lock = threading.Lock()
 _mirrors: dict[int, Mirror] = {}  # datacenter pk -> its mirror
 _enabled = False
 _changes: Changes | None = None
-_stop_changes = threading.Event()
 
 
 def enable(handler: Callable[[set[str]], None] | None = None) -> None:
@@ -263,9 +263,8 @@ def enable(handler: Callable[[set[str]], None] | None = None) -> None:
     with _lock:
         _enabled = True
         if handler is not None and _changes is None:
-            _stop_changes.clear()
             _changes = Changes(handler)
-            threading.Thread(target=_changes.run, args=(_stop_changes,), name="watch-changes", daemon=True).start()
+            threading.Thread(target=_changes.run, name="watch-changes", daemon=True).start()
 
 
 def disable() -> None:
@@ -273,8 +272,9 @@ def disable() -> None:
     global _enabled, _changes
     with _lock:
         _enabled = False
+        if _changes is not None:
+            _changes.stop.set()
         _changes = None
-        _stop_changes.set()
         for mirror in _mirrors.values():
             mirror.stop()
         _mirrors.clear()
