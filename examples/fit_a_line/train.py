@@ -21,6 +21,9 @@ import paddle.distributed.fleet as fleet
 
 BATCH = 32
 PASSES = int(os.environ.get("PADDLE_INIT_NUM_PASSES", "8"))  # from the job's -passes
+# Seconds trainers rest after each pass (job env, default 0): a pass takes ~0.1 s on a free core, so a
+# preemption demo (and its test) sets this to have the run still going when the preemption comes.
+PASS_PAUSE = float(os.environ.get("FIT_A_LINE_PASS_PAUSE", "0"))
 LEARNING_RATE = 0.05
 
 T0 = time.time()
@@ -92,6 +95,7 @@ else:
             step += 1
         if me == 0:
             checkpoint.save(pass_id, lambda folder: np.savez(folder / "weights.npz", **weights()))
+        time.sleep(PASS_PAUSE)
     print(f"pass {PASSES - 1} step {step} loss {float(np.mean(value)):.4f} (final)", flush=True)
     fleet.stop_worker()  # flushes the GEO communicator; does not stop the pservers
     if me == 0:

@@ -106,13 +106,19 @@ def test_a_preempted_example_resumes_from_its_checkpoint_and_succeeds(
     local_dc.save()
     put_package(local_dc, alice, "fit", EXAMPLES / "fit_a_line")
     put_package(local_dc, carol, "fake", Path(__file__).parent / "fake_package")
+    # A pass is ~0.1 s on a free core: the pause keeps the run going (>= 30 s) until the preemption comes.
     spec = {"jobname": "fit", "entry": "python train.py", "parallelism": 2, "pservers": 2, "passes": 30,
-            "cpu": "0.5", "pscpu": "0.5", "memory": "1Gi", "psmemory": "1Gi", "priority": "low"}  # fmt: skip
+            "cpu": "0.5", "pscpu": "0.5", "memory": "1Gi", "psmemory": "1Gi", "priority": "low",
+            "env": {"FIT_A_LINE_PASS_PAUSE": "1"}}  # fmt: skip
     created = alice_api.post("/api/v1/jobs", spec, format="json")
     assert created.status_code == 201, created.json()
     job = Job.objects.get(name="fit")
-    saved = layout.output_dir(local_dc, "alice", "fit", job.uid) / "checkpoints" / "step-1"
-    wait_for(lambda: saved.is_dir() or None, "trainer 0's checkpoint of pass 1", 300, watch=worker)
+    checkpoints = layout.output_dir(local_dc, "alice", "fit", job.uid) / "checkpoints"
+
+    def saved_after_pass_1() -> bool:  # step-1 or later: only the newest two are kept
+        return any(p.name.startswith("step-") and int(p.name[5:]) >= 1 for p in checkpoints.glob("step-[0-9]*"))
+
+    wait_for(saved_after_pass_1, "trainer 0's checkpoint of pass 1", 300, watch=worker)
     urgent = {"jobname": "urgent", "entry": "python train.py", "cpu": "1", "priority": "high",
               "package": "/pfs/local/home/carol/jobs/fake"}  # fmt: skip
     assert carol_api.post("/api/v1/jobs", urgent, format="json").status_code == 201
