@@ -107,4 +107,4 @@ class KwokLogs:
     def _wait_kwok_serves(self, namespace: str, pod: str, container: str, lines: list[str]) -> None:
         url = f"http://127.0.0.1:{self.ports['kwok']}/containerLogs/{namespace}/{pod}/{container}"
         want = "".join(f"{line}\n" for line in lines).encode()
-        self._wait("kwok", time.monotonic() + 30, lambda: self._http_get(url) == want, what=f"logs for {pod}")
+        self._wait("kwok", time.monotonic() + 90, lambda: self._http_get(url) == want, what=f"logs for {pod}")
