@@ -193,16 +193,26 @@ def k8s_dc(db: None, k8s_cluster: TestCluster, tmp_path: Path) -> Iterator[Any]:
     )
     yield dc
     with k8s_cluster.api_client() as api:
-        core = k8s.CoreV1Api(api)
         custom = k8s.CustomObjectsApi(api)
-        selector = f"paddlecloud.org/datacenter={dc.name}"
-        for ns in core.list_namespace(label_selector=selector).items:
-            with contextlib.suppress(ApiException):
-                core.delete_namespace(ns.metadata.name)
+        for name in _delete_namespaces_of(api, dc):
             with contextlib.suppress(ApiException):  # set_namespace_log_lines' ClusterLogs
                 custom.delete_cluster_custom_object(
-                    "kwok.x-k8s.io", "v1alpha1", "clusterlogs", f"paddlecloud-test-{ns.metadata.name}"
+                    "kwok.x-k8s.io", "v1alpha1", "clusterlogs", f"paddlecloud-test-{name}"
                 )
+
+
+def _delete_namespaces_of(api: k8s.ApiClient, dc: Datacenter) -> list[str]:
+    """Delete every namespace the engine made for `dc` (with everything in it); their names."""
+    core = k8s.CoreV1Api(api)
+    names = [str(ns.metadata.name) for ns in core.list_namespace(label_selector=_dc_selector(dc)).items]
+    for name in names:
+        with contextlib.suppress(ApiException):
+            core.delete_namespace(name)
+    return names
+
+
+def _dc_selector(dc: Datacenter) -> str:
+    return f"paddlecloud.org/datacenter={dc.name}"
 
 
 @pytest.fixture
@@ -225,13 +235,9 @@ def kueue_dc(db: None, kueue_cluster: TestCluster, tmp_path: Path) -> Iterator[A
     )
     yield dc
     with kueue_cluster.api_client() as api:
-        core = k8s.CoreV1Api(api)
         custom = k8s.CustomObjectsApi(api)
-        selector = f"paddlecloud.org/datacenter={dc.name}"
-        for ns in core.list_namespace(label_selector=selector).items:
-            with contextlib.suppress(ApiException):
-                core.delete_namespace(ns.metadata.name)
+        _delete_namespaces_of(api, dc)
         kind = ("kueue.x-k8s.io", "v1beta2", "clusterqueues")
-        for queue in custom.list_cluster_custom_object(*kind, label_selector=selector)["items"]:
+        for queue in custom.list_cluster_custom_object(*kind, label_selector=_dc_selector(dc))["items"]:
             with contextlib.suppress(ApiException):
                 custom.delete_cluster_custom_object(*kind, queue["metadata"]["name"])
