@@ -61,6 +61,15 @@ def quick_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProce
     process.stop()
 
 
+@pytest.fixture
+def patient_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A worker with a 30 s kill grace: trainers that end on SIGTERM must never reach SIGKILL, even when a
+    loaded machine takes seconds to run their launchers' exit."""
+    process = start_worker(tmp_path, beat=True, concurrency=2, extra_env={"PADDLECLOUD_KILL_GRACE_SECONDS": "30"})
+    yield process
+    process.stop()
+
+
 def workers(api: APIClient, name: str) -> dict[str, dict[str, Any]]:
     return {w["name"]: w for w in api.get(f"/api/v1/jobs/{name}/workers").json()["results"]}
 
@@ -94,14 +103,14 @@ def test_once_the_job_failed_no_worker_is_running_and_a_killed_one_shows_sigkill
 
 
 def test_a_killed_job_shows_each_worker_killed_by_sigterm_with_143(
-    alice_api: APIClient, truth_package: Path, quick_worker: WorkerProcess
+    alice_api: APIClient, truth_package: Path, patient_worker: WorkerProcess
 ) -> None:
     alice_api.post("/api/v1/jobs", SPEC, format="json")
-    wait_for(lambda: Job.objects.filter(name="truth", state="running").exists(), "running", 60, watch=quick_worker)
+    wait_for(lambda: Job.objects.filter(name="truth", state="running").exists(), "running", 60, watch=patient_worker)
     assert alice_api.delete("/api/v1/jobs/truth").json()["state"] == "killed"
     states = {name: w["state"] for name, w in workers(alice_api, "truth").items()}
     assert set(states.values()) == {"killed"}, states
-    job = finished("truth", quick_worker)
+    job = finished("truth", patient_worker)
     for trainer in job.workers.all():
         assert (trainer.state, trainer.exit_code) == ("killed", 143), trainer.message
         assert "SIGTERM" in trainer.message
