@@ -38,7 +38,8 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     build = serializers.SerializerMethodField(help_text="The image build it runs on (spec `build`), else null.")
     priority = serializers.CharField(source="priority_class", read_only=True, help_text="Its priority class.")
     queue_position = serializers.SerializerMethodField(
-        help_text="1-based place in its datacenter's queue while it waits (GET of one job only); else null."
+        help_text="1-based place in its datacenter's queue while it waits (GET of one job only; on a Kueue "
+        "datacenter: in its owner's ClusterQueue while Kueue holds it); else null."
     )
     estimated_start = serializers.SerializerMethodField(
         help_text="A rough estimate of its start while it waits (GET of one job only; README, The queue); else null."

@@ -27,7 +27,8 @@ QUEUE_ROW = inline_serializer(
         "position": serializers.IntegerField(
             allow_null=True,
             help_text="1-based, in the order the scheduler admits; null: held, or not yet looked at by a cycle "
-            "(past the first 50 waiting jobs of its owner)",
+            "(past the first 50 waiting jobs of its owner). On a Kueue datacenter the jobs Kueue holds come first, "
+            "each at its place in its owner's own ClusterQueue",
         ),
         "job": serializers.CharField(allow_null=True, help_text="the name; null for another user's job"),
         "uid": serializers.CharField(allow_null=True, help_text="null for another user's job"),

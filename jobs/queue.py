@@ -1,7 +1,10 @@
 """The queue as users and operators see it: positions, a rough start estimate, and the operators' hold/release/front.
 
 Positions are the scheduler's own order (jobs.scheduling.cycle.positions), so what a user reads is what
-the next cycle does. The estimate is deliberately simple (see `Estimator`): a hint, never a promise.
+the next cycle does. On an `admission: kueue` datacenter the gate admits at once and Kueue holds the jobs
+(`pending`): their rows come first, each at its place in its owner's ClusterQueue, from the engine
+(Engine.queue_positions, Kueue's visibility API), with the job's reason and message (Kueue's words).
+The estimate is deliberately simple (see `Estimator`): a hint, never a promise.
 Operators' verbs are conditional UPDATEs of a queued, not yet admitted job: a job the scheduler admits
 meanwhile is not changed, and the verb answers 409 naming `state`.
 """
@@ -14,12 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from core.errors import Conflict
-from datacenters.models import Datacenter
+from datacenters.models import Admission, Datacenter
 from jobs import services
+from jobs.engines import engine_for
 from jobs.models import Job, JobState, Reason
 from jobs.scheduling import cycle
 
@@ -48,10 +52,11 @@ class Estimator:
         self.average = sum(seconds) / len(seconds) if seconds else None
         self.slots = max(cycle.holding(datacenter).count(), 1)
 
-    def start(self, position: int | None) -> datetime | None:
+    def start(self, position: int | None, slots: int | None = None) -> datetime | None:
+        """`slots`: the jobs running beside it, where that is not the datacenter's (a Kueue user's own queue)."""
         if self.average is None or position is None:
             return None
-        return self.now + timedelta(seconds=self.average * math.ceil(position / self.slots))
+        return self.now + timedelta(seconds=self.average * math.ceil(position / max(slots or self.slots, 1)))
 
 
 @dataclass(frozen=True)
@@ -65,12 +70,38 @@ class Place:
 NOWHERE = Place(None, None)
 
 
+def _engine_positions(datacenter: Datacenter, jobs: list[Job]) -> dict[str, int]:
+    """Job uid -> position of the jobs the cluster's admission (Kueue) holds; {} on a datacenter the gate queues."""
+    if datacenter.admission != Admission.KUEUE or not jobs:
+        return {}
+    return engine_for(datacenter).queue_positions(jobs)
+
+
+def _running_by_owner(datacenter: Datacenter) -> dict[int, int]:
+    """Each owner's running jobs: the slots of their own ClusterQueue, for the estimate of a job Kueue holds."""
+    running = Job.objects.filter(datacenter=datacenter, state=JobState.RUNNING).values("owner_id")
+    return {row["owner_id"]: row["n"] for row in running.annotate(n=Count("id"))}
+
+
+def _kueue_place(job: Job) -> Place:
+    position = _engine_positions(job.datacenter, [job]).get(job.uid) if job.state == JobState.PENDING else None
+    if position is None:
+        return NOWHERE
+    slots = _running_by_owner(job.datacenter).get(job.owner_id)
+    return Place(position, Estimator(job.datacenter).start(position, slots))
+
+
 def is_waiting(job: Job) -> bool:
-    return job.state == JobState.QUEUED and job.admitted_at is None
+    """Waiting for admission: by the portal's gate (queued), or by Kueue (pending, in its ClusterQueue)."""
+    if job.state == JobState.QUEUED and job.admitted_at is None:
+        return True
+    return _kueue_place(job) is not NOWHERE
 
 
 def place(job: Job) -> Place:
     """Where a job stands in its datacenter's queue; NOWHERE unless it waits for admission and is not held."""
+    if job.state == JobState.PENDING:
+        return _kueue_place(job)
     if not is_waiting(job) or job.held:
         return NOWHERE
     order = cycle.positions(job.datacenter)
@@ -105,12 +136,25 @@ def _ordered_ids(datacenter: Datacenter) -> tuple[list[int], set[int], int]:
     return [*ranked, *rest], set(ranked), waiting.count()
 
 
+def _kueue_rows(datacenter: Datacenter, viewer: Any, estimator: Estimator) -> list[dict[str, Any]]:
+    """The jobs Kueue holds, in its order: place in the owner's ClusterQueue, then submission."""
+    if datacenter.admission != Admission.KUEUE:
+        return []
+    pending = Job.objects.filter(datacenter=datacenter, state=JobState.PENDING).select_related("owner")
+    candidates = list(pending.order_by("created_at", "id")[:MAX_ROWS])
+    positions = _engine_positions(datacenter, candidates)
+    held = sorted((job for job in candidates if job.uid in positions), key=lambda job: positions[job.uid])
+    slots = _running_by_owner(datacenter) if held else {}
+    return [_row(job, positions[job.uid], viewer, estimator, slots.get(job.owner_id)) for job in held]
+
+
 def queue(datacenter: Datacenter, viewer: Any) -> Queue:
     """The queue `viewer` reads: other users' jobs without name or uid, unless the viewer is staff."""
     ids, ranked, count = _ordered_ids(datacenter)
     jobs = Job.objects.select_related("owner").in_bulk(ids)
     estimator = Estimator(datacenter)
-    rows: list[dict[str, Any]] = []
+    rows = _kueue_rows(datacenter, viewer, estimator)
+    count += len(rows)
     position = 0
     for job_id in ids:
         job = jobs.get(job_id)
@@ -119,10 +163,12 @@ def queue(datacenter: Datacenter, viewer: Any) -> Queue:
         if job_id in ranked:
             position += 1
         rows.append(_row(job, position if job_id in ranked else None, viewer, estimator))
-    return Queue(rows, count)
+    return Queue(rows[:MAX_ROWS], count)
 
 
-def _row(job: Job, position: int | None, viewer: Any, estimator: Estimator) -> dict[str, Any]:
+def _row(
+    job: Job, position: int | None, viewer: Any, estimator: Estimator, slots: int | None = None
+) -> dict[str, Any]:
     mine = job.owner_id == viewer.pk or getattr(viewer, "is_staff", False)
     return {
         "position": position,
@@ -134,7 +180,7 @@ def _row(job: Job, position: int | None, viewer: Any, estimator: Estimator) -> d
         "message": job.message,
         "waited": round(max((estimator.now - job.created_at).total_seconds(), 0.0), 3),
         "requests": {"cpu": float(job.cpu_request), "memory": job.memory_request, "gpu": job.gpu_request},
-        "estimated_start": estimator.start(position),
+        "estimated_start": estimator.start(position, slots),
     }
 
 

@@ -136,6 +136,11 @@ class Engine(ABC):
         """
         return True
 
+    def queue_positions(self, jobs: list[Job]) -> dict[str, int]:
+        """Job uid -> 1-based position of those of `jobs` the cluster's own admission holds (Kueue), in the order it
+        admits them (per owner's queue); {} where the portal's gate is the queue. Never raises: {} on any error."""
+        return {}
+
     def final_workers(self, job: Job) -> list[WorkerStatus]:
         """How each worker of a stopped job ended (state, exit code, message); [] where the engine cannot tell."""
         return []

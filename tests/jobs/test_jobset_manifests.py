@@ -167,3 +167,13 @@ def test_a_jobset_kueue_evicted_is_reported_preempted_for_the_reconciler_to_requ
     assert kueue.eviction(not_evicted) is None and kueue.eviction(None) is None
     # Evicted, then admitted again before the portal looked: running, read from its child Jobs.
     assert kueue.held(running, {"spec": {"suspend": False}}, EVICTED) is None
+
+
+def test_an_eviction_kueue_undid_before_the_portal_looked_is_still_a_preemption() -> None:
+    running = Facts(**{**FACTS.__dict__, "running": True})
+    stats = {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    readmitted = {**EVICTED, "status": {"conditions": [], "schedulingStats": stats}}
+    assert kueue.evictions(readmitted) == 1 and kueue.evictions(None) == 0
+    seen = kueue.held(running, {"spec": {"suspend": False}}, readmitted)
+    assert seen is not None and (seen.state, seen.reason) == (JobState.QUEUED, Reason.PREEMPTED)
+    assert "evicted and admitted again" in seen.message

@@ -41,6 +41,7 @@ def get_queue(ctx: click.Context, datacenter: str | None, output_format: str) ->
     """POSITION (held jobs: -), JOB (another user's: -), OWNER, PRIORITY, REASON, WAITED, ESTIMATED START.
 
     The order is the scheduler's: priority first, then fair share (who has used least lately), then age.
+    On a Kueue datacenter the jobs Kueue holds come first, numbered in each owner's own queue (Kueue's order).
     ESTIMATED START is rough: the average run time of the datacenter's recent jobs, a batch at a time."""
     session = session_of(ctx)
     answer = session.get("/queue", {"datacenter": datacenter or session.portal_datacenter})

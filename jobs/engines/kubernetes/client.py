@@ -76,6 +76,8 @@ KINDS: dict[str, Resource] = {
     "ClusterQueue": Resource("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", namespaced=False),
     "ResourceFlavor": Resource("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", namespaced=False),
     "WorkloadPriorityClass": Resource("/apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", namespaced=False),
+    # Kueue's visibility API (aggregated): a ClusterQueue's `pendingworkloads`, read with get(..., sub=).
+    "ClusterQueueVisibility": Resource("/apis/visibility.kueue.x-k8s.io/v1beta2", "clusterqueues", namespaced=False),
 }
 
 _calls_lock = threading.Lock()
@@ -297,8 +299,10 @@ class Kube:
     def create(self, kind: str, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", kind, _path(kind, namespace), body=body)
 
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
-        return self._json("GET", kind, _path(kind, namespace, name))
+    def get(
+        self, kind: str, namespace: str | None, name: str, sub: str = "", query: list[tuple[str, str]] | None = None
+    ) -> dict[str, Any]:
+        return self._json("GET", kind, _path(kind, namespace, name, sub), query=query)
 
     def replace(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("PUT", kind, _path(kind, namespace, name), body=body)

@@ -46,7 +46,7 @@ from datacenters.models import Admission
 from jobs import errorline, layout
 from jobs.engines.base import Engine, Observation, Recorder, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
-from jobs.engines.kubernetes import jobset, kueue, names, namespaces, podlogs, policies, watch
+from jobs.engines.kubernetes import jobset, kueue, names, namespaces, podlogs, policies, visibility, watch
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
@@ -189,7 +189,9 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         found = mirror.items("JobSet") if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
         by_uid = {k8s_pods.labels(js).get(names.JOB_LABEL, ""): js for js in found}
         workloads: dict[str, Any] = {}
-        if any(jobset.suspended(by_uid.get(job.uid) or {}) for job in queued):
+        # The watched copy costs no call, so admitted jobs' Workloads are read too (an eviction Kueue undid at once,
+        # kueue.held); without a watch only a suspended JobSet's cycle pays the list call.
+        if mirror is not None or any(jobset.suspended(by_uid.get(job.uid) or {}) for job in queued):
             listed = mirror.items("Workload") if mirror is not None else self.k8s.list("Workload")
             workloads = kueue.workloads_by_jobset(listed)
         result = {}
@@ -200,6 +202,13 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             if seen is not None:
                 result[job.pk] = seen
         return result
+
+    def queue_positions(self, jobs: list[Job]) -> dict[str, int]:
+        """From Kueue's visibility API: each user's ClusterQueue is named as their namespace (kueue.cluster_queue)."""
+        if self.datacenter.admission != Admission.KUEUE:
+            return {}
+        queues = {ns for job in jobs if _layout(job) == jobset.LAYOUT and (ns := self._namespace(job))}
+        return visibility.queue_positions(self.datacenter.pk, lambda: self.k8s, queues) if queues else {}
 
     def _check_registry_secrets(
         self, jobs: list[Job], observations: dict[int, Observation], recorder: Recorder

@@ -121,6 +121,12 @@ def eviction(workload: Obj | None) -> str | None:
     return None
 
 
+def evictions(workload: Obj | None) -> int:
+    """How many times Kueue evicted the workload, all reasons (status.schedulingStats.evictions[].count)."""
+    stats = (((workload or {}).get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+    return sum(count for entry in stats if isinstance(count := (entry or {}).get("count"), int) and count > 0)
+
+
 def waiting_message(workload: Obj | None) -> str:
     """Why Kueue has not admitted a workload yet, in its own words (QuotaReserved=False), or a plain line."""
     for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
@@ -136,7 +142,8 @@ def _waiting_workers(f: Facts, message: str) -> list[WorkerStatus]:
 
 def held(f: Facts, found: Obj | None, workload: Obj | None) -> Observation | None:
     """A JobSet-layout job Kueue has not admitted (its JobSet suspended): pending, in Kueue's words; one whose
-    JobSet is gone: failed after VANISHED_AFTER. None once admitted: status.observe reads its child Jobs."""
+    JobSet is gone: failed after VANISHED_AFTER; one Kueue evicted (even if admitted again since): preempted.
+    None once admitted: status.observe reads its child Jobs."""
     current = JobState.RUNNING if f.running else JobState.PENDING
     if found is None:
         if f.age > VANISHED_AFTER:
@@ -144,8 +151,13 @@ def held(f: Facts, found: Obj | None, workload: Obj | None) -> Observation | Non
             return Observation(JobState.FAILED, Reason.LAUNCH_FAILED, gone, None, _waiting_workers(f, gone))
         return Observation(current, message="waiting for its JobSet", workers=_waiting_workers(f, "waiting"))
     if not jobset.suspended(found):
-        return None
-    evicted = eviction(workload)
+        # Evicted and admitted again before the portal looked: its pods were stopped all the same. Each attempt
+        # is a new JobSet with a new Workload (its count starts at 0), so any eviction on it is one not yet seen.
+        if not evictions(workload):
+            return None
+        evicted: str | None = "evicted and admitted again"
+    else:
+        evicted = eviction(workload)
     if evicted is not None:
         # Stopped by Kueue after it ran: the reconciler requeues it as the portal's own preemption does.
         message = f"preempted by Kueue ({evicted}); its workers got SIGTERM and their grace to save a checkpoint"

@@ -1,0 +1,72 @@
+"""The queue of an `admission: kueue` datacenter as users read it: the jobs Kueue holds, at their places in the owner's
+ClusterQueue from Kueue's visibility API, with Kueue's reason (the real control plane running Kueue; kwok pods)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from datacenters.models import Datacenter
+from jobs.models import Job, JobState, Reason
+from tests.k8s.engine_helpers import FATE, drive, job_in, kill, submit
+from tests.wait import wait_for
+
+pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
+
+HANG = {FATE: "hang"}
+WHOLE_QUOTA = {"parallelism": 2, "pservers": 2, "cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
+
+
+def submit_whole_quota(dc: Datacenter, user: User, name: str) -> Job:
+    return submit(dc, user, {"jobname": name, **WHOLE_QUOTA}, trainer_annotations=HANG, pserver_annotations=HANG)
+
+
+def held_by_kueue(job: Job) -> Job | None:
+    found = job_in(job, JobState.PENDING)
+    return found if found and found.reason == Reason.QUOTA_EXHAUSTED else None
+
+
+def queue_of(api: APIClient, dc: Datacenter) -> dict[str, Any]:
+    response = api.get("/api/v1/queue", {"datacenter": dc.name})
+    assert response.status_code == 200, response.content
+    return dict(response.json())
+
+
+def test_jobs_kueue_holds_are_listed_at_their_place_with_kueues_reason(
+    kueue_dc: Datacenter, alice: User, alice_api: APIClient, bob_api: APIClient
+) -> None:
+    first = submit_whole_quota(kueue_dc, alice, "first")
+    drive(kueue_dc, lambda: job_in(first, JobState.RUNNING), "the first job running")
+    second, third = submit_whole_quota(kueue_dc, alice, "second"), submit_whole_quota(kueue_dc, alice, "third")
+    drive(kueue_dc, lambda: held_by_kueue(second) and held_by_kueue(third), "both later jobs held by Kueue")
+
+    # Kueue counts from 0; the portal shows 1-based places, as its own queue does. Its answer is cached 5 s.
+    seen = wait_for(lambda: (q := queue_of(alice_api, kueue_dc))["count"] == 2 and q, "Kueue's pending workloads")
+    rows = seen["results"]
+    assert [(r["position"], r["job"], r["owner"], r["reason"]) for r in rows] == [
+        (1, "second", "alice", Reason.QUOTA_EXHAUSTED),
+        (2, "third", "alice", Reason.QUOTA_EXHAUSTED),
+    ]
+    for row in rows:
+        assert row["message"].startswith("queued by Kueue: ") and "insufficient unused quota" in row["message"]
+
+    detail = alice_api.get(f"/api/v1/jobs/{third.name}").json()
+    assert (detail["queue_position"], detail["reason"]) == (2, Reason.QUOTA_EXHAUSTED)
+    assert alice_api.get(f"/api/v1/jobs/{first.name}").json()["queue_position"] is None  # running: in no queue
+    page = Client()
+    page.force_login(alice)
+    line = page.get(reverse("job-place", args=[third.uid])).content.decode()
+    assert 'data-testid="queue-position">2<' in line and "(QuotaExhausted)" in line
+
+    others = queue_of(bob_api, kueue_dc)["results"]
+    assert [(r["position"], r["job"], r["uid"], r["owner"]) for r in others] == [
+        (1, None, None, "another user"),
+        (2, None, None, "another user"),
+    ]
+    for job in (third, second, first):
+        kill(job)
