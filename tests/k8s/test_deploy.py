@@ -245,10 +245,10 @@ def test_portal_pods_run_as_the_job_pods_uid_and_the_engine_account(docs: list[D
         assert pod["serviceAccountName"] == account
         assert pod["securityContext"]["runAsUser"] == 1000  # PADDLECLOUD_POD_UID's default: both write the PFS
         assert {"name": "pfs", "mountPath": "/pfs"} in pod["containers"][0]["volumeMounts"]
-    # The internet-facing pods may read pod logs and nothing else of the cluster.
+    # The internet-facing pods may read pod logs and Kueue's queue positions, and nothing else of the cluster.
     web_rights = {(res, verb) for rule in roles["paddlecloud-web"]["rules"] for res in rule["resources"]
                   for verb in rule["verbs"]}  # fmt: skip
-    assert web_rights == {("pods", "list"), ("pods/log", "get")}
+    assert web_rights == {("pods", "list"), ("pods/log", "get"), ("clusterqueues/pendingworkloads", "get")}
     assert deployments["beat"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
