@@ -1,23 +1,33 @@
 """The queue of an `admission: kueue` datacenter as users read it: the jobs Kueue holds, at their places in the owner's
-ClusterQueue from Kueue's visibility API, with Kueue's reason (the real control plane running Kueue; kwok pods)."""
+ClusterQueue from Kueue's visibility API, with Kueue's reason, read as the web pods' account (the real control plane
+running Kueue; kwok pods)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from kubernetes import client as k8s
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
+from jobs.engines.kubernetes import client as kube
+from jobs.engines.kubernetes import visibility
 from jobs.models import Job, JobState, Reason
 from tests.k8s.engine_helpers import FATE, drive, job_in, kill, submit
 from tests.wait import wait_for
+from tools.k8s.testcluster import TestCluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 
+RBAC_WEB = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac-web.yaml"
 HANG = {FATE: "hang"}
 WHOLE_QUOTA = {"parallelism": 2, "pservers": 2, "cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
 
@@ -37,8 +47,35 @@ def queue_of(api: APIClient, dc: Datacenter) -> dict[str, Any]:
     return dict(response.json())
 
 
+@contextmanager
+def web_account(cluster: TestCluster) -> Iterator[kube.Kube]:
+    """A client with a token of the web pods' account, deploy/base/rbac-web.yaml applied (removed afterwards)."""
+    docs = [d for d in yaml.safe_load_all(RBAC_WEB.read_text()) if d]
+    with cluster.api_client() as admin:
+        core, rbac = k8s.CoreV1Api(admin), k8s.RbacAuthorizationV1Api(admin)
+        core.create_namespace({"metadata": {"name": "paddlecloud"}})
+        account, role, binding = (next(d for d in docs if d["kind"] == kind) for kind in
+                                  ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"))  # fmt: skip
+        core.create_namespaced_service_account("paddlecloud", account)
+        rbac.create_cluster_role(role)
+        rbac.create_cluster_role_binding(binding)
+        token = str(core.create_namespaced_service_account_token(
+            "paddlecloud-web", "paddlecloud", {"spec": {"expirationSeconds": 600}}
+        ).status.token)
+        conf = k8s.Configuration(host=cluster.server, api_key={"authorization": token},
+                                 api_key_prefix={"authorization": "Bearer"})  # fmt: skip
+        conf.ssl_ca_cert = str(cluster.ca_file)
+        try:
+            with k8s.ApiClient(conf) as web:
+                yield kube.Kube(web)
+        finally:
+            rbac.delete_cluster_role_binding("paddlecloud-web")
+            rbac.delete_cluster_role("paddlecloud-web")
+            core.delete_namespace("paddlecloud")
+
+
 def test_jobs_kueue_holds_are_listed_at_their_place_with_kueues_reason(
-    kueue_dc: Datacenter, alice: User, alice_api: APIClient, bob_api: APIClient
+    kueue_cluster: TestCluster, kueue_dc: Datacenter, alice: User, alice_api: APIClient, bob_api: APIClient
 ) -> None:
     first = submit_whole_quota(kueue_dc, alice, "first")
     drive(kueue_dc, lambda: job_in(first, JobState.RUNNING), "the first job running")
@@ -68,5 +105,13 @@ def test_jobs_kueue_holds_are_listed_at_their_place_with_kueues_reason(
         (1, None, None, "another user"),
         (2, None, None, "another user"),
     ]
+
+    # What the web pods' account may read (the queue is served by them): their RBAC lets the API server pass it on.
+    with web_account(kueue_cluster) as web:
+        cluster_queue = second.engine_data["namespace"]
+        answer = web.get(visibility.KIND, None, cluster_queue, "pendingworkloads")
+        assert visibility.positions(answer["items"]) == {second.uid: 1, third.uid: 2}
+        with pytest.raises(kube.KubeError):
+            web.get("ClusterQueue", None, cluster_queue)  # and nothing else of Kueue's
     for job in (third, second, first):
         kill(job)
