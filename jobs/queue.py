@@ -78,7 +78,8 @@ def _engine_positions(datacenter: Datacenter, jobs: list[Job]) -> dict[str, int]
 
 
 def _running_by_owner(datacenter: Datacenter) -> dict[int, int]:
-    """Each owner's running jobs: the slots of their own ClusterQueue, for the estimate of a job Kueue holds."""
+    """Each owner's running jobs: the slots of their own ClusterQueue, for the estimate of a job Kueue holds (at
+    least 1 where none runs: the datacenter's admitted jobs include those Kueue holds, so they are no measure)."""
     running = Job.objects.filter(datacenter=datacenter, state=JobState.RUNNING).values("owner_id")
     return {row["owner_id"]: row["n"] for row in running.annotate(n=Count("id"))}
 
@@ -87,7 +88,7 @@ def _kueue_place(job: Job) -> Place:
     position = _engine_positions(job.datacenter, [job]).get(job.uid) if job.state == JobState.PENDING else None
     if position is None:
         return NOWHERE
-    slots = _running_by_owner(job.datacenter).get(job.owner_id)
+    slots = _running_by_owner(job.datacenter).get(job.owner_id, 1)
     return Place(position, Estimator(job.datacenter).start(position, slots))
 
 
@@ -145,7 +146,7 @@ def _kueue_rows(datacenter: Datacenter, viewer: Any, estimator: Estimator) -> li
     positions = _engine_positions(datacenter, candidates)
     held = sorted((job for job in candidates if job.uid in positions), key=lambda job: positions[job.uid])
     slots = _running_by_owner(datacenter) if held else {}
-    return [_row(job, positions[job.uid], viewer, estimator, slots.get(job.owner_id)) for job in held]
+    return [_row(job, positions[job.uid], viewer, estimator, slots.get(job.owner_id, 1)) for job in held]
 
 
 def queue(datacenter: Datacenter, viewer: Any) -> Queue:
