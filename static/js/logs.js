@@ -194,7 +194,7 @@
       await Promise.all(all.map((st) => follow(st, gen)));
       if (gen !== generation) return;
       if (all.every((st) => st.complete)) { ended(all); return; }
-      setStatus("following");
+      setStatus(`following: ${loaded(all)}`);
     } catch (error) {
       setStatus(`retrying: ${error.message}`);  // the cursor is kept: nothing is lost or repeated
     }
@@ -208,13 +208,18 @@
     return i ? `${n.toFixed(n < 10 ? 1 : 0)} ${units[i]}` : `${n} bytes`;
   }
 
-  // Nothing more will be written: no following any more, and the status says how much of the log is loaded.
+  // How much of the log is in the pane: the viewer opens with the tail only, so "shown" must not mean "all".
+  function loaded(all) {
+    const total = all.reduce((sum, st) => sum + Number(st.cursor), 0);
+    const have = all.reduce((sum, st) => sum + Number(st.cursor) - st.start, 0);
+    return have >= total ? "the whole log is shown"
+      : `the last ${size(have)} of ${size(total)} is shown ("Load older" for more)`;
+  }
+
+  // Nothing more will be written: no following any more.
   function ended(all) {
     followButton.hidden = true;
-    const total = all.reduce((sum, st) => sum + Number(st.cursor), 0);
-    const loaded = all.reduce((sum, st) => sum + Number(st.cursor) - st.start, 0);
-    setStatus(loaded >= total ? "ended: the whole log is shown"
-      : `ended: the last ${size(loaded)} of ${size(total)} is shown ("Load older" for more)`);
+    setStatus(`ended: ${loaded(all)}`);
   }
 
   // The bytes of `st` before its `start`, cut at a line start, as lines with their times.
@@ -292,7 +297,7 @@
     following = !following;
     followButton.textContent = following ? "Pause" : "Follow";
     followButton.classList.toggle("secondary", !following);
-    if (following) { toEnd(); tick(generation); } else { clearTimeout(timer); setStatus("paused"); }
+    if (following) { toEnd(); tick(generation); } else { clearTimeout(timer); setStatus(`paused: ${loaded(Object.values(streams))}`); }
   });
   document.getElementById("log-end").addEventListener("click", toEnd);
   olderButton.addEventListener("click", loadOlder);
