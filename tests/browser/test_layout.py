@@ -53,6 +53,8 @@ def sideways(page: Page, paths: list[str], width: int, device: str) -> dict[str,
     for path in paths:
         page.goto(path)
         page.page.wait_for_load_state("networkidle")
+        # A template comment over two lines ({# ... #} is one-line only) is shown as text: none may show.
+        assert "{#" not in page.page.inner_text("body"), path
         scroll_width = page.page.evaluate("document.scrollingElement.scrollWidth")
         if scroll_width > width:
             wide[path] = scroll_width
