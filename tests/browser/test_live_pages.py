@@ -107,3 +107,22 @@ def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_
             break
     assert page.text_content('[data-testid="log-status"]') == "ended: the whole log is shown"
     assert logged_in.problems == []
+
+
+def test_a_paused_log_viewer_ends_with_the_job_and_loads_the_rest(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    write_log(job, "trainer-0", "first\n")
+    page = logged_in.page
+    logged_in.goto(f"/jobs/{job.uid}/")
+    page.wait_for_function("() => document.getElementById('log-status').textContent.startsWith('following: ')")
+    page.click('[data-testid="log-follow"]')
+    assert page.text_content('[data-testid="log-status"]') == "paused: the whole log is shown"
+
+    write_log(job, "trainer-0", "first\nlast words\n")  # written while paused, then the job ends
+    Job.objects.filter(pk=job.pk).update(state=JobState.FAILED, released=True)
+    page.wait_for_selector('[data-testid="log-follow"]', state="hidden", timeout=15_000)  # no Follow once ended
+    assert page.text_content('[data-testid="log-status"]') == "ended: the whole log is shown"
+    assert "last words" in (page.text_content("#log") or "")
+    assert logged_in.problems == []
