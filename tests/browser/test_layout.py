@@ -64,13 +64,17 @@ def sideways(page: Page, paths: list[str], width: int, device: str) -> dict[str,
 
 @pytest.mark.parametrize(("device", "width"), [("phone", 390), ("desktop", 1200)])
 def test_no_page_scrolls_sideways_and_log_out_is_reachable(
-    browser: Any, live_server: Any, local_dc: Datacenter, alice: User, device: str, width: int
+    browser: Any, live_server: Any, local_dc: Datacenter, alice: User, carol: User, device: str, width: int
 ) -> None:
     job = portal_world(local_dc, alice)
     viewport = {"width": width, "height": 844}
     anonymous = Page(browser.new_context(viewport=viewport).new_page(), live_server.url)
     wide = sideways(anonymous, ["/login/", "/signup/"], width, device)
     anonymous.page.context.close()
+    staff = login(browser, live_server.url, carol, viewport=viewport)  # the operators' queue, admin and API docs
+    staff_pages = ["/queue/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/", "/api/docs/"]
+    wide |= {f"{path} (staff)": size for path, size in sideways(staff, staff_pages, width, device + "-staff").items()}
+    staff.page.context.close()
     user = login(browser, live_server.url, alice, viewport=viewport)
     wide |= sideways(user, main_pages(job), width, device)
     assert wide == {}
