@@ -17,7 +17,7 @@
   const statusText = document.getElementById("log-status");
   const api = viewer.dataset.api;
   const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, OLDER_EACH_MIN = 64 * 1024, TICK_MS = 500,
-    FETCH_MS = 10000;
+    FETCH_MS = 10000, PAUSED_CHECK_MS = 2000;
   const TIMES_KEY = "paddlecloud.logTimes";
   // The worker chosen on this job's page, kept for this tab: a kill or delete reloads the page.
   const CHOICE_KEY = `paddlecloud.logWorker:${api}`;
@@ -25,7 +25,7 @@
 
   // `lines` stays sorted by (key, seq): key is the line's time (kept ascending within a worker), seq
   // the order lines came in (new ones count up, older ones loaded on demand count down).
-  let generation = 0, following = true, streams = {}, lines = [], timer = null, newest = 0, oldest = 0;
+  let generation = 0, following = true, streams = {}, lines = [], timer = null, pausedTimer = null, newest = 0, oldest = 0;
 
   function bytes(text) { return encoder.encode(text).length; }
   function setStatus(text) { statusText.textContent = text; }
@@ -187,6 +187,25 @@
     }
   }
 
+  // Paused: nothing is added, but once the job's logs are final the rest is loaded below the reader's
+  // place (kept) and the controls switch to "ended": a finished job offers no Follow. Each check reads
+  // only what came since the last one (`peek`, the end seen), so a long pause costs no more than following.
+  async function watchPaused(gen) {
+    if (gen !== generation || following) return;
+    const all = Object.values(streams);
+    try {
+      const ends = await Promise.all(all.map((st) => fetchLog(st.worker, { cursor: st.peek || st.cursor, tail: "0" })));
+      if (gen !== generation || following) return;
+      ends.forEach((data, i) => { all[i].peek = data.cursor; });
+      if (ends.every((data) => data.complete)) {
+        await Promise.all(all.map((st) => follow(st, gen)));
+        if (gen !== generation || following) return;
+        if (all.every((st) => st.complete)) { ended(all); return; }
+      }
+    } catch (error) { /* checked again on the next round */ }
+    if (gen === generation && !following) pausedTimer = setTimeout(() => watchPaused(gen), PAUSED_CHECK_MS);
+  }
+
   async function tick(gen) {
     if (gen !== generation || !following) return;
     const all = Object.values(streams);
@@ -194,7 +213,7 @@
       await Promise.all(all.map((st) => follow(st, gen)));
       if (gen !== generation) return;
       if (all.every((st) => st.complete)) { ended(all); return; }
-      setStatus("following");
+      setStatus(`following: ${loaded(all)}`);
     } catch (error) {
       setStatus(`retrying: ${error.message}`);  // the cursor is kept: nothing is lost or repeated
     }
@@ -208,13 +227,18 @@
     return i ? `${n.toFixed(n < 10 ? 1 : 0)} ${units[i]}` : `${n} bytes`;
   }
 
-  // Nothing more will be written: no following any more, and the status says how much of the log is loaded.
+  // How much of the log is in the pane: the viewer opens with the tail only, so "shown" must not mean "all".
+  function loaded(all) {
+    const total = all.reduce((sum, st) => sum + Number(st.cursor), 0);
+    const have = all.reduce((sum, st) => sum + Number(st.cursor) - st.start, 0);
+    return have >= total ? "the whole log is shown"
+      : `the last ${size(have)} of ${size(total)} is shown ("Load older" for more)`;
+  }
+
+  // Nothing more will be written: no following any more.
   function ended(all) {
     followButton.hidden = true;
-    const total = all.reduce((sum, st) => sum + Number(st.cursor), 0);
-    const loaded = all.reduce((sum, st) => sum + Number(st.cursor) - st.start, 0);
-    setStatus(loaded >= total ? "ended: the whole log is shown"
-      : `ended: the last ${size(loaded)} of ${size(total)} is shown ("Load older" for more)`);
+    setStatus(`ended: ${loaded(all)}`);
   }
 
   // The bytes of `st` before its `start`, cut at a line start, as lines with their times.
@@ -264,6 +288,7 @@
     generation += 1;
     const gen = generation;
     clearTimeout(timer);
+    clearTimeout(pausedTimer);
     lines = []; pane.textContent = ""; streams = {};
     const names = choice === "*" ? Array.from(select.options).map((o) => o.value).filter((v) => v !== "*") : [choice];
     names.forEach((name) => { streams[name] = stream(name, choice === "*" ? `[${name}] ` : ""); });
@@ -280,7 +305,9 @@
     olderButton.disabled = Object.values(streams).every((st) => st.start <= 0);
     render();
     toEnd();
-    tick(gen);
+    if (following) { tick(gen); return; }
+    setStatus(`paused: ${loaded(Object.values(streams))}`);
+    watchPaused(gen);
   }
 
   function showTimes(on) {
@@ -292,7 +319,13 @@
     following = !following;
     followButton.textContent = following ? "Pause" : "Follow";
     followButton.classList.toggle("secondary", !following);
-    if (following) { toEnd(); tick(generation); } else { clearTimeout(timer); setStatus("paused"); }
+    if (following) { toEnd(); tick(generation); } else {
+      clearTimeout(timer);
+      clearTimeout(pausedTimer);
+      Object.values(streams).forEach((st) => { st.peek = null; });
+      setStatus(`paused: ${loaded(Object.values(streams))}`);
+      pausedTimer = setTimeout(() => watchPaused(generation), PAUSED_CHECK_MS);
+    }
   });
   document.getElementById("log-end").addEventListener("click", toEnd);
   olderButton.addEventListener("click", loadOlder);

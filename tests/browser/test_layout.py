@@ -44,23 +44,39 @@ def portal_world(local_dc: Datacenter, alice: User) -> Job:
 
 def main_pages(job: Job) -> list[str]:
     return ["/", "/jobs/", f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs", "/jobs/new", "/files/", "/quota/",
-            "/registries/", "/profile/"]
+            "/usage/", "/queue/", "/registries/", "/profile/", "/profile/password/"]
+
+
+def sideways(page: Page, paths: list[str], width: int, device: str) -> dict[str, int]:
+    """The pages of `paths` wider than `width`, with their width (each screenshot kept)."""
+    wide: dict[str, int] = {}
+    for path in paths:
+        page.goto(path)
+        page.page.wait_for_load_state("networkidle")
+        # A template comment over two lines ({# ... #} is one-line only) is shown as text: none may show.
+        assert "{#" not in page.page.inner_text("body"), path
+        scroll_width = page.page.evaluate("document.scrollingElement.scrollWidth")
+        if scroll_width > width:
+            wide[path] = scroll_width
+        page.screenshot(device + (path.replace("/", "-").rstrip("-") or "-home"))
+    return wide
 
 
 @pytest.mark.parametrize(("device", "width"), [("phone", 390), ("desktop", 1200)])
 def test_no_page_scrolls_sideways_and_log_out_is_reachable(
-    browser: Any, live_server: Any, local_dc: Datacenter, alice: User, device: str, width: int
+    browser: Any, live_server: Any, local_dc: Datacenter, alice: User, carol: User, device: str, width: int
 ) -> None:
     job = portal_world(local_dc, alice)
-    user = login(browser, live_server.url, alice, viewport={"width": width, "height": 844})
-    wide: dict[str, int] = {}
-    for path in main_pages(job):
-        user.goto(path)
-        user.page.wait_for_load_state("networkidle")
-        scroll_width = user.page.evaluate("document.scrollingElement.scrollWidth")
-        if scroll_width > width:
-            wide[path] = scroll_width
-        user.screenshot(device + (path.replace("/", "-").rstrip("-") or "-home"))
+    viewport = {"width": width, "height": 844}
+    anonymous = Page(browser.new_context(viewport=viewport).new_page(), live_server.url)
+    wide = sideways(anonymous, ["/login/", "/signup/"], width, device)
+    anonymous.page.context.close()
+    staff = login(browser, live_server.url, carol, viewport=viewport)  # the operators' queue, admin and API docs
+    staff_pages = ["/queue/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/", "/api/docs/"]
+    wide |= {f"{path} (staff)": size for path, size in sideways(staff, staff_pages, width, device + "-staff").items()}
+    staff.page.context.close()
+    user = login(browser, live_server.url, alice, viewport=viewport)
+    wide |= sideways(user, main_pages(job), width, device)
     assert wide == {}
     logout = user.page.locator(".logout button")
     box = logout.bounding_box()

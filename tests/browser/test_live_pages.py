@@ -1,14 +1,17 @@
-"""Pages that follow the portal themselves: dashboard and quota refresh, the log viewer follows the job's state."""
+"""Pages that follow the portal themselves: dashboard, quota and usage refresh; the log viewer follows the job."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from datacenters.models import Datacenter
 from jobs.models import Job, JobState
+from jobs.scheduling import ledger
 from tests.browser.conftest import Page
 from tests.browser.test_metrics_chart import running_job
 
@@ -50,6 +53,24 @@ def test_the_quota_page_follows_the_jobs_in_use_without_a_reload(
     assert page.evaluate("window.__notReloaded") is True and logged_in.problems == []
 
 
+def test_the_usage_page_shows_a_released_jobs_use_without_a_reload(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    page = logged_in.page
+    logged_in.goto("/usage/")
+    page.evaluate(NOT_RELOADED)
+    assert page.is_visible('[data-testid="usage-empty"]')
+    job = running_job(local_dc, alice)
+    now = timezone.now()
+    job.workers.update(started_at=now - timedelta(hours=1))
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=now, released=True)
+    job.refresh_from_db()
+    assert ledger.record(job)  # what the worker does as a job is released
+    page.wait_for_selector('[data-testid="usage-row"]', timeout=30_000)  # polled every 10 s
+    assert page.locator('[data-testid="usage-empty"]').count() == 0
+    assert page.evaluate("window.__notReloaded") is True and logged_in.problems == []
+
+
 def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_the_job_ended(
     logged_in: Page, local_dc: Datacenter, alice: User
 ) -> None:
@@ -62,6 +83,10 @@ def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_
     page.select_option("#log-worker", "trainer-1")
     page.wait_for_function("() => document.getElementById('log').textContent.includes('line 29999')")
     assert page.is_visible('[data-testid="log-follow"]')
+    # Only the tail is loaded: the status says so while following, not only once the job ended.
+    following = "() => document.getElementById('log-status').textContent.startsWith('following: the last ')"
+    page.wait_for_function(following)
+    assert f"of {len(text) / 1024:.0f} KB" in (page.text_content('[data-testid="log-status"]') or "")
 
     page.once("dialog", lambda dialog: dialog.accept())
     with page.expect_navigation():
@@ -81,4 +106,23 @@ def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_
         if "from trainer 1" in (page.text_content("#log") or ""):
             break
     assert page.text_content('[data-testid="log-status"]') == "ended: the whole log is shown"
+    assert logged_in.problems == []
+
+
+def test_a_paused_log_viewer_ends_with_the_job_and_loads_the_rest(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    write_log(job, "trainer-0", "first\n")
+    page = logged_in.page
+    logged_in.goto(f"/jobs/{job.uid}/")
+    page.wait_for_function("() => document.getElementById('log-status').textContent.startsWith('following: ')")
+    page.click('[data-testid="log-follow"]')
+    assert page.text_content('[data-testid="log-status"]') == "paused: the whole log is shown"
+
+    write_log(job, "trainer-0", "first\nlast words\n")  # written while paused, then the job ends
+    Job.objects.filter(pk=job.pk).update(state=JobState.FAILED, released=True)
+    page.wait_for_selector('[data-testid="log-follow"]', state="hidden", timeout=15_000)  # no Follow once ended
+    assert page.text_content('[data-testid="log-status"]') == "ended: the whole log is shown"
+    assert "last words" in (page.text_content("#log") or "")
     assert logged_in.problems == []
