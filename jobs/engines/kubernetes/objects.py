@@ -15,8 +15,10 @@ import weakref
 from decimal import Decimal
 from typing import Any
 
+from paddlecloud.contract import quantity
+
 from datacenters import quota
-from datacenters.models import Admission, Datacenter, Quota
+from datacenters.models import Admission, Datacenter, Quota, TeamQuota, team_of
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import kueue, names, namespaces, policies
@@ -140,7 +142,7 @@ class ClusterObjects:
         quota_body = namespaces.resource_quota(ns, self.datacenter.name, username, limits)
         labels = m.user_labels(self.datacenter.name, username)
         policy_bodies = policies.namespace_policies(ns, labels, self.datacenter.job_egress, policies.cluster_cidrs())
-        queues = self._queue_bodies(ns, username, limits)
+        queues = self._queue_bodies(user, ns, limits)
         digest = _digest([wanted, quota_body, *policy_bodies, *queues])
         made = _made_in(self.k8s).made_as(ns, digest)
         if made and made == _made_as(self._read("Namespace", None, ns) or {}):
@@ -161,14 +163,20 @@ class ClusterObjects:
             self.ensure_current(body["kind"], body)
         _made_in(self.k8s).remember(ns, _made_as(current), digest)
 
-    def _queue_bodies(self, ns: str, username: str, limits: quota.Amounts) -> list[dict[str, Any]]:
-        """Kueue's objects for the user (kueue.py) where Kueue admits the datacenter's jobs; else none."""
+    def _queue_bodies(self, user: Any, ns: str, limits: quota.Amounts) -> list[dict[str, Any]]:
+        """Kueue's objects for the user (kueue.py) where Kueue admits the datacenter's jobs, with the Cohorts of
+        the datacenter's teams (the flavor and cohorts before the queues naming them); else none."""
         if self.datacenter.admission != Admission.KUEUE:
             return []
-        dc = self.datacenter.name
-        weight = Quota.objects.filter(user__username=username, datacenter=self.datacenter).values_list("weight")
-        cluster_queue = kueue.cluster_queue(ns, dc, username, limits, (weight.first() or (Decimal(1),))[0])
-        return [kueue.resource_flavor(), cluster_queue, kueue.local_queue(ns, dc, username)]
+        dc, username = self.datacenter.name, user.get_username()
+        weight = Quota.objects.filter(user=user, datacenter=self.datacenter).values_list("weight")
+        team = team_of(user, self.datacenter)  # where the user's jobs count (jobs.services), so where they queue
+        team_name = team.group.name if team else None
+        cluster_queue = kueue.cluster_queue(ns, dc, username, limits, (weight.first() or (Decimal(1),))[0], team_name)
+        # Every team's Cohort, not only the user's: a team's idle quota is only there to borrow once its Cohort is.
+        teams = TeamQuota.objects.filter(datacenter=self.datacenter).select_related("group").order_by("group__name")
+        cohorts = [team_cohort(dc, each) for each in teams]
+        return [kueue.resource_flavor(), *cohorts, cluster_queue, kueue.local_queue(ns, dc, username)]
 
     def ensure_priority_class(self, portal_class: str, value: int) -> str:
         """Kueue's WorkloadPriorityClass for the portal's class, made or given its value; its name.
@@ -258,3 +266,13 @@ def _made_as(namespace: dict[str, Any]) -> str:
     """The namespace's uid: one deleted and made again (by anyone) is a new one, whose objects are not ours yet."""
     meta = namespace.get("metadata") or {}
     return "" if meta.get("deletionTimestamp") else str(meta.get("uid") or "")
+
+
+def team_cohort(datacenter: str, team: TeamQuota) -> dict[str, Any]:
+    """The team's Cohort (kueue.team_cohort) from its TeamQuota row."""
+    guaranteed = quota.Amounts(
+        cpu=quantity.parse(team.cpu or "0", quantity.CPU, "cpu"),
+        memory=int(quantity.parse(team.memory or "0", quantity.MEMORY, "memory")),
+        gpu=team.gpu,
+    )
+    return kueue.team_cohort(datacenter, team.group.name, guaranteed, team.may_borrow, team.weight)

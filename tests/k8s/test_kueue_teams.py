@@ -1,0 +1,82 @@
+"""Teams as Kueue cohorts on an `admission: kueue` datacenter (the real control plane running Kueue; kwok plays the
+kubelet): a team borrows what another team leaves idle and gives it back by preemption when that team's job waits
+within its quota; users of one cohort get admitted by their fair-sharing weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from kubernetes import client as k8s
+
+from datacenters.models import Datacenter, Quota, TeamQuota
+from jobs.engines.kubernetes import kueue, names
+from jobs.models import Job, JobState, Reason
+from tests.k8s.engine_helpers import DELAY, FATE, drive, job_in, kill, new_job, start
+from tools.k8s.testcluster import TestCluster
+
+pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+HANG = {FATE: "hang"}
+EIGHT_CORES = {"parallelism": 2, "pservers": 2, "cpu": "2", "memory": "1Gi", "pscpu": "2", "psmemory": "1Gi"}
+
+
+@pytest.fixture
+def api(kueue_cluster: TestCluster) -> Any:
+    with kueue_cluster.api_client() as client:
+        yield client
+
+
+def in_team(dc: Datacenter, user: User, team: str, cpu: str, may_borrow: bool = True) -> None:
+    """`user` alone in `team`, guaranteed `cpu` cores in dc; their own quota 8 cores (a whole job of EIGHT_CORES)."""
+    group, _ = Group.objects.get_or_create(name=team)
+    group.user_set.add(user)
+    TeamQuota.objects.create(group=group, datacenter=dc, cpu=cpu, memory="64Gi", may_borrow=may_borrow)
+    Quota.objects.create(user=user, datacenter=dc, cpu="8", memory="32Gi")
+
+
+def eight_cores(dc: Datacenter, user: User, name: str) -> Job:
+    return start(new_job(dc, user, {"jobname": name, **EIGHT_CORES}, trainer_annotations={FATE: "hang", DELAY: "3s"},
+                         pserver_annotations=HANG))  # fmt: skip
+
+
+def admitted(job: Job) -> Job | None:
+    found = job_in(job, JobState.RUNNING)
+    return found if found and found.pservers_running == 2 and found.trainers_running == 2 else None
+
+
+def test_a_team_borrows_another_teams_idle_quota_and_gives_it_back_when_that_team_needs_it(
+    kueue_dc: Datacenter, alice: User, bob: User, api: k8s.ApiClient
+) -> None:
+    in_team(kueue_dc, alice, "team-a", "4")
+    in_team(kueue_dc, bob, "team-b", "8")
+    borrower = eight_cores(kueue_dc, alice, "borrower")  # twice team A's quota: runs on team B's idle cores
+    drive(kueue_dc, lambda: admitted(borrower), "team A's job running on borrowed quota", timeout=60)
+    custom = k8s.CustomObjectsApi(api)
+    cohort = custom.get_cluster_custom_object(*KUEUE, "cohorts", kueue.team_cohort_name(kueue_dc.name, "team-a"))
+    assert cohort["spec"]["parentName"] == kueue.cohort_name(kueue_dc.name)
+    queue = custom.get_cluster_custom_object(
+        *KUEUE, "clusterqueues", names.namespace_name(kueue_dc.namespace_prefix, "alice")
+    )
+    assert queue["spec"]["cohortName"] == cohort["metadata"]["name"]
+
+    owner = eight_cores(kueue_dc, bob, "owner")  # within team B's quota: Kueue takes its cores back
+    borrower = drive(kueue_dc, lambda: job_in(borrower, JobState.QUEUED), "the borrowing job preempted by Kueue")
+    print("reclaimed:", borrower.reason, borrower.message)
+    assert borrower.reason == Reason.PREEMPTED and "preempted by Kueue" in borrower.message
+    drive(kueue_dc, lambda: admitted(owner), "team B's job running on its own quota", timeout=60)
+    for job in (owner, borrower):
+        kill(job)
+
+
+def test_a_team_that_may_not_borrow_waits_within_its_quota(kueue_dc: Datacenter, alice: User, bob: User) -> None:
+    in_team(kueue_dc, alice, "team-a", "4", may_borrow=False)
+    in_team(kueue_dc, bob, "team-b", "8")
+    waiting = eight_cores(kueue_dc, alice, "waiting")
+    waiting = drive(kueue_dc, lambda: waiting if job_in(waiting, JobState.PENDING) and "insufficient" in waiting.message
+                    else None, "Kueue's reason for the job")  # fmt: skip
+    print("waiting:", waiting.message)
+    assert waiting.reason == Reason.QUOTA_EXHAUSTED and "insufficient quota" in waiting.message
+    kill(waiting)
