@@ -4,15 +4,19 @@ within its quota; users of one cohort get admitted by their fair-sharing weights
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from datacenters.models import Datacenter, Quota, TeamQuota
 from jobs.engines.kubernetes import kueue, names
 from jobs.models import Job, JobState, Reason
+from portal.celery import app as celery_app
 from tests.k8s.engine_helpers import DELAY, FATE, drive, job_in, kill, new_job, start
 from tools.k8s.testcluster import TestCluster
 
@@ -80,3 +84,46 @@ def test_a_team_that_may_not_borrow_waits_within_its_quota(kueue_dc: Datacenter,
     print("waiting:", waiting.message)
     assert waiting.reason == Reason.QUOTA_EXHAUSTED and "insufficient quota" in waiting.message
     kill(waiting)
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Tasks run in this process: the signal -> task -> engine path runs whole."""
+    before = celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates
+    celery_app.conf.task_always_eager = celery_app.conf.task_eager_propagates = True
+    yield
+    celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = before
+
+
+def nominal_cpu(body: dict[str, Any]) -> str:
+    (group,) = body["spec"]["resourceGroups"]
+    (flavor,) = group["flavors"]
+    return str(next(r["nominalQuota"] for r in flavor["resources"] if r["name"] == "cpu"))
+
+
+def test_an_operators_change_to_a_team_reaches_its_cohort_and_its_members_queue(
+    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient, eager: None,
+    django_capture_on_commit_callbacks: Any,
+) -> None:  # fmt: skip
+    in_team(kueue_dc, alice, "team-a", "4")
+    job = eight_cores(kueue_dc, alice, "job")  # its start makes alice's queue and the team's cohort
+    custom = k8s.CustomObjectsApi(api)
+    cohort_name = kueue.team_cohort_name(kueue_dc.name, "team-a")
+    queue_name = names.namespace_name(kueue_dc.namespace_prefix, "alice")
+    team = TeamQuota.objects.get(datacenter=kueue_dc)
+
+    team.cpu, team.weight = "6", Decimal(2)
+    with django_capture_on_commit_callbacks(execute=True):
+        team.save()
+    cohort = custom.get_cluster_custom_object(*KUEUE, "cohorts", cohort_name)
+    assert (nominal_cpu(cohort), cohort["spec"]["fairSharing"]["weight"]) == ("6", "2")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        team.delete()
+    with pytest.raises(ApiException) as gone:
+        custom.get_cluster_custom_object(*KUEUE, "cohorts", cohort_name)
+    assert gone.value.status == 404
+    queue = custom.get_cluster_custom_object(*KUEUE, "clusterqueues", queue_name)
+    assert queue["spec"]["cohortName"] == kueue.cohort_name(kueue_dc.name)  # no team: her own quota, nominal
+    assert nominal_cpu(queue) == "8"
+    kill(job)

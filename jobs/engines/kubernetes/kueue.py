@@ -108,7 +108,10 @@ def team_cohort(datacenter: str, team: str, guaranteed: Amounts, may_borrow: boo
     return {
         "apiVersion": API_VERSION,
         "kind": "Cohort",
-        "metadata": {"name": team_cohort_name(datacenter, team), "labels": {names.MANAGED_BY: names.MANAGER}},
+        "metadata": {
+            "name": team_cohort_name(datacenter, team),
+            "labels": {names.MANAGED_BY: names.MANAGER, names.DATACENTER_LABEL: datacenter},  # found to prune
+        },
         "spec": {
             "parentName": cohort_name(datacenter),
             "fairSharing": {"weight": _cores(weight)},

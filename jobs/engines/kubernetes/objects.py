@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -110,7 +111,10 @@ class ClusterObjects:
                 if current is not None:
                     if _content_hash(current) == _content_hash(body):
                         return False
-                    self.k8s.replace(kind, ns, name, body)
+                    # The version read: custom resources (Kueue's queues and cohorts) refuse a PUT without one,
+                    # and a change in between is a Conflict, retried.
+                    meta = {**body["metadata"], "resourceVersion": current["metadata"].get("resourceVersion")}
+                    self.k8s.replace(kind, ns, name, {**body, "metadata": meta})
                     return True
             try:
                 self.k8s.create(kind, ns, body)
@@ -174,8 +178,7 @@ class ClusterObjects:
         team_name = team.group.name if team else None
         cluster_queue = kueue.cluster_queue(ns, dc, username, limits, (weight.first() or (Decimal(1),))[0], team_name)
         # Every team's Cohort, not only the user's: a team's idle quota is only there to borrow once its Cohort is.
-        teams = TeamQuota.objects.filter(datacenter=self.datacenter).select_related("group").order_by("group__name")
-        cohorts = [team_cohort(dc, each) for each in teams]
+        cohorts = [team_cohort(dc, each) for each in self._teams()]
         return [kueue.resource_flavor(), *cohorts, cluster_queue, kueue.local_queue(ns, dc, username)]
 
     def ensure_priority_class(self, portal_class: str, value: int) -> str:
@@ -234,6 +237,31 @@ class ClusterObjects:
             return
         labels = {**m.user_labels(self.datacenter.name, user.get_username()), names.BUILD_LABEL: uid}
         self.ensure("NetworkPolicy", policies.build_policy(ns, uid, labels, owner, addresses, port))
+
+    def apply_quotas(self, users: Iterable[Any]) -> None:
+        """The users' namespace quota and ClusterQueue, and every team's Cohort (a team's quota, may_borrow and
+        weight), rewritten where they changed; a deleted team's Cohort goes, so its quota lends no more."""
+        if self.datacenter.admission == Admission.KUEUE:
+            wanted = [team_cohort(self.datacenter.name, team) for team in self._teams()]
+            for body in wanted:
+                self.ensure_current("Cohort", body)
+            self._delete_cohorts_but({body["metadata"]["name"] for body in wanted})
+        prefix = self.datacenter.namespace_prefix
+        for user in users:
+            self.ensure_user_namespace(user, names.namespace_name(prefix, user.get_username()))
+
+    def _teams(self) -> list[TeamQuota]:
+        teams = TeamQuota.objects.filter(datacenter=self.datacenter).select_related("group")
+        return list(teams.order_by("group__name"))
+
+    def _delete_cohorts_but(self, keep: set[str]) -> None:
+        try:
+            made = self.k8s.list("Cohort", None, label_selector=names.datacenter_selector(self.datacenter.name))
+            for cohort in made:
+                if cohort["metadata"]["name"] not in keep:
+                    self.k8s.delete("Cohort", None, cohort["metadata"]["name"])
+        except kube.KubeError as exc:
+            raise self.refused("the teams' cohorts", exc) from None
 
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """Blank `pcr-<name>` in the user's namespace, where one was written (replace only: the portal
