@@ -4,6 +4,8 @@ within its quota; users of one cohort get admitted by their fair-sharing weights
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -16,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from datacenters.models import Datacenter, Quota, TeamQuota
 from jobs.engines.kubernetes import kueue, names
 from jobs.models import Job, JobState, Reason
+from jobs.reconcile import reconcile_datacenter
 from portal.celery import app as celery_app
 from tests.k8s.engine_helpers import DELAY, FATE, drive, job_in, kill, new_job, start
 from tools.k8s.testcluster import TestCluster
@@ -127,3 +130,36 @@ def test_an_operators_change_to_a_team_reaches_its_cohort_and_its_members_queue(
     assert queue["spec"]["cohortName"] == kueue.cohort_name(kueue_dc.name)  # no team: her own quota, nominal
     assert nominal_cpu(queue) == "8"
     kill(job)
+
+
+FOUR_CORES = {"parallelism": 2, "pservers": 2, "cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
+
+
+def test_two_members_of_a_team_share_its_quota_by_their_weights(kueue_dc: Datacenter, alice: User, bob: User) -> None:
+    """Team quota 16 cores, jobs of 4: alice (weight 3) fills it first, then bob's burst arrives. Kueue's fair
+    sharing (dominant share / weight) gives bob one job's room back, preempting one of alice's: 3 to 1 (equal
+    weights would end 2 to 2)."""
+    in_team(kueue_dc, alice, "team", "16")
+    group = Group.objects.get(name="team")
+    group.user_set.add(bob)
+    Quota.objects.filter(user=alice).update(cpu="16", weight=3)
+    Quota.objects.create(user=bob, datacenter=kueue_dc, cpu="16", memory="32Gi")
+    start_job = functools.partial(new_job, trainer_annotations=HANG, pserver_annotations=HANG)
+    alices = [start(start_job(kueue_dc, alice, {"jobname": f"a{i}", **FOUR_CORES})) for i in range(4)]
+    drive(kueue_dc, lambda: all(admitted(job) for job in alices), "alice's four jobs filling the team's quota")
+    bobs = [start(start_job(kueue_dc, bob, {"jobname": f"b{i}", **FOUR_CORES})) for i in range(4)]
+
+    def settled() -> tuple[int, int] | None:
+        running = [sum(bool(admitted(job)) for job in jobs) for jobs in (alices, bobs)]
+        queued = sum(bool(job_in(job, JobState.QUEUED)) for job in alices)
+        return (running[0], running[1]) if sum(running) == 4 and queued >= 1 else None
+
+    assert drive(kueue_dc, settled, "bob's share given back by preemption", timeout=60) == (3, 1)
+    # And it stays so (equal weights would go on to preempt a second job of alice's): Kueue's cycles are
+    # sub-second, so 10 s of reconciling would see a second preemption.
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        assert settled() == (3, 1)
+        reconcile_datacenter(kueue_dc)
+    for job in alices + bobs:
+        kill(job)

@@ -201,7 +201,7 @@ def held(f: Facts, found: Obj | None, workload: Obj | None) -> Observation | Non
         message = f"preempted by Kueue ({evicted}); its workers got SIGTERM and their grace to save a checkpoint"
         return Observation(JobState.QUEUED, Reason.PREEMPTED, message, None, [])
     message = waiting_message(workload)
-    # "insufficient quota" (never fits) or "insufficient unused quota" (fits once the user's jobs end): the user's
-    # own ClusterQueue's quota either way.
+    # "insufficient quota" (never fits) or "insufficient unused quota" (fits once jobs end): the user's or their
+    # team's quota either way.
     reason = Reason.QUOTA_EXHAUSTED if "insufficient" in message and "quota" in message else Reason.NONE
     return Observation(current, reason, message, None, _waiting_workers(f, "waiting for Kueue to admit the job"))
