@@ -11,7 +11,7 @@ class JobsConfig(AppConfig):
         # In ready(), not at the top: these import models, which Django allows only once its app registry is ready.
         # checks registers the system checks, registry_logins connects its signal.
         from datacenters.quota import register_usage_provider  # noqa: PLC0415
-        from jobs import checks, registry_logins  # noqa: F401, PLC0415
+        from jobs import checks, quota_sync, registry_logins  # noqa: F401, PLC0415
         from jobs.usage import compute_in_use  # noqa: PLC0415
 
         register_usage_provider(compute_in_use)

@@ -10,6 +10,7 @@ from datetime import timedelta
 from celery import shared_task
 from celery.app.task import Task
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -76,6 +77,25 @@ def revoke_registry_login(username: str, name: str) -> None:
     """A deleted registry secret leaves no copy of its login in any datacenter (safe to run again)."""
     for datacenter in Datacenter.objects.all():
         engine_for(datacenter).revoke_registry_secret(username, name)
+
+
+@shared_task(
+    name="jobs.apply_quotas",
+    acks_late=True,
+    autoretry_for=(TransientEngineError, EngineError),
+    retry_backoff=True,
+    max_retries=10,
+)
+def apply_quotas(datacenter_id: int, user_ids: list[int] | None = None) -> None:
+    """Quotas, teams or weights changed in a datacenter: the engine rewrites what it keeps of them (Kueue's queues
+    and cohorts, namespace quotas) for the users with jobs there, those named or all (safe to run again)."""
+    datacenter = Datacenter.objects.filter(pk=datacenter_id).first()
+    if datacenter is None:
+        return
+    owners = get_user_model().objects.filter(jobs__datacenter=datacenter).distinct()
+    if user_ids is not None:
+        owners = owners.filter(pk__in=user_ids)
+    engine_for(datacenter).apply_quotas(owners)
 
 
 @shared_task(name="jobs.kill_job", acks_late=True)

@@ -162,6 +162,11 @@ class Engine(ABC):
         """What the engine offers image builds (a namespace, a registry secret, an API client); None: no builds."""
         return None
 
+    def apply_quotas(self, users: Iterable[Any]) -> None:
+        """An operator changed quotas, teams or weights: bring what the engine keeps of them (for these users, who
+        have jobs here) up to date. Nothing here: the portal's scheduler reads the rows themselves."""
+        return
+
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """The user deleted registry secret `name`: remove what the engine copied of it (nothing here)."""
         return

@@ -220,7 +220,7 @@ def kueue_dc(db: None, kueue_cluster: TestCluster, tmp_path: Path) -> Iterator[A
     """A `kubernetes` datacenter with `admission: kueue` on the Kueue cluster (k8s_dc's twin): every user's
     quota 4 cores, 16Gi, 0 GPUs (their ClusterQueue's nominal quota); tests lower it with a Quota row.
 
-    Afterwards the namespaces and ClusterQueues the engine made for it are deleted."""
+    Afterwards the namespaces, ClusterQueues and team Cohorts the engine made for it are deleted."""
     dc = hostpath_datacenter(
         kueue_cluster,
         tmp_path / "pfs",
@@ -241,3 +241,8 @@ def kueue_dc(db: None, kueue_cluster: TestCluster, tmp_path: Path) -> Iterator[A
         for queue in custom.list_cluster_custom_object(*kind, label_selector=_dc_selector(dc))["items"]:
             with contextlib.suppress(ApiException):
                 custom.delete_cluster_custom_object(*kind, queue["metadata"]["name"])
+        cohorts = ("kueue.x-k8s.io", "v1beta2", "cohorts")  # the teams' (named after the datacenter)
+        for cohort in custom.list_cluster_custom_object(*cohorts)["items"]:
+            if cohort["metadata"]["name"].startswith(f"paddlecloud-{dc.name}-"):
+                with contextlib.suppress(ApiException):
+                    custom.delete_cluster_custom_object(*cohorts, cohort["metadata"]["name"])

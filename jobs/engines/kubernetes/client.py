@@ -74,6 +74,7 @@ KINDS: dict[str, Resource] = {
     "Workload": Resource("/apis/kueue.x-k8s.io/v1beta2", "workloads"),
     "LocalQueue": Resource("/apis/kueue.x-k8s.io/v1beta2", "localqueues"),
     "ClusterQueue": Resource("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", namespaced=False),
+    "Cohort": Resource("/apis/kueue.x-k8s.io/v1beta2", "cohorts", namespaced=False),
     "ResourceFlavor": Resource("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", namespaced=False),
     "WorkloadPriorityClass": Resource("/apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", namespaced=False),
     # Kueue's visibility API (aggregated): a ClusterQueue's `pendingworkloads`, read with get(..., sub=).

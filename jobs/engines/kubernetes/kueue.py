@@ -1,16 +1,23 @@
-"""Kueue's objects for a user (plain dicts, pure functions), and Kueue's own words on why a JobSet waits.
+"""Kueue's objects for a user and their team (plain dicts, pure functions), and Kueue's words on why a JobSet waits.
 
-Per user of an `admission: kueue` datacenter: a ClusterQueue named as their namespace (`<prefix><user>`)
-whose nominal quota is the user's compute quota, on the one ResourceFlavor `paddlecloud-default`, and
-the LocalQueue `paddlecloud` in their namespace pointing at it (jobset.QUEUE_LABEL names it).
+Per user of an `admission: kueue` datacenter: a ClusterQueue named as their namespace (`<prefix><user>`) on the
+one ResourceFlavor `paddlecloud-default`, and the LocalQueue `paddlecloud` in their namespace pointing at it
+(jobset.QUEUE_LABEL names it).
+
+Teams (the portal's rule, jobs/scheduling/policy.py): a team's quota is its guarantee, its members borrow past it
+only with `may_borrow`, and a member's own quota caps them always. So per team (datacenters.TeamQuota) a Cohort
+`paddlecloud-<datacenter>-<team>` under the datacenter's cohort `paddlecloud-<datacenter>`, whose nominal quota
+is the team's (borrowingLimit 0 unless it may borrow) with the team's fair-sharing weight; a member's ClusterQueue
+is in it with nominal 0 and borrowingLimit = their own quota (all they hold comes from the team's pool, never more
+than their quota). A user in several teams is placed as their jobs are counted: the first of their teams by
+name (datacenters.models.team_of). A user in no team keeps a nominal quota of their own in the datacenter's
+cohort and borrows nothing (the portal's scheduler gives them no team pool to borrow past either). Since no user
+ever holds more than their own quota, the namespace ResourceQuota and the submit check stay the user's quota.
 
 Priorities: a WorkloadPriorityClass `paddlecloud-<class>` per portal PriorityClass (its value), named on each
-JobSet (jobset.PRIORITY_LABEL); a user's higher job preempts their own lower one (withinClusterQueue). Every
-ClusterQueue of a datacenter is in the cohort `paddlecloud-<datacenter>` with its fair-sharing weight, but
-borrows nothing (borrowingLimit 0): the namespace's ResourceQuota and the portal's submit check still hold a
-user to their own quota, so a borrowed admission would only get its pods refused.
+JobSet (jobset.PRIORITY_LABEL); a user's higher job preempts their own lower one (withinClusterQueue), and a
+team's job within its team's quota takes back what another team borrowed (reclaimWithinCohort: Any).
 """
-
 from __future__ import annotations
 
 from decimal import Decimal
@@ -29,6 +36,7 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 FLAVOR = "paddlecloud-default"  # no node labels: every node of the cluster
 PREFIX = "paddlecloud-"  # of the cohorts and WorkloadPriorityClasses the portal makes
 Obj = dict[str, Any]
+NOTHING = Amounts()
 
 
 def resource_flavor() -> Obj:
@@ -70,25 +78,67 @@ def _preemption() -> Obj:
     }
 
 
-def cluster_queue(ns: str, datacenter: str, username: str, limits: Amounts, weight: Decimal = Decimal(1)) -> Obj:
-    """The user's ClusterQueue (named as their namespace, and taking workloads from it only)."""
-    quota = [
-        {"name": "cpu", "nominalQuota": _cores(limits.cpu), "borrowingLimit": "0"},
-        {"name": "memory", "nominalQuota": exact_quantity_bytes(limits.memory), "borrowingLimit": "0"},
-        {"name": GPU_RESOURCE, "nominalQuota": str(limits.gpu), "borrowingLimit": "0"},
-    ]
+def team_cohort_name(datacenter: str, team: str) -> str:
+    """`paddlecloud-<datacenter>-<team>`: a group name may hold any character, so names.dns_safe makes it a label."""
+    return f"{cohort_name(datacenter)}-{names.dns_safe(team)}"
+
+
+def _quota(limits: Amounts, borrowing: Amounts | None) -> list[Obj]:
+    """Nominal `limits` per resource; borrowing up to `borrowing` (None: as much as the parent lends)."""
+    nominal = {"cpu": _cores(limits.cpu), "memory": exact_quantity_bytes(limits.memory), GPU_RESOURCE: str(limits.gpu)}
+    result: list[Obj] = [{"name": name, "nominalQuota": value} for name, value in nominal.items()]
+    if borrowing is not None:
+        most = {
+            "cpu": _cores(borrowing.cpu),
+            "memory": exact_quantity_bytes(borrowing.memory),
+            GPU_RESOURCE: str(borrowing.gpu),
+        }
+        for entry in result:
+            entry["borrowingLimit"] = most[entry["name"]]
+    return result
+
+
+def _resource_groups(quota: list[Obj]) -> list[Obj]:
+    return [{"coveredResources": ["cpu", "memory", GPU_RESOURCE], "flavors": [{"name": FLAVOR, "resources": quota}]}]
+
+
+def team_cohort(datacenter: str, team: str, guaranteed: Amounts, may_borrow: bool, weight: Decimal) -> Obj:
+    """The team's Cohort: its quota is the pool its members' queues draw on (and lend while idle); past it the team
+    borrows from the datacenter's cohort only if it may."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Cohort",
+        "metadata": {
+            "name": team_cohort_name(datacenter, team),
+            "labels": {names.MANAGED_BY: names.MANAGER, names.DATACENTER_LABEL: datacenter},  # found to prune
+        },
+        "spec": {
+            "parentName": cohort_name(datacenter),
+            "fairSharing": {"weight": _cores(weight)},
+            "resourceGroups": _resource_groups(_quota(guaranteed, None if may_borrow else NOTHING)),
+        },
+    }
+
+
+def cluster_queue(
+    ns: str, datacenter: str, username: str, limits: Amounts, weight: Decimal = Decimal(1), team: str | None = None
+) -> Obj:
+    """The user's ClusterQueue (named as their namespace, and taking workloads from it only): in their team's
+    cohort drawing up to their quota from the team's pool, or (no team) in the datacenter's with their own quota."""
+    if team is None:
+        cohort, quota = cohort_name(datacenter), _quota(limits, NOTHING)
+    else:
+        cohort, quota = team_cohort_name(datacenter, team), _quota(NOTHING, limits)
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterQueue",
         "metadata": {"name": ns, "labels": user_labels(datacenter, username)},
         "spec": {
-            "cohortName": cohort_name(datacenter),
+            "cohortName": cohort,
             "preemption": _preemption(),
             "fairSharing": {"weight": _cores(weight)},
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            "resourceGroups": [
-                {"coveredResources": ["cpu", "memory", GPU_RESOURCE], "flavors": [{"name": FLAVOR, "resources": quota}]}
-            ],
+            "resourceGroups": _resource_groups(quota),
         },
     }
 
@@ -163,7 +213,7 @@ def held(f: Facts, found: Obj | None, workload: Obj | None) -> Observation | Non
         message = f"preempted by Kueue ({evicted}); its workers got SIGTERM and their grace to save a checkpoint"
         return Observation(JobState.QUEUED, Reason.PREEMPTED, message, None, [])
     message = waiting_message(workload)
-    # "insufficient quota" (never fits) or "insufficient unused quota" (fits once the user's jobs end): the user's
-    # own ClusterQueue's quota either way.
+    # "insufficient quota" (never fits) or "insufficient unused quota" (fits once jobs end): the user's or their
+    # team's quota either way.
     reason = Reason.QUOTA_EXHAUSTED if "insufficient" in message and "quota" in message else Reason.NONE
     return Observation(current, reason, message, None, _waiting_workers(f, "waiting for Kueue to admit the job"))

@@ -12,11 +12,14 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from paddlecloud.contract import quantity
+
 from datacenters import quota
-from datacenters.models import Admission, Datacenter, Quota
+from datacenters.models import Admission, Datacenter, Quota, TeamQuota, team_of
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import kueue, names, namespaces, policies
@@ -108,7 +111,10 @@ class ClusterObjects:
                 if current is not None:
                     if _content_hash(current) == _content_hash(body):
                         return False
-                    self.k8s.replace(kind, ns, name, body)
+                    # The version read: custom resources (Kueue's queues and cohorts) refuse a PUT without one,
+                    # and a change in between is a Conflict, retried.
+                    meta = {**body["metadata"], "resourceVersion": current["metadata"].get("resourceVersion")}
+                    self.k8s.replace(kind, ns, name, {**body, "metadata": meta})
                     return True
             try:
                 self.k8s.create(kind, ns, body)
@@ -140,7 +146,7 @@ class ClusterObjects:
         quota_body = namespaces.resource_quota(ns, self.datacenter.name, username, limits)
         labels = m.user_labels(self.datacenter.name, username)
         policy_bodies = policies.namespace_policies(ns, labels, self.datacenter.job_egress, policies.cluster_cidrs())
-        queues = self._queue_bodies(ns, username, limits)
+        queues = self._queue_bodies(user, ns, limits)
         digest = _digest([wanted, quota_body, *policy_bodies, *queues])
         made = _made_in(self.k8s).made_as(ns, digest)
         if made and made == _made_as(self._read("Namespace", None, ns) or {}):
@@ -161,14 +167,19 @@ class ClusterObjects:
             self.ensure_current(body["kind"], body)
         _made_in(self.k8s).remember(ns, _made_as(current), digest)
 
-    def _queue_bodies(self, ns: str, username: str, limits: quota.Amounts) -> list[dict[str, Any]]:
-        """Kueue's objects for the user (kueue.py) where Kueue admits the datacenter's jobs; else none."""
+    def _queue_bodies(self, user: Any, ns: str, limits: quota.Amounts) -> list[dict[str, Any]]:
+        """Kueue's objects for the user (kueue.py) where Kueue admits the datacenter's jobs, with the Cohorts of
+        the datacenter's teams (the flavor and cohorts before the queues naming them); else none."""
         if self.datacenter.admission != Admission.KUEUE:
             return []
-        dc = self.datacenter.name
-        weight = Quota.objects.filter(user__username=username, datacenter=self.datacenter).values_list("weight")
-        cluster_queue = kueue.cluster_queue(ns, dc, username, limits, (weight.first() or (Decimal(1),))[0])
-        return [kueue.resource_flavor(), cluster_queue, kueue.local_queue(ns, dc, username)]
+        dc, username = self.datacenter.name, user.get_username()
+        weight = Quota.objects.filter(user=user, datacenter=self.datacenter).values_list("weight")
+        team = team_of(user, self.datacenter)  # where the user's jobs count (jobs.services), so where they queue
+        team_name = team.group.name if team else None
+        cluster_queue = kueue.cluster_queue(ns, dc, username, limits, (weight.first() or (Decimal(1),))[0], team_name)
+        # Every team's Cohort, not only the user's: a team's idle quota is only there to borrow once its Cohort is.
+        cohorts = [team_cohort(dc, each) for each in self._teams()]
+        return [kueue.resource_flavor(), *cohorts, cluster_queue, kueue.local_queue(ns, dc, username)]
 
     def ensure_priority_class(self, portal_class: str, value: int) -> str:
         """Kueue's WorkloadPriorityClass for the portal's class, made or given its value; its name.
@@ -227,6 +238,31 @@ class ClusterObjects:
         labels = {**m.user_labels(self.datacenter.name, user.get_username()), names.BUILD_LABEL: uid}
         self.ensure("NetworkPolicy", policies.build_policy(ns, uid, labels, owner, addresses, port))
 
+    def apply_quotas(self, users: Iterable[Any]) -> None:
+        """The users' namespace quota and ClusterQueue, and every team's Cohort (a team's quota, may_borrow and
+        weight), rewritten where they changed; a deleted team's Cohort goes, so its quota lends no more."""
+        if self.datacenter.admission == Admission.KUEUE:
+            wanted = [team_cohort(self.datacenter.name, team) for team in self._teams()]
+            for body in wanted:
+                self.ensure_current("Cohort", body)
+            self._delete_cohorts_but({body["metadata"]["name"] for body in wanted})
+        prefix = self.datacenter.namespace_prefix
+        for user in users:
+            self.ensure_user_namespace(user, names.namespace_name(prefix, user.get_username()))
+
+    def _teams(self) -> list[TeamQuota]:
+        teams = TeamQuota.objects.filter(datacenter=self.datacenter).select_related("group")
+        return list(teams.order_by("group__name"))
+
+    def _delete_cohorts_but(self, keep: set[str]) -> None:
+        try:
+            made = self.k8s.list("Cohort", None, label_selector=names.datacenter_selector(self.datacenter.name))
+            for cohort in made:
+                if cohort["metadata"]["name"] not in keep:
+                    self.k8s.delete("Cohort", None, cohort["metadata"]["name"])
+        except kube.KubeError as exc:
+            raise self.refused("the teams' cohorts", exc) from None
+
     def revoke_registry_secret(self, username: str, name: str) -> None:
         """Blank `pcr-<name>` in the user's namespace, where one was written (replace only: the portal
         may not delete Secrets, and a namespace that never had it gets nothing)."""
@@ -258,3 +294,13 @@ def _made_as(namespace: dict[str, Any]) -> str:
     """The namespace's uid: one deleted and made again (by anyone) is a new one, whose objects are not ours yet."""
     meta = namespace.get("metadata") or {}
     return "" if meta.get("deletionTimestamp") else str(meta.get("uid") or "")
+
+
+def team_cohort(datacenter: str, team: TeamQuota) -> dict[str, Any]:
+    """The team's Cohort (kueue.team_cohort) from its TeamQuota row."""
+    guaranteed = quota.Amounts(
+        cpu=quantity.parse(team.cpu or "0", quantity.CPU, "cpu"),
+        memory=int(quantity.parse(team.memory or "0", quantity.MEMORY, "memory")),
+        gpu=team.gpu,
+    )
+    return kueue.team_cohort(datacenter, team.group.name, guaranteed, team.may_borrow, team.weight)
