@@ -10,8 +10,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from datacenters.models import Datacenter
+from jobs.engines.base import Observation, WorkerStatus
 from jobs.engines.kubernetes import names, spans
-from jobs.models import Job, JobState, Worker
+from jobs.models import Job, JobState, Role, Worker, WorkerState
+from jobs.records import record_workers
 from jobs.scheduling import ledger
 
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
@@ -75,3 +77,9 @@ def test_the_ledger_charges_the_pods_real_times_and_the_jobs_end_where_a_pod_has
 def test_without_spans_the_ledger_runs_from_the_workers_start_to_the_jobs_end(finished_job: Job) -> None:
     records = ledger.record(finished_job, now=T0 + timedelta(seconds=300))
     assert sorted((r.worker, r.seconds) for r in records) == [("trainer-0", 170), ("trainer-1", 170)]
+
+
+def test_a_worker_whose_pod_is_gone_keeps_the_start_it_had(finished_job: Job) -> None:
+    gone = WorkerStatus(role=Role.TRAINER, index=0, state=WorkerState.FAILED, message="its pod was deleted")
+    record_workers(finished_job, Observation(JobState.SUCCEEDED, workers=[gone]))
+    assert Worker.objects.get(job=finished_job, index=0).started_at == T0 + timedelta(seconds=30)
