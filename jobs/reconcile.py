@@ -173,7 +173,7 @@ def _release(job: Job, engine: Engine) -> bool:
         )
         if released:
             # What its workers held (and used), once; the same transaction, so never lost nor doubled.
-            ledger.record(job, engine.measured_usage(job))
+            ledger.record(job, engine.measured_usage(job), spans=engine.worker_spans(job))
     if released:
         signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
         note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
@@ -199,10 +199,11 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
         if not engine.stop(job, RECORDS, grace=job.datacenter.preemption_grace):
             return False
         measured = engine.measured_usage(job)  # before the cleanup removes what the engine measured
+        spans = engine.worker_spans(job)
         if not engine.cleanup(job, RECORDS):
             return False
         with transaction.atomic():
-            ledger.record(job, measured)
+            ledger.record(job, measured, spans=spans)
             job.workers.all().delete()
             moved = Job.objects.filter(pk=job.pk, state=JobState.QUEUED, preempted_at__isnull=False).update(
                 preempted_at=None, admitted_at=None, borrowing=False, attempt=F("attempt") + 1, engine_data={},

@@ -66,6 +66,8 @@ def record_workers(job: Job, observation: Observation, known: dict[tuple[str, in
     for status in observation.workers:
         values = {name: getattr(status, name) for name in _WORKER_FIELDS}
         worker = known.get((str(status.role), status.index))
+        if worker is not None and values["started_at"] is None:
+            values["started_at"] = worker.started_at  # a pod gone (a JobSet ends its pservers) un-starts no worker
         if worker is None:
             Worker.objects.update_or_create(job=job, role=status.role, index=status.index, defaults=values)
         elif any(getattr(worker, name) != value for name, value in values.items()):

@@ -150,6 +150,11 @@ class Engine(ABC):
         engine cannot tell; {} where it measures nothing (the ledger then holds requests only)."""
         return {}
 
+    def worker_spans(self, job: Job) -> dict[str, tuple[datetime | None, datetime | None]]:
+        """When each worker of a stopped job held its resources, by name: (start, end), None where the engine
+        cannot tell (the ledger then uses the worker's started_at and the job's end); {} by default."""
+        return {}
+
     def cleanup(self, job: Job, recorder: Recorder) -> bool:
         """Delete what is left of a finished job after the datacenter's TTL; True when done."""
         return self.stop(job, recorder)

@@ -25,25 +25,35 @@ def decay(value: float, since: datetime, now: datetime, half_life: float) -> flo
     return value * math.pow(0.5, elapsed / max(half_life, 1.0))
 
 
+Span = tuple[datetime | None, datetime | None]
+
+
 def record(
-    job: Job, measured: dict[str, tuple[float | None, int | None]] | None = None, now: datetime | None = None
+    job: Job,
+    measured: dict[str, tuple[float | None, int | None]] | None = None,
+    now: datetime | None = None,
+    spans: dict[str, Span] | None = None,
 ) -> list[UsageRecord]:
     """Write the ledger of a released job (once: a second call finds its records and adds nothing).
 
-    measured: what each worker used, by name (Engine.measured_usage), where the engine knows it."""
+    measured: what each worker used, by name (Engine.measured_usage), where the engine knows it.
+    spans: when each worker held its resources, by name (Engine.worker_spans): the pods' own start and end
+    on Kubernetes; otherwise, as on the local engine, from the worker's start to the job's end."""
     now = now or timezone.now()
     ended = job.finished_at or now
     records = []
-    for worker in job.workers.filter(started_at__isnull=False):
-        if worker.started_at is None:  # the filter says not; mypy cannot know
+    for worker in job.workers.all():
+        span_start, span_end = (spans or {}).get(worker.name, (None, None))
+        started = span_start or worker.started_at
+        if started is None:  # never ran: it held nothing
             continue
         cpu, memory, gpu = worker_requested(job.spec, pserver=worker.role == PSERVER)
         cpu_used, peak = (measured or {}).get(worker.name, (None, None))
         records.append(
             UsageRecord(
                 owner_id=job.owner_id, datacenter_id=job.datacenter_id, job_uid=job.uid, job_name=job.name,
-                worker=worker.name, attempt=job.attempt, cpu=cpu, memory=memory, gpu=gpu, started_at=worker.started_at,
-                ended_at=max(ended, worker.started_at), cpu_seconds_used=cpu_used, peak_memory=peak,
+                worker=worker.name, attempt=job.attempt, cpu=cpu, memory=memory, gpu=gpu, started_at=started,
+                ended_at=max(span_end or ended, started), cpu_seconds_used=cpu_used, peak_memory=peak,
             )
         )  # fmt: skip
     with transaction.atomic():

@@ -10,7 +10,8 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
 from datacenters.models import Datacenter, Quota
-from jobs.models import Job, JobState, Reason
+from jobs.engines.kubernetes import spans
+from jobs.models import Job, JobState, Reason, UsageRecord
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, objects_of, submit
 from tests.wait import wait_for
 from tools.k8s.testcluster import TestCluster
@@ -107,3 +108,23 @@ def test_two_jobs_that_fit_one_at_a_time_run_one_after_the_other(
     drive(kueue_dc, lambda: job_in(second, JobState.RUNNING, JobState.SUCCEEDED), "the second job admitted")
     second = drive(kueue_dc, lambda: finished(second), "the second job to succeed")
     assert second.state == JobState.SUCCEEDED
+
+
+def test_the_ledger_charges_each_worker_its_pods_own_start_and_end(
+    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient
+) -> None:
+    job = submit_ps(kueue_dc, alice, "ledger", trainer_delay="4s")
+    job = drive(kueue_dc, lambda: finished(job), "success", timeout=60)
+    kept = spans.from_json(job.engine_data["spans"])  # read from the pods as their logs were archived
+    records = {r.worker: r for r in UsageRecord.objects.filter(job_uid=job.uid)}
+    assert sorted(records) == ["pserver-0", "pserver-1", "trainer-0", "trainer-1"]
+    for name in ("trainer-0", "trainer-1"):
+        started, ended = kept[name]
+        assert started is not None and ended is not None
+        assert (records[name].started_at, records[name].ended_at) == (started, ended)
+        assert records[name].seconds >= 4  # kwok ends a trainer 4 s after it began running (its fake delay)
+        assert job.finished_at is not None and ended <= job.finished_at  # the pod ended before the portal saw it
+    # The pservers still ran when the trainers were done (JobSet then ends their pods, often before the archive
+    # reads them): charged from their start until the job's end, as on the local engine.
+    for name in ("pserver-0", "pserver-1"):
+        assert kept.get(name, (None, None))[1] is None and records[name].ended_at == job.finished_at

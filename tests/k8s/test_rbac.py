@@ -3,15 +3,12 @@ that service account."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from django.contrib.auth.models import User
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from datacenters.models import Datacenter
 from images import builder
@@ -25,58 +22,20 @@ from jobs.engines.kubernetes.engine import KubernetesEngine
 from jobs.models import Job
 from jobs.records import RECORDS
 from registry.models import RegistrySecret
+from tests.k8s import rbac_helpers
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, submit
 from tests.wait import wait_for
 from tools.k8s.testcluster import TestCluster
 
 pytestmark = pytest.mark.django_db
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 
 
 @pytest.fixture(scope="module")
 def service_account_kubeconfig(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient) -> Iterator[str]:
     """deploy/base/rbac.yaml applied, and a kubeconfig with a token of its service account (removed afterwards)."""
-    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
-    core, rbac = k8s.CoreV1Api(k8s_api), k8s.RbacAuthorizationV1Api(k8s_api)
-    create: dict[str, Callable[[Any], object]] = {
-        "Namespace": lambda d: core.create_namespace(d),
-        "ServiceAccount": lambda d: core.create_namespaced_service_account(d["metadata"]["namespace"], d),
-        "ClusterRole": lambda d: rbac.create_cluster_role(d),
-        "ClusterRoleBinding": lambda d: rbac.create_cluster_role_binding(d),
-    }
-    for doc in docs:
-        create[doc["kind"]](doc)
-    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]
-    token = core.create_namespaced_service_account_token(
-        sa["name"], sa["namespace"], {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "test",
-                "cluster": {"server": k8s_cluster.server, "certificate-authority": str(k8s_cluster.ca_file)},
-            }
-        ],
-        "users": [{"name": "portal", "user": {"token": token}}],
-        "contexts": [{"name": "portal", "context": {"cluster": "test", "user": "portal"}}],
-        "current-context": "portal",
-    }
-    yield yaml.safe_dump(config)
-    delete = {
-        "Namespace": core.delete_namespace,
-        "ClusterRole": rbac.delete_cluster_role,
-        "ClusterRoleBinding": rbac.delete_cluster_role_binding,
-    }
-    for doc in reversed(docs):
-        if doc["kind"] in delete:  # the ServiceAccount goes with its namespace
-            try:
-                delete[doc["kind"]](doc["metadata"]["name"])
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+    with rbac_helpers.service_account_kubeconfig(k8s_cluster, k8s_api) as kubeconfig:
+        yield kubeconfig
 
 
 def test_a_whole_job_lifecycle_needs_nothing_beyond_the_rbac_manifest(

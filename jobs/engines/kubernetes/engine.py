@@ -32,7 +32,7 @@ import gc
 import logging
 import os
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from datacenters.models import Admission
 from jobs import errorline, layout
 from jobs.engines.base import Engine, Observation, Recorder, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
-from jobs.engines.kubernetes import jobset, kueue, names, namespaces, podlogs, policies, visibility, watch
+from jobs.engines.kubernetes import jobset, kueue, names, namespaces, podlogs, policies, spans, visibility, watch
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
@@ -287,9 +287,15 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         """Keep every pod's log on the PFS (podlogs.archive), once; a refused folder is said on its worker."""
         if job.engine_data.get("archived"):
             return
-        for worker, message in podlogs.archive(self.k8s, job, ns, self._pods(job, ns)).items():
+        pods = self._pods(job, ns)
+        for worker, message in podlogs.archive(self.k8s, job, ns, pods).items():
             recorder.note(job, worker, message)
-        recorder.keep(job, {"archived": True})
+        # The pods go next (a JobSet is deleted at once): their real start and end times are kept for the ledger.
+        recorder.keep(job, {"archived": True, "spans": spans.to_json(spans.worker_spans(pods))})
+
+    def worker_spans(self, job: Job) -> dict[str, tuple[datetime | None, datetime | None]]:
+        """The pods' own start and end times, as read when their logs were archived (spans.py)."""
+        return spans.from_json(job.engine_data.get("spans"))
 
     def stop(self, job: Job, recorder: Recorder, grace: float | None = None) -> bool:
         """Pods get their own terminationGracePeriodSeconds; `grace` is the local engine's concern."""

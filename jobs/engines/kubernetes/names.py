@@ -74,6 +74,31 @@ def jobset_child(uid: str, replicated_job: str) -> str:
     return f"{uid}-{replicated_job}-0"
 
 
+UID_SUFFIX = len("-abcde")  # what jobs.services adds to a job's name to make its uid
+_POD_SUFFIX = len("-abcde")  # the random tail of a pod's name, which JobSet's webhook counts in
+
+
+def jobset_name_problem(jobname: str, trainers: int, pservers: int) -> str | None:
+    """Why JobSet's webhook (jobset v0.11 ValidateCreate) would refuse the JobSet of this job, or None.
+
+    It refuses a JobSet whose longest pod name `<uid>-<replicated job>-<job index>-<pod index>-abcde`
+    exceeds 63 characters: with our 46-character uids that is reachable (a 40-character name), so a kueue
+    datacenter refuses it at submit instead of leaving the job to fail at its start.
+    """
+    uid_length = len(jobname) + UID_SUFFIX
+    for replicated, count in ((JOBSET_TRAINERS, trainers), (JOBSET_PSERVERS, pservers)):
+        if not count:
+            continue
+        fixed = len(f"-{replicated}-0-") + len(str(count - 1)) + _POD_SUFFIX
+        if uid_length + fixed > 63:
+            return (
+                f"at most {63 - fixed - UID_SUFFIX} characters on this Kueue datacenter with {count} "
+                f"{'trainers' if replicated == JOBSET_TRAINERS else 'pservers'}: JobSet names their pods "
+                f"<name>-<5>-{replicated}-0-<index>-<5> and refuses names over 63 characters"
+            )
+    return None
+
+
 def registry_secret_name(registry: str) -> str:
     return f"pcr-{registry}"
 

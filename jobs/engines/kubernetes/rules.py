@@ -8,7 +8,8 @@ from cryptography import x509
 from paddlecloud.contract.imageref import image_problem
 
 from core.errors import Invalid
-from datacenters.models import Datacenter, StorageKind
+from datacenters.models import Admission, Datacenter, StorageKind
+from jobs.engines.kubernetes.names import jobset_name_problem
 from jobs.engines.rules import EngineRules
 
 _REQUIRED_BY_KIND: dict[StorageKind, list[str]] = {
@@ -53,6 +54,10 @@ class KubernetesRules(EngineRules):
         # A bad reference would otherwise wait in `pending` as InvalidImageName until its timeout.
         if spec.get("image") and (problem := image_problem(spec["image"])):
             raise Invalid(f"{spec['image'][:100]!r} is not an image reference: {problem}", "image")
+        if datacenter.admission == Admission.KUEUE:
+            trainers, pservers = int(spec.get("parallelism", 1)), int(spec.get("pservers", 0))
+            if problem := jobset_name_problem(spec["jobname"], trainers, pservers):
+                raise Invalid(problem, "jobname")
 
     @classmethod
     def check_builds(cls, datacenter: Datacenter) -> None:
