@@ -1,5 +1,5 @@
 """Starting many jobs: a user's namespace is made once (not re-read and re-listed at every start), and
-every call to the cluster is paced by the client's token bucket (client.RateLimit)."""
+every call to the cluster is paced by the client's token bucket (pacing.RateLimit)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from datacenters.models import Datacenter
 from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import client as kube
-from jobs.engines.kubernetes import objects
+from jobs.engines.kubernetes import objects, pacing
 from jobs.engines.kubernetes import policies as p
 from tests.k8s.engine_helpers import FATE, drive, job_in, kill, new_job, start, submit
 from tests.wait import wait_for
@@ -107,7 +107,7 @@ class Clock:
 
 def test_the_rate_limit_lets_a_burst_through_then_paces_calls_at_its_rate() -> None:
     clock = Clock()
-    pace = kube.RateLimit(qps=10, burst=3, clock=clock, sleep=clock.sleep)
+    pace = pacing.RateLimit(qps=10, burst=3, clock=clock, sleep=clock.sleep)
     waits = [pace.wait() for _ in range(6)]
     assert waits[:3] == [0, 0, 0]
     assert [round(w, 6) for w in waits[3:]] == [0.1, 0.1, 0.1]  # one call every 1/qps seconds
@@ -117,15 +117,15 @@ def test_the_rate_limit_lets_a_burst_through_then_paces_calls_at_its_rate() -> N
 
 
 def test_the_rate_limit_comes_from_the_environment_within_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(kube.QPS_ENV, raising=False)
-    monkeypatch.delenv(kube.BURST_ENV, raising=False)
-    default = kube.rate_limit_from_env()
+    monkeypatch.delenv(pacing.QPS_ENV, raising=False)
+    monkeypatch.delenv(pacing.BURST_ENV, raising=False)
+    default = pacing.rate_limit_from_env()
     assert (default.qps, default.burst) == (50, 100)
-    monkeypatch.setenv(kube.QPS_ENV, "200")
-    monkeypatch.setenv(kube.BURST_ENV, "400")
-    chosen = kube.rate_limit_from_env()
+    monkeypatch.setenv(pacing.QPS_ENV, "200")
+    monkeypatch.setenv(pacing.BURST_ENV, "400")
+    chosen = pacing.rate_limit_from_env()
     assert (chosen.qps, chosen.burst) == (200, 400)
     for bad in ("0", "-5", "lots", "1e9"):
-        monkeypatch.setenv(kube.QPS_ENV, bad)
-        with pytest.raises(EngineError, match=kube.QPS_ENV):
-            kube.rate_limit_from_env()
+        monkeypatch.setenv(pacing.QPS_ENV, bad)
+        with pytest.raises(EngineError, match=pacing.QPS_ENV):
+            pacing.rate_limit_from_env()
