@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from core.api.errors import quote
 from core.api.params import by_state, flag
 from jobs import hooks, layout, logs, metrics, queue, services, waiting
-from jobs.lookup import job_named
+from jobs.lookup import job_named, refuse_to_guess_which_run
 from jobs.models import ACTIVE_STATES, Job, JobState, Worker
 from jobs.spec import JobSpecSerializer
 
@@ -273,6 +273,7 @@ class JobDetail(APIView):
         remove = flag(request, "rm")
         job = get_job(request, name)
         if remove:
+            refuse_to_guess_which_run(jobs_visible_to(request), name, job)
             services.remove(job)
             return Response(status=status.HTTP_204_NO_CONTENT)
         services.kill(job)

@@ -29,8 +29,9 @@ def test_ordinary_entries_pass(entry: str) -> None:
     assert rules.entry_problem(entry) is None
 
 
-def test_the_pir_flag_is_reserved_in_ps_mode_only() -> None:
-    env = {"FLAGS_enable_pir_api": "0"}
+@pytest.mark.parametrize("name", ["FLAGS_enable_pir_api", "TRAINING_ROLE"])
+def test_names_only_ps_mode_sets_are_reserved_in_ps_mode_only(name: str) -> None:
+    env = {name: "0"}
     assert "parameter-server mode" in (rules.env_problem(env, 2) or "")
     assert rules.env_problem(env, 0) is None
     assert rules.env_problem(env) is None  # mode not known yet (paddlectl's -env parsing): the spec check decides

@@ -142,6 +142,25 @@ def test_describe(term: dict[str, Any] | None, said: str) -> None:
     assert k8s_pods.describe(term) == said
 
 
+def test_an_oom_kill_names_the_containers_memory_limit_where_the_pod_says_it() -> None:
+    pod = {"spec": {"containers": [{"name": "main", "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}}]}}
+    assert k8s_pods.memory_limit(pod) == "512Mi" and k8s_pods.memory_limit({}) == ""
+    oom = {"exitCode": 137, "reason": "OOMKilled"}
+    said = k8s_pods.describe(oom, memory="512Mi")
+    assert said == "went over its memory limit (512Mi) and was OOMKilled (exit code 137)"
+
+
+def test_an_oomkilled_trainer_names_its_memory_limit_in_the_job_and_its_row() -> None:
+    facts, objs = load("oomkilled")
+    pods = copy.deepcopy(objs.pods)
+    for pod in pods:  # what the real pod's manifest carries (recorded cases keep only what the rules read)
+        pod["spec"]["containers"] = [{"name": "main", "resources": {"limits": {"memory": "2Gi"}}}]
+    observed = k8s_status.observe(facts, JobObjects(objs.trainer_job, objs.pserver_set, pods, objs.create_failures))
+    said = "went over its memory limit (2Gi) and was OOMKilled (exit code 137)"
+    assert (observed.reason, observed.message) == (Reason.OOM_KILLED, f"trainer 0 {said}")
+    assert next(w for w in observed.workers if w.role == "trainer").message == said
+
+
 @pytest.mark.parametrize(
     ("meta", "role", "index"),
     [

@@ -45,3 +45,18 @@ def test_an_operator_means_their_own_run_first(
     assert carol_api.get("/api/v1/jobs/fit?all=1").json()["uid"] == "fit-carol"
     assert 'data-uid="fit-carol"' in page_client(carol).get("/jobs/fit/").content.decode()
     assert carol_api.get("/api/v1/jobs/fit-alice?all=1").json()["uid"] == "fit-alice"  # anyone's, by uid
+
+
+def test_removing_by_a_name_several_runs_share_picks_none_and_lists_their_uids(
+    local_dc: Datacenter, alice: User, alice_api: APIClient
+) -> None:
+    _aged(make_job(local_dc, alice, uid="fit-old00"), days=2)
+    make_job(local_dc, alice, uid="fit-new00")
+    refused = alice_api.delete("/api/v1/jobs/fit?rm=1")
+    assert refused.status_code == 409, refused.json()
+    assert refused.json()["errors"][0]["field"] == "name"
+    assert "has several runs (fit-new00, fit-old00); remove one by its uid" in refused.json()["errors"][0]["message"]
+    assert Job.objects.filter(name="fit").count() == 2  # nothing removed on a guess
+    assert alice_api.delete("/api/v1/jobs/fit-old00?rm=1").status_code == 204  # a uid pins its run
+    assert alice_api.delete("/api/v1/jobs/fit?rm=1").status_code == 204  # the one run left: no guess
+    assert not Job.objects.filter(name="fit").exists()

@@ -153,9 +153,14 @@ def test_requested_totals_count_every_process() -> None:
     assert (float(cpu), memory, gpu) == (5.5, 3 * 2**30 + 2**29 * 2, 3)
 
 
-def test_the_pir_flag_is_free_in_collective_mode(
-    alice_api: APIClient, local_dc: Datacenter, fake_package: Path
+@pytest.mark.parametrize("name", ["FLAGS_enable_pir_api", "TRAINING_ROLE"])
+def test_names_only_ps_mode_sets_are_free_in_collective_mode_and_refused_in_ps_mode(
+    alice_api: APIClient, local_dc: Datacenter, fake_package: Path, name: str
 ) -> None:
-    body = {**GOOD, "pservers": 0, "env": {"FLAGS_enable_pir_api": "0"}}
+    body = {**GOOD, "pservers": 0, "env": {name: "0"}}
     response = alice_api.post("/api/v1/jobs?dry_run=1", body, format="json")
     assert response.status_code == 200, response.json()
+    refused = alice_api.post("/api/v1/jobs?dry_run=1", {**body, "pservers": 1}, format="json")
+    errors = refused.json()["errors"]
+    assert refused.status_code == 400, errors
+    assert any(e["field"] == "env" and "in parameter-server mode" in e["message"] for e in errors), errors

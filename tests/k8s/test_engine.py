@@ -207,7 +207,9 @@ def test_a_trainer_whose_rendezvous_could_not_complete_fails_the_job_naming_it(k
 
 
 def test_oomkilled_image_pull_and_a_lost_pserver_are_named(k8s_dc: Datacenter, alice: User) -> None:
-    oom = submit(k8s_dc, alice, {"jobname": "oom"}, trainer_annotations={FATE: "oomkilled", DELAY: "500ms"})
+    oom = submit(
+        k8s_dc, alice, {"jobname": "oom", "memory": "512Mi"}, trainer_annotations={FATE: "oomkilled", DELAY: "500ms"}
+    )
     pull = submit(k8s_dc, alice, {"jobname": "pull", "image": "registry.example/invalid-image:1"})
     lost = submit(
         k8s_dc,
@@ -223,7 +225,7 @@ def test_oomkilled_image_pull_and_a_lost_pserver_are_named(k8s_dc: Datacenter, a
     )
     oom.refresh_from_db()
     assert (oom.state, oom.reason, oom.exit_code) == ("failed", "OOMKilled", 137)
-    assert oom.message == "trainer 0 was OOMKilled (exit code 137)"
+    assert oom.message == "trainer 0 went over its memory limit (512Mi) and was OOMKilled (exit code 137)"
     lost.refresh_from_db()
     assert (lost.state, lost.reason) == ("failed", "PserverLost")
     # kwok fails the pod (a kubelet would restart its container); the StatefulSet controller deletes

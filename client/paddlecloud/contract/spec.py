@@ -48,11 +48,11 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # explicit ranges: ASCII only
 # Variables PaddleCloud sets for the launcher and Paddle; a user value would silently break the wiring.
 RESERVED_ENV_PREFIXES = (JOB_ENV_PREFIX, "PADDLE_")
 RESERVED_ENV_NAMES = frozenset(
-    {"TRAINING_ROLE", "POD_IP", "TRAINER_ID", "TRAINERS", "PATH", "VIRTUAL_ENV", "JOB_COMPLETION_INDEX"}
+    {"POD_IP", "TRAINER_ID", "TRAINERS", "PATH", "VIRTUAL_ENV", "JOB_COMPLETION_INDEX"}
 )
 # Names PaddleCloud sets only in parameter-server mode (pservers > 0; launch_env.paddle_env): free in
-# collective mode, where nothing sets them.
-PS_MODE_ENV_NAMES = frozenset({"FLAGS_enable_pir_api"})
+# collective mode, where nothing sets them and Paddle's collective role maker reads neither.
+PS_MODE_ENV_NAMES = frozenset({"FLAGS_enable_pir_api", "TRAINING_ROLE"})
 
 # Paddle's own launchers start every rank themselves: under PaddleCloud, which already starts each
 # trainer and pserver with its rank's variables, each would run alone as rank 0 of 1 on all the data.

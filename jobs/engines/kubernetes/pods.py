@@ -139,11 +139,21 @@ def terminated(pod: Obj) -> Obj | None:
     return state.get("terminated")
 
 
-def describe(term: Obj | None, fallback: str = "ended without an exit status") -> str:
+def memory_limit(pod: Obj | None) -> str:
+    """The memory limit of the pod's (first, the launcher's) container as its manifest says it ("4Gi"), or ""."""
+    containers = ((pod or {}).get("spec") or {}).get("containers") or [{}]
+    limits = (containers[0].get("resources") or {}).get("limits") or {}
+    return str(limits.get("memory") or "")
+
+
+def describe(term: Obj | None, fallback: str = "ended without an exit status", memory: str = "") -> str:
+    """How a container ended; an OOM kill names the container's `memory` limit where it is known, so the
+    message says what to raise (-memory / -psmemory) as the local engine's does."""
     if not term:
         return fallback
     code, reason = term.get("exitCode"), term.get("reason") or ""
     if reason == "OOMKilled":
-        return f"was OOMKilled (exit code {code})"
+        over = f"went over its memory limit ({memory}) and " if memory else ""
+        return f"{over}was OOMKilled (exit code {code})"
     detail = f" ({reason})" if reason and reason not in ("Error", "Completed") else ""
     return f"exited with code {code}{detail}"

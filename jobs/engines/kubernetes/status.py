@@ -5,8 +5,9 @@ Rules, in order of precedence:
    are no loss).
 2. A pserver pod ended (whatever its exit code: code 0 too), restarted, was replaced or vanished ->
    failed, `PserverLost` (trainers would exit 0 with nothing learned; paddle-notes trap 8).
-3. The trainers' Job has `FailureTarget` or `Failed` -> failed: `OOMKilled` if the failing trainer's
-   last container was, else `BackoffLimit` (max_retries > 0) or `TrainerFailed`, with its exit code.
+3. The trainers' Job has `FailureTarget` or `Failed` -> failed: `OOMKilled` (naming the container's memory
+   limit) if the failing trainer's last container was, else `BackoffLimit` (max_retries > 0) or
+   `TrainerFailed`, with its exit code.
 4. A pod refused by the ResourceQuota (a `FailedCreate` event saying "exceeded quota") -> pending,
    `QuotaExceeded` with the API server's message; failed with `QuotaExceeded` once the job has been
    pending that way for `quota_grace` seconds (a rejection can be momentary, e.g. while the pods of a
@@ -40,6 +41,7 @@ from jobs.engines.kubernetes.pods import (
     describe,
     failure_count,
     index_set,
+    memory_limit,
     phase,
     terminated,
 )
@@ -140,12 +142,12 @@ def _pserver(f: Facts, index: int, pods: list[Obj]) -> tuple[WorkerStatus, _Prob
     what = ""
     code = None
     if phase(pod) in ("Failed", "Succeeded") or term:
-        what, code = describe(term, "stopped"), (term or {}).get("exitCode")
+        what, code = describe(term, "stopped", memory_limit(pod)), (term or {}).get("exitCode")
         reason = (pod.get("status") or {}).get("reason")
         if reason and not term:
             what = f"was {reason}: {(pod.get('status') or {}).get('message') or ''}".rstrip(": ")
     elif restarts or last:
-        what, code = f"restarted after it {describe(last, 'stopped')}", (last or {}).get("exitCode")
+        what, code = f"restarted after it {describe(last, 'stopped', memory_limit(pod))}", (last or {}).get("exitCode")
     elif seen and pod["metadata"].get("uid") != seen:
         what = "was replaced by a new pod (the first one was deleted or evicted)"
     elif pod["metadata"].get("deletionTimestamp"):
@@ -188,7 +190,8 @@ def _trainer(
     if current == "Succeeded":
         return _status(Role.TRAINER, index, WorkerState.SUCCEEDED, pod, restarts=restarts, exit_code=0), None
     if current == "Failed":
-        what = describe(term, f"failed: {(pod.get('status') or {}).get('reason') or 'no exit status'}")
+        ended = f"failed: {(pod.get('status') or {}).get('reason') or 'no exit status'}"
+        what = describe(term, ended, memory_limit(pod))
         if index in failed:
             retries = f" after {restarts} restart(s)" if f.max_retries else ""
             reason = _trainer_reason(f, term, code)

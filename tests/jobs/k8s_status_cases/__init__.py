@@ -50,6 +50,9 @@ def trim_pod(pod: Obj) -> Obj:
     if containers:
         kept["containerStatuses"] = [_pick(containers[0], _CONTAINER_FIELDS)]
     spec = _pick(pod.get("spec"), ("nodeName",))
+    memory = k8s_pods.memory_limit(pod)
+    if memory:  # an OOM kill's message names it
+        spec["containers"] = [{"resources": {"limits": {"memory": memory}}}]
     return {"metadata": _meta(pod, _POD_ANNOTATIONS), "spec": spec, "status": kept}
 
 
