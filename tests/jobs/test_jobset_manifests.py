@@ -67,18 +67,19 @@ def test_a_collective_job_has_no_pserver_replicated_job() -> None:
     assert [r["name"] for r in body["spec"]["replicatedJobs"]] == ["trainer"]
 
 
-def test_the_users_cluster_queue_holds_their_quota_on_one_flavor() -> None:
+def test_the_users_cluster_queue_holds_their_quota_cpu_and_memory_on_one_flavor_gpus_on_another() -> None:
     limits = Amounts(cpu=Decimal("3.5"), memory=16 * 2**30, gpu=1)
     queue = kueue.cluster_queue("paddle-alice", "dc", "alice", limits)
     assert queue["metadata"]["name"] == "paddle-alice"
     assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "paddle-alice"}}
-    (group,) = queue["spec"]["resourceGroups"]
-    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
-    (flavor,) = group["flavors"]
+    compute, gpus = queue["spec"]["resourceGroups"]
+    assert compute["coveredResources"] == ["cpu", "memory"] and gpus["coveredResources"] == ["nvidia.com/gpu"]
+    (flavor,) = compute["flavors"]
     assert flavor["name"] == kueue.FLAVOR == kueue.resource_flavor()["metadata"]["name"]
-    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]} == {
-        "cpu": "3.5", "memory": "16Gi", "nvidia.com/gpu": "1"
-    }  # fmt: skip
+    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]} == {"cpu": "3.5", "memory": "16Gi"}
+    (gpu_flavor,) = gpus["flavors"]
+    assert gpu_flavor["name"] == kueue.GPU_FLAVOR == kueue.resource_flavor(kueue.GPU_FLAVOR)["metadata"]["name"]
+    assert [(r["name"], r["nominalQuota"]) for r in gpu_flavor["resources"]] == [("nvidia.com/gpu", "1")]
     local = kueue.local_queue("paddle-alice", "dc", "alice")
     assert (local["metadata"]["name"], local["metadata"]["namespace"]) == ("paddlecloud", "paddle-alice")
     assert local["spec"] == {"clusterQueue": "paddle-alice"}
@@ -144,7 +145,7 @@ def test_the_cluster_queue_preempts_lower_priority_in_a_datacenter_cohort_with_t
     }
     assert spec["fairSharing"] == {"weight": "2.5"}
     # Nothing borrowed while the namespace's ResourceQuota still holds the user to their own quota.
-    assert {r["borrowingLimit"] for r in spec["resourceGroups"][0]["flavors"][0]["resources"]} == {"0"}
+    assert {r["borrowingLimit"] for g in spec["resourceGroups"] for r in g["flavors"][0]["resources"]} == {"0"}
 
 
 EVICTED_CONDITION = {"type": "Evicted", "status": "True", "reason": "Preempted",

@@ -17,9 +17,12 @@ LIMITS = Amounts(cpu=Decimal("8"), memory=32 * 2**30, gpu=2)
 
 
 def resources(body: dict[str, Any]) -> dict[str, dict[str, str]]:
-    (group,) = body["spec"]["resourceGroups"]
-    (flavor,) = group["flavors"]
-    return {r.pop("name"): r for r in flavor["resources"]}
+    """Every resource's quota, across the resource groups (cpu and memory on one flavor, GPUs on another)."""
+    result = {}
+    for group in body["spec"]["resourceGroups"]:
+        (flavor,) = group["flavors"]
+        result.update({r.pop("name"): r for r in flavor["resources"]})
+    return result
 
 
 def test_a_team_cohort_holds_the_teams_quota_under_the_datacenter_cohort_with_its_weight() -> None:

@@ -34,6 +34,7 @@ from tools.k8s.testcluster import (  # noqa: E402
 )
 
 HERE = Path(__file__).resolve().parent
+GPU_NODE_LABEL = "paddlecloud.test/gpu"  # the Kueue cluster's GPU node; tests give it to the GPU flavor
 
 
 def _missing_message() -> str | None:
@@ -102,7 +103,8 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluste
 @pytest.fixture(scope="session")
 def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
     """A control plane of its own running JobSet's controller and Kueue (the `k8s_cluster` of other tests stays
-    without them), on three 8-cpu kwok nodes; skips without the built binaries (fails if PADDLECLOUD_REQUIRE_K8S=1)."""
+    without them), on three 8-cpu kwok nodes and a 4-cpu one with 2 GPUs (labelled GPU_NODE_LABEL); skips
+    without the built binaries (fails if PADDLECLOUD_REQUIRE_K8S=1)."""
     missing = _missing_message() or (", ".join(kueue_missing()) or None)
     if missing:
         message = f"Kueue tests need the control plane and tools/k8s/build-kueue.sh's output, missing: {missing}"
@@ -110,6 +112,7 @@ def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClus
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     nodes = [FakeNode(f"kueue-node-{i}", cpu="8", memory="32Gi") for i in range(3)]
+    nodes.append(FakeNode("kueue-gpu-0", cpu="4", memory="16Gi", gpus=2, labels={GPU_NODE_LABEL: "yes"}))
     cluster = TestCluster(default_bin_dir(), tmp_path_factory.mktemp("k8s-kueue"), nodes=nodes, kueue=True)
     cluster.start()
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,27 @@ RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 SERVICE_ACCOUNT = "system:serviceaccount:paddlecloud:paddlecloud"
 
 
+def create_namespace_once_free(core: k8s.CoreV1Api, body: dict[str, Any], timeout: float = 120) -> None:
+    """Create the namespace, waiting while one of its name is still terminating (another test's, deleted a moment
+    ago: namespace deletion is asynchronous, and a create meanwhile is a 409)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            core.create_namespace(body)
+            return
+        except ApiException as exc:
+            if exc.status != 409 or time.monotonic() > deadline:
+                raise
+        time.sleep(1)
+
+
 @contextlib.contextmanager
 def service_account_kubeconfig(cluster: TestCluster, api: k8s.ApiClient) -> Iterator[str]:
     """The manifest applied, and a kubeconfig with a token of its service account (all removed afterwards)."""
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
     create: dict[str, Callable[[Any], object]] = {
-        "Namespace": lambda d: core.create_namespace(d),
+        "Namespace": lambda d: create_namespace_once_free(core, d),
         "ServiceAccount": lambda d: core.create_namespaced_service_account(d["metadata"]["namespace"], d),
         "ClusterRole": lambda d: rbac.create_cluster_role(d),
         "ClusterRoleBinding": lambda d: rbac.create_cluster_role_binding(d),

@@ -21,6 +21,7 @@ from datacenters.models import Datacenter
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import visibility
 from jobs.models import Job, JobState, Reason
+from tests.k8s import rbac_helpers
 from tests.k8s.engine_helpers import FATE, drive, job_in, kill, submit
 from tests.wait import wait_for
 from tools.k8s.testcluster import TestCluster
@@ -53,7 +54,7 @@ def web_account(cluster: TestCluster) -> Iterator[kube.Kube]:
     docs = [d for d in yaml.safe_load_all(RBAC_WEB.read_text()) if d]
     with cluster.api_client() as admin:
         core, rbac = k8s.CoreV1Api(admin), k8s.RbacAuthorizationV1Api(admin)
-        core.create_namespace({"metadata": {"name": "paddlecloud"}})
+        rbac_helpers.create_namespace_once_free(core, {"metadata": {"name": "paddlecloud"}})
         account, role, binding = (next(d for d in docs if d["kind"] == kind) for kind in
                                   ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"))  # fmt: skip
         core.create_namespaced_service_account("paddlecloud", account)

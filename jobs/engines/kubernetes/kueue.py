@@ -1,8 +1,8 @@
 """Kueue's objects for a user and their team (plain dicts, pure functions), and Kueue's words on why a JobSet waits.
 
 Per user of an `admission: kueue` datacenter: a ClusterQueue named as their namespace (`<prefix><user>`) on the
-one ResourceFlavor `paddlecloud-default`, and the LocalQueue `paddlecloud` in their namespace pointing at it
-(jobset.QUEUE_LABEL names it).
+ResourceFlavors `paddlecloud-default` (cpu, memory) and `paddlecloud-gpu` (GPUs), and the LocalQueue
+`paddlecloud` in their namespace pointing at it (jobset.QUEUE_LABEL names it).
 
 Teams (the portal's rule, jobs/scheduling/policy.py): a team's quota is its guarantee, its members borrow past it
 only with `may_borrow`, and a member's own quota caps them always. So per team (datacenters.TeamQuota) a Cohort
@@ -33,17 +33,21 @@ from jobs.engines.kubernetes.status import VANISHED_AFTER, Facts
 from jobs.models import JobState, Reason, Role, WorkerState
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
-FLAVOR = "paddlecloud-default"  # no node labels: every node of the cluster
+FLAVOR = "paddlecloud-default"  # cpu and memory, on every node of the cluster (no node labels)
+# GPUs, in a resource group of their own: GPU quota is counted apart from cpu and memory (no quota counted twice),
+# and an operator may give this flavor `spec.nodeLabels` (e.g. `nvidia.com/gpu.present: "true"`, or a GPU model)
+# so GPU pods land on those nodes: the portal makes it when missing and never rewrites it.
+GPU_FLAVOR = "paddlecloud-gpu"
 PREFIX = "paddlecloud-"  # of the cohorts and WorkloadPriorityClasses the portal makes
 Obj = dict[str, Any]
 NOTHING = Amounts()
 
 
-def resource_flavor() -> Obj:
+def resource_flavor(name: str = FLAVOR) -> Obj:
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceFlavor",
-        "metadata": {"name": FLAVOR, "labels": {names.MANAGED_BY: names.MANAGER}},
+        "metadata": {"name": name, "labels": {names.MANAGED_BY: names.MANAGER}},
     }
 
 
@@ -99,7 +103,14 @@ def _quota(limits: Amounts, borrowing: Amounts | None) -> list[Obj]:
 
 
 def _resource_groups(quota: list[Obj]) -> list[Obj]:
-    return [{"coveredResources": ["cpu", "memory", GPU_RESOURCE], "flavors": [{"name": FLAVOR, "resources": quota}]}]
+    """cpu and memory on FLAVOR, GPUs on GPU_FLAVOR: a pod set that asks no GPU (pservers) gets no GPU flavor, so
+    none of its nodes' labels."""
+    compute = [entry for entry in quota if entry["name"] != GPU_RESOURCE]
+    gpus = [entry for entry in quota if entry["name"] == GPU_RESOURCE]
+    return [
+        {"coveredResources": ["cpu", "memory"], "flavors": [{"name": FLAVOR, "resources": compute}]},
+        {"coveredResources": [GPU_RESOURCE], "flavors": [{"name": GPU_FLAVOR, "resources": gpus}]},
+    ]
 
 
 def team_cohort(datacenter: str, team: str, guaranteed: Amounts, may_borrow: bool, weight: Decimal) -> Obj:

@@ -163,7 +163,9 @@ class ClusterObjects:
             self._ensure_peer_policies(ns)  # only where the deny is (re)made: after it, every job made its own
         for policy in policy_bodies:
             self.ensure_current("NetworkPolicy", policy)
-        for body in queues:  # the flavor before the ClusterQueue naming it, that before its LocalQueue
+        if queues:
+            self._ensure_gpu_flavor()
+        for body in queues:  # the flavors before the ClusterQueue naming them, that before its LocalQueue
             self.ensure_current(body["kind"], body)
         _made_in(self.k8s).remember(ns, _made_as(current), digest)
 
@@ -180,6 +182,10 @@ class ClusterObjects:
         # Every team's Cohort, not only the user's: a team's idle quota is only there to borrow once its Cohort is.
         cohorts = [team_cohort(dc, each) for each in self._teams()]
         return [kueue.resource_flavor(), *cohorts, cluster_queue, kueue.local_queue(ns, dc, username)]
+
+    def _ensure_gpu_flavor(self) -> None:
+        # Made when missing, never rewritten: the operator's node labels on it stay (kueue.GPU_FLAVOR).
+        self.ensure("ResourceFlavor", kueue.resource_flavor(kueue.GPU_FLAVOR))
 
     def ensure_priority_class(self, portal_class: str, value: int) -> str:
         """Kueue's WorkloadPriorityClass for the portal's class, made or given its value; its name.
