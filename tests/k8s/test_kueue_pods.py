@@ -1,7 +1,7 @@
 """Real Paddle pods through Kueue on the real node: the PS and collective examples as JobSets, and a `high` job that
 preempts a running `low` example, which resumes from its checkpoint as attempt 2 and succeeds.
 
-One test, four pod sets (two attempts of the PS example, one collective run): each real-node job costs CI minutes.
+One test, three JobSets (two attempts of the PS example, one collective run): each real-node job costs CI minutes.
 """
 
 from __future__ import annotations
