@@ -78,7 +78,13 @@ def k8s_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestC
     missing = _node_missing_message()
     if missing:  # only reached with PADDLECLOUD_REQUIRE_K8S=1 (CI): otherwise skipped at collection
         pytest.fail(missing, pytrace=False)
-    cluster = TestCluster(default_bin_dir(), tmp_path_factory.mktemp("k8s-node"), nodes=(), node=RealNode())
+    # Only one real node can run on a host, so the session's one real-node cluster also runs Kueue and JobSet
+    # (they leave `admission: portal` jobs alone: no queue-name label). Without build-kueue.sh's output it runs
+    # without them and the `kueue_node_dc` tests skip; in CI (PADDLECLOUD_REQUIRE_K8S=1) the cluster fails to start.
+    kueue = os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1" or not kueue_missing()
+    cluster = TestCluster(
+        default_bin_dir(), tmp_path_factory.mktemp("k8s-node"), nodes=(), node=RealNode(), kueue=kueue
+    )
     cluster.start(timeout=300)
     try:
         yield cluster
@@ -237,7 +243,25 @@ def kueue_dc(db: None, kueue_cluster: TestCluster, tmp_path: Path) -> Iterator[A
         default_jobs=50,
     )
     yield dc
-    with kueue_cluster.api_client() as api:
+    _delete_kueue_objects_of(kueue_cluster, dc)
+
+
+@pytest.fixture
+def kueue_node_dc(db: None, k8s_node_cluster: TestCluster, tmp_path: Path) -> Iterator[Any]:
+    """kueue_dc on the real node (node_datacenter: the runtime image): every user's quota the node's 2 cores and
+    8Gi, so two jobs of 2 cores take turns or preempt. Skips where the node cluster runs without Kueue (never in
+    CI: there k8s_node_cluster fails instead)."""
+    if k8s_node_cluster.kueue_bin_dir is None:
+        pytest.skip(f"the real-node cluster runs without Kueue, missing: {', '.join(kueue_missing())}")
+    fields = {"admission": "kueue", "default_cpu": "2", "default_memory": "8Gi", "default_jobs": 10}
+    dc = node_datacenter(k8s_node_cluster, tmp_path / "kqpfs", "kqn", "k", **fields)
+    yield dc
+    _delete_kueue_objects_of(k8s_node_cluster, dc)
+
+
+def _delete_kueue_objects_of(cluster: TestCluster, dc: Datacenter) -> None:
+    """Delete the namespaces and ClusterQueues the engine made for `dc`."""
+    with cluster.api_client() as api:
         custom = k8s.CustomObjectsApi(api)
         _delete_namespaces_of(api, dc)
         kind = ("kueue.x-k8s.io", "v1beta2", "clusterqueues")
