@@ -15,6 +15,7 @@ from datacenters import api as datacenters_api
 from datacenters import views as datacenters_views
 from jobs import page_urls
 from jobs import views as job_views
+from notifications import views as notification_views
 from notifications.api import NotifyPreferenceView
 from portal.views import VersionView
 from registry import views as registry_views
@@ -54,6 +55,8 @@ urlpatterns = [
     path("profile/", accounts_views.profile, name="profile"),
     path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
     path("profile/password/", accounts_views.password_change, name="password-change"),
+    path("profile/notifications/", notification_views.settings_page, name="notifications"),
+    path("profile/notifications/test", notification_views.send_test, name="notifications-test"),
     path("jobs/", include("jobs.page_urls")),
     path("", include(page_urls.root_urlpatterns)),
     path("files/", storage_views.browser, name="file-browser"),

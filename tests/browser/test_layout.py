@@ -44,7 +44,7 @@ def portal_world(local_dc: Datacenter, alice: User) -> Job:
 
 def main_pages(job: Job) -> list[str]:
     return ["/", "/jobs/", f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs", "/jobs/new", "/files/", "/quota/",
-            "/usage/", "/queue/", "/registries/", "/profile/", "/profile/password/"]
+            "/usage/", "/queue/", "/registries/", "/profile/", "/profile/password/", "/profile/notifications/"]
 
 
 def sideways(page: Page, paths: list[str], width: int, device: str) -> dict[str, int]:
