@@ -66,9 +66,9 @@ def test_a_webhook_set_on_the_page_receives_the_test(
     assert "Test webhook: the receiver answered HTTP 204" in message
     bodies = receiver.bodies  # type: ignore[attr-defined]
     assert len(bodies) == 1 and bodies[0]["test"] is True and bodies[0]["user"] == "alice"
+    logged_in.screenshot("notifications-page")
     page.click('[data-testid="notify-test"]')  # at once again: refused, nothing sent
     assert "less than" in page.inner_text(".message.error") and len(bodies) == 1
-    logged_in.screenshot("notifications-page")
     assert logged_in.problems == []
 
 
