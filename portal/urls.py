@@ -13,6 +13,7 @@ from accounts import api as accounts_api
 from accounts import views as accounts_views
 from datacenters import api as datacenters_api
 from datacenters import views as datacenters_views
+from health import views as health_views
 from jobs import page_urls
 from jobs import views as job_views
 from notifications import views as notification_views
@@ -65,6 +66,7 @@ urlpatterns = [
     path("registries/", registry_views.registry_list, name="registries"),
     path("registries/<str:name>/delete", registry_views.registry_delete, name="registries-delete"),
     path("quota/", datacenters_views.quota_page, name="quota"),
+    path("health/", health_views.health_page, name="health"),
     path("admin/login/", accounts_views.admin_login),  # before admin/: the throttle's 429
     path("admin/", admin.site.urls),
     path("api-token-auth/", accounts_api.LegacyTokenView.as_view(), name="api-token-auth"),

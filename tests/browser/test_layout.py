@@ -72,7 +72,8 @@ def test_no_page_scrolls_sideways_and_log_out_is_reachable(
     wide = sideways(anonymous, ["/login/", "/signup/"], width, device)
     anonymous.page.context.close()
     staff = login(browser, live_server.url, carol, viewport=viewport)  # the operators' queue, admin and API docs
-    staff_pages = ["/queue/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/", "/api/docs/"]
+    staff_pages = ["/queue/", "/health/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/",
+                   "/api/docs/"]
     wide |= {f"{path} (staff)": size for path, size in sideways(staff, staff_pages, width, device + "-staff").items()}
     staff.page.context.close()
     user = login(browser, live_server.url, alice, viewport=viewport)
