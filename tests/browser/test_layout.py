@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from datacenters.models import Datacenter
+from health.models import WorkerHeartbeat
 from jobs.models import Job, Worker
 from registry.models import RegistrySecret
 from tests.browser.conftest import Page, login
@@ -39,6 +42,9 @@ def portal_world(local_dc: Datacenter, alice: User) -> Job:
     RegistrySecret.objects.create(owner=alice, name="private", server="registry.example.com:5000",
                                   username="alice-robot-account", password="x")
     (Path(local_dc.storage_root, "home", "alice") / "a-file-with-a-rather-long-name-for-a-phone.csv").write_text("1\n")
+    now = timezone.now()  # the health page: one worker alive, one stale
+    WorkerHeartbeat.objects.create(hostname="worker-1.cluster.example.com", last_seen=now, beats=120)
+    WorkerHeartbeat.objects.create(hostname="worker-2.cluster.example.com", last_seen=now - timedelta(hours=2), beats=7)
     return job
 
 
