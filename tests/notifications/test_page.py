@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from django.core import mail
 from django.test import Client
 
+from jobs.forms import initial_from_spec
 from notifications.models import NotifyPreference
 from tests.conftest import PASSWORD
 
@@ -50,3 +51,10 @@ def test_a_test_email_goes_to_the_accounts_address(alice: User) -> None:
 def test_with_nothing_set_the_test_says_so(alice: User) -> None:
     answer = logged_in(alice).post("/profile/notifications/test", follow=True)
     assert "Nothing to test" in answer.content.decode()
+
+
+def test_a_cloned_job_keeps_its_notify_as_the_forms_text() -> None:
+    spec = {"entry": "python train.py", "notify": {"email": True, "webhook": "https://h.example.com/x"}}
+    assert initial_from_spec(spec, with_env_values=True)["notify"] == "email,webhook=https://h.example.com/x"
+    assert initial_from_spec({"notify": {"email": False, "webhook": ""}}, with_env_values=True)["notify"] == "none"
+    assert "notify" not in initial_from_spec({"entry": "x"}, with_env_values=True)  # the default applies
