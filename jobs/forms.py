@@ -64,6 +64,11 @@ class SubmitForm(forms.Form):
     )
     max_retries = _text("Retries per trainer", max_length=12)
     pending_timeout = _text("Pending timeout (s)", max_length=12)
+    # paddlectl's -notify syntax, so the page, the CLI and the docs say one thing; empty: the profile's default.
+    notify = _text(
+        "Notify when it ends", max_length=rules.MAX_WEBHOOK_URL + 20,
+        help_text="email, webhook=URL, email,webhook=URL or none; empty: your default (Profile, Notifications)",
+    )
 
     def __init__(
         self,
@@ -99,6 +104,12 @@ class SubmitForm(forms.Form):
                     continue
                 env[name.strip()] = value
             data["env"] = env
+        notify_text = data.pop("notify", "")
+        if notify_text:
+            try:
+                data["notify"] = rules.parse_notify(notify_text)
+            except ValueError as exc:
+                self.add_error("notify", str(exc))
         return data
 
     def add_api_errors(self, detail: Any) -> None:
@@ -129,7 +140,12 @@ def _flatten(problems: Any) -> list[Any]:
 
 def initial_from_spec(spec: dict[str, Any], with_env_values: bool) -> dict[str, Any]:
     """The form's fields from a job's spec (clone); env values only for the job's own owner."""
-    initial = {key: value for key, value in spec.items() if key != "env" and value is not None}
+    initial = {key: value for key, value in spec.items() if key not in ("env", "notify") and value is not None}
+    notify = spec.get("notify")
+    if isinstance(notify, dict):
+        parts = ["email"] if notify.get("email") else []
+        parts += [f"webhook={notify['webhook']}"] if notify.get("webhook") else []
+        initial["notify"] = ",".join(parts) or "none"
     env = spec.get("env") or {}
     initial["env"] = "\n".join(f"{name}={value if with_env_values else ''}" for name, value in env.items())
     return initial

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.locks import exclusive, job_lock
 from datacenters.models import Datacenter
-from jobs import hooks
+from jobs import hooks, reconcile_runs
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
@@ -193,11 +193,14 @@ def reconcile_promptly(job_ids: set[int]) -> None:
 
 def _reconcile_each(datacenters: Iterable[Datacenter]) -> None:
     for datacenter in datacenters:
+        started, clock, error = timezone.now(), time.monotonic(), ""
         try:
             reconcile_datacenter(datacenter)
-        except Exception:
+        except Exception as exc:
             # One broken datacenter must not stop the others from being followed.
             log.exception("reconcile of datacenter %s failed", datacenter.name)
+            error = f"{type(exc).__name__}: {exc}"
+        reconcile_runs.record(datacenter.pk, started, time.monotonic() - clock, error)  # the health page
 
 
 @shared_task(name="jobs.storage_quota", ignore_result=True)

@@ -121,3 +121,45 @@ def send(delivery_id: int) -> None:
         raise webhook.WebhookTransient(str(exc)) from None
     else:
         _finish(delivery, DeliveryState.SENT)
+
+
+TEST_EVERY_SECONDS = 10  # one test a user at most this often: the button cannot make the portal a POST cannon
+
+
+def send_test(user: Any) -> list[tuple[str, bool, str]]:
+    """Send a test now to each channel of `user`'s saved default: (channel, sent, what happened) for each.
+
+    The webhook goes through the same sender as a job's (public addresses only, no redirects, one deadline);
+    nothing is retried and no Delivery is recorded: the answer is shown to the user at once.
+    """
+    pref = NotifyPreference.objects.filter(user_id=user.pk).first()
+    outcomes: list[tuple[str, bool, str]] = []
+    if pref is None:
+        return outcomes
+    if pref.email:
+        outcomes.append(_test_email(user))
+    if pref.webhook:
+        outcomes.append(_test_webhook(user, pref.webhook))
+    return outcomes
+
+
+def _test_email(user: Any) -> tuple[str, bool, str]:
+    if not user.email:
+        return Channel.EMAIL.value, False, "your account has no email address"
+    try:
+        send_mail(subject="[PaddleCloud] test notification", from_email=None, recipient_list=[user.email],
+                  message="This is a test: PaddleCloud will email this address when your jobs end.\n")
+    except OSError as exc:
+        return Channel.EMAIL.value, False, f"the mail server refused it: {type(exc).__name__}"
+    return Channel.EMAIL.value, True, f"sent to {user.email}"
+
+
+def _test_webhook(user: Any, url: str) -> tuple[str, bool, str]:
+    payload = {"test": True, "job": None, "state": None, "user": user.get_username(),
+               "message": "a test from PaddleCloud: this URL will receive a JSON body like this when a job ends"}
+    try:
+        status = webhook.post_json(url, payload, timeout=settings.PADDLECLOUD_WEBHOOK_TIMEOUT,
+                                   allow_private=settings.PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE)
+    except (webhook.WebhookRefused, webhook.WebhookTransient) as exc:
+        return Channel.WEBHOOK.value, False, str(exc)[:300]
+    return Channel.WEBHOOK.value, True, f"the receiver answered HTTP {status}"

@@ -13,8 +13,10 @@ from accounts import api as accounts_api
 from accounts import views as accounts_views
 from datacenters import api as datacenters_api
 from datacenters import views as datacenters_views
+from health import views as health_views
 from jobs import page_urls
 from jobs import views as job_views
+from notifications import views as notification_views
 from notifications.api import NotifyPreferenceView
 from portal.views import VersionView
 from registry import views as registry_views
@@ -54,6 +56,8 @@ urlpatterns = [
     path("profile/", accounts_views.profile, name="profile"),
     path("profile/token/regenerate", accounts_views.regenerate, name="regenerate-token"),
     path("profile/password/", accounts_views.password_change, name="password-change"),
+    path("profile/notifications/", notification_views.settings_page, name="notifications"),
+    path("profile/notifications/test", notification_views.send_test, name="notifications-test"),
     path("jobs/", include("jobs.page_urls")),
     path("", include(page_urls.root_urlpatterns)),
     path("files/", storage_views.browser, name="file-browser"),
@@ -62,6 +66,7 @@ urlpatterns = [
     path("registries/", registry_views.registry_list, name="registries"),
     path("registries/<str:name>/delete", registry_views.registry_delete, name="registries-delete"),
     path("quota/", datacenters_views.quota_page, name="quota"),
+    path("health/", health_views.health_page, name="health"),
     path("admin/login/", accounts_views.admin_login),  # before admin/: the throttle's 429
     path("admin/", admin.site.urls),
     path("api-token-auth/", accounts_api.LegacyTokenView.as_view(), name="api-token-auth"),

@@ -1,24 +1,32 @@
-// Job page: each metric over steps as an SVG chart, one line per trainer, read by cursor from
-// /api/v1/jobs/<uid>/metrics while the job runs. Names are set with textContent only (never HTML).
+// Job page: each metric over steps as an interactive uPlot chart (vendored: static/vendor/uPlot.*), one line
+// per trainer: values on hover (the legend), drag to zoom (double-click resets), a log scale, EMA smoothing,
+// other runs of the same name overlaid (dashed). Read by cursor from /api/v1/jobs/<uid>/metrics while the
+// job runs. Names are set with textContent only (never HTML); uPlot's legend sets its labels as text too.
 (function () {
   const root = document.getElementById("metrics");
-  if (!root) return;
-  const api = root.dataset.api;
-  const trainers = Math.min(parseInt(root.dataset.trainers, 10) || 0, 64); // more would not be readable
-  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+  if (!root || typeof uPlot === "undefined") return;
+  // Dark enough for text on white (the caption's keys use the same colours: portal.css .metric-key-N).
+  const COLORS = ["#1a5fa8", "#c0262d", "#1e7d32", "#a34c00", "#7b4ba8", "#8c564b", "#b0307f", "#0d6e7a"];
   const MAX_DRAWN = 1500; // points per line drawn; more are thinned evenly (the API keeps them all)
-  const W = 640, H = 240, PAD = { left: 56, right: 12, top: 12, bottom: 28 };
-  const NS = "http://www.w3.org/2000/svg";
-  const series = new Map(); // metric name -> Map(worker -> [[step, value], ...])
-  const cursors = {}, complete = {};
-  for (let i = 0; i < trainers; i++) { cursors[`trainer-${i}`] = ""; complete[`trainer-${i}`] = false; }
+  const MAX_TRAINERS = 64; // more lines would not be readable
+  const HEIGHT = 240;
+  const series = new Map(); // metric name -> Map(line label -> {points: [[step, value]], color, dash, source})
+  const charts = new Map(); // metric name -> {figure, plot, key, zoomed}
+  const logScale = new Map(); // metric name -> the reader's choice
+  const sources = [];
+  let smoothing = 0;
 
-  function el(name, attrs, text) {
-    const node = document.createElementNS(NS, name);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-    if (text !== undefined) node.textContent = text;
-    return node;
+  // A run whose trainers are read by cursor; the job's own run is active from the start.
+  function addSource(api, trainers, prefix, active) {
+    const source = { api, prefix, active, cursors: {}, complete: {} };
+    for (let i = 0; i < Math.min(trainers || 0, MAX_TRAINERS); i++) {
+      source.cursors[`trainer-${i}`] = "";
+      source.complete[`trainer-${i}`] = false;
+    }
+    sources.push(source);
+    return source;
   }
+  const own = addSource(root.dataset.api, parseInt(root.dataset.trainers, 10), "", true);
 
   function thin(points) {
     if (points.length <= MAX_DRAWN) return points;
@@ -28,96 +36,147 @@
     return out;
   }
 
-  // A metric whose values are all positive and span two orders of magnitude or more may be drawn on
-  // a log scale (a checkbox by its name); linear is the default, and the choice is kept per metric.
-  const LOG_SPAN = 100;
-  const logScale = new Map();
-
-  function range(lines) {
-    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-    for (const pts of lines.values()) for (const [x, y] of pts) {
-      x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
-    }
-    return { x0, x1, y0, y1 };
+  // Exponential moving average: 0 draws the values as logged, 0.99 nearly a flat trend.
+  function smooth(ys) {
+    if (!smoothing) return ys;
+    let last = ys[0];
+    return ys.map((y) => (last = smoothing * last + (1 - smoothing) * y));
   }
 
-  // An axis label that fits left of the chart: 4 digits, or an exponent for very large or small values.
-  function axis(v) {
+  // An axis or legend value: 4 digits, or an exponent for very large or small values.
+  function number(v) {
+    if (v === null || v === undefined) return "–";
     const size = Math.abs(v);
     return size !== 0 && (size >= 1e5 || size < 1e-2) ? v.toExponential(2) : v.toPrecision(4);
   }
 
-  function spansDecades(lines) {
-    const { y0, y1 } = range(lines);
-    return y0 > 0 && y1 / y0 >= LOG_SPAN;
+  function shownLines(name) {
+    return [...series.get(name)].filter(([, line]) => line.source.active);
   }
 
-  function chart(name, lines, log) {
-    let { x0, x1, y0, y1 } = range(lines);
-    const f = log ? Math.log10 : (y) => y;
-    const shown = log ? (y) => Math.pow(10, y) : (y) => y;
-    y0 = f(y0); y1 = f(y1);
-    if (x1 === x0) x1 = x0 + 1;
-    if (y1 === y0) { y1 = y0 + 1; y0 -= 1; }
-    const sx = (x) => PAD.left + ((x - x0) / (x1 - x0)) * (W - PAD.left - PAD.right);
-    const sy = (y) => H - PAD.bottom - ((f(y) - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
-    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "metric-chart", role: "img", "data-metric": name,
-      "data-scale": log ? "log" : "linear" });
-    svg.appendChild(el("title", {}, name));
-    svg.appendChild(el("rect", { x: PAD.left, y: PAD.top, width: W - PAD.left - PAD.right,
-      height: H - PAD.top - PAD.bottom, fill: "none", stroke: "#ccc" }));
-    const label = (x, y, text, anchor) => svg.appendChild(
-      el("text", { x, y, "font-size": 11, fill: "#555", "text-anchor": anchor }, text));
-    label(PAD.left - 4, PAD.top + 10, axis(shown(y1)), "end");
-    label(PAD.left - 4, H - PAD.bottom, axis(shown(y0)), "end");
-    if (log) label(PAD.left - 4, (PAD.top + H - PAD.bottom) / 2, axis(shown((y0 + y1) / 2)), "end");
-    label(PAD.left, H - 8, String(x0), "start");
-    label(W - PAD.right, H - 8, `step ${x1}`, "end");
-    let i = 0;
-    for (const [worker, pts] of lines) {
-      const color = COLORS[parseInt(worker.split("-")[1], 10) % COLORS.length] || COLORS[i % COLORS.length];
-      const d = thin(pts).map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(" ");
-      svg.appendChild(el("polyline", { points: d, fill: "none", stroke: color, "stroke-width": 1.5,
-        "data-worker": worker, "data-points": pts.length }));
-      i += 1;
+  function plotData(lines) {
+    const tables = lines.map(([, line]) => {
+      const pts = thin(line.points);
+      return [pts.map((p) => p[0]), smooth(pts.map((p) => p[1]))];
+    });
+    return uPlot.join(tables);
+  }
+
+  function options(name, lines, log, width, state) {
+    return {
+      width, height: HEIGHT,
+      scales: { x: { time: false }, y: log ? { distr: 3, log: 10 } : {} },
+      axes: [{ label: "step" }, { size: 64, values: (u, ticks) => ticks.map(number) }],
+      series: [{ label: "step" }, ...lines.map(([label, line]) => ({
+        label, stroke: line.color, width: 1.5, dash: line.dash, spanGaps: true, value: (u, v) => number(v),
+      }))],
+      cursor: { drag: { x: true, y: false } },
+      hooks: {
+        setSelect: [(u) => { if (u.select.width > 0) state.zoomed = true; }],
+        ready: [(u) => u.over.addEventListener("dblclick", () => { state.zoomed = false; })],
+      },
+    };
+  }
+
+  function caption(name, lines, canLog, log) {
+    const box = document.createElement("figcaption");
+    const title = document.createElement("strong");
+    title.className = "metric-name";
+    title.textContent = name;
+    box.appendChild(title);
+    for (const [label, line] of lines) {
+      if (line.source !== own) continue;
+      const key = document.createElement("span");
+      key.className = `metric-key metric-key-${COLORS.indexOf(line.color)}`;
+      key.textContent = ` ${label}: ${number(line.points[line.points.length - 1][1])}`;
+      box.appendChild(key);
     }
-    return svg;
+    if (canLog) {
+      const toggle = document.createElement("label");
+      toggle.className = "metric-scale";
+      const check = document.createElement("input");
+      check.type = "checkbox";
+      check.checked = log;
+      check.dataset.metric = name;
+      check.addEventListener("change", () => { logScale.set(name, check.checked); charts.get(name).key = ""; render(); });
+      toggle.append(" ", check, " log scale");
+      box.appendChild(toggle);
+    }
+    return box;
+  }
+
+  // Draw one metric: a new uPlot when its lines or scale changed, else new data into the old one (a zoom stays).
+  function draw(name, place) {
+    const lines = shownLines(name);
+    const canLog = lines.every(([, line]) => line.points.every((p) => p[1] > 0));
+    const log = canLog && logScale.get(name) === true;
+    const key = JSON.stringify([lines.map(([label]) => label), log]);
+    let state = charts.get(name);
+    if (!state) { state = { figure: document.createElement("figure"), key: "", zoomed: false }; charts.set(name, state); }
+    const figure = state.figure;
+    figure.className = "metric";
+    figure.dataset.metric = name;
+    figure.dataset.scale = log ? "log" : "linear";
+    for (const [label, line] of lines) if (line.source === own) figure.setAttribute(`data-points-${label}`, line.points.length);
+    const data = plotData(lines);
+    if (state.key !== key || !state.plot) {
+      if (state.plot) state.plot.destroy();
+      figure.replaceChildren(caption(name, lines, canLog, log));
+      state.zoomed = false;
+      state.plot = new uPlot(options(name, lines, log, chartWidth(), state), data, figure);
+      state.key = key;
+    } else {
+      figure.replaceChild(caption(name, lines, canLog, log), figure.firstChild);
+      state.plot.setData(data, !state.zoomed);
+    }
+    place.appendChild(figure);
+  }
+
+  function chartWidth() {
+    return Math.max(200, Math.min(document.getElementById("metrics-charts").clientWidth || 640, 900));
   }
 
   function render() {
     const box = document.getElementById("metrics-charts");
     document.getElementById("metrics-empty").hidden = series.size > 0;
-    box.replaceChildren();
-    for (const name of [...series.keys()].sort()) {
-      const lines = series.get(name);
-      const figure = document.createElement("figure");
-      figure.className = "metric";
-      const caption = document.createElement("figcaption");
-      const title = document.createElement("strong");
-      title.className = "metric-name";
-      title.textContent = name;
-      caption.appendChild(title);
-      for (const [worker, pts] of lines) {
-        const key = document.createElement("span");
-        key.className = `metric-key metric-key-${parseInt(worker.split("-")[1], 10) % COLORS.length}`;
-        key.textContent = ` ${worker}: ${pts[pts.length - 1][1].toPrecision(4)}`;
-        caption.appendChild(key);
+    document.getElementById("metrics-controls").hidden = series.size === 0;
+    for (const name of [...series.keys()].sort()) draw(name, box);
+  }
+
+  new ResizeObserver(() => {
+    for (const state of charts.values()) if (state.plot) state.plot.setSize({ width: chartWidth(), height: HEIGHT });
+  }).observe(document.getElementById("metrics-charts"));
+
+  const slider = document.getElementById("metrics-smoothing");
+  slider.addEventListener("input", () => {
+    smoothing = Math.min(Math.max(parseFloat(slider.value) || 0, 0), 0.99);
+    document.getElementById("metrics-smoothing-value").textContent = smoothing.toFixed(2);
+    render();
+  });
+
+  for (const check of document.querySelectorAll(".metric-runs input[type=checkbox]")) {
+    let source = null;
+    check.addEventListener("change", () => {
+      if (!source) source = addSource(check.dataset.api, parseInt(check.dataset.trainers, 10), `${check.dataset.uid} `, true);
+      source.active = check.checked;
+      dirty = true; // its lines appear (from what was read before, or the next read) or go
+      if (check.checked) poll(); else render();
+    });
+  }
+
+  function addPoints(source, worker, points) {
+    const label = source.prefix + worker;
+    // Another run's trainer N takes a colour a few places on from this run's (and is dashed).
+    const index = (parseInt(worker.split("-")[1], 10) || 0) + 3 * sources.indexOf(source);
+    for (const p of points) {
+      for (const [name, value] of Object.entries(p.values)) {
+        if (!series.has(name)) series.set(name, new Map());
+        const lines = series.get(name);
+        if (!lines.has(label)) {
+          lines.set(label, { points: [], color: COLORS[index % COLORS.length], dash: source === own ? undefined : [6, 4], source });
+        }
+        lines.get(label).points.push([p.step, value]);
       }
-      const log = spansDecades(lines) && logScale.get(name) === true;
-      if (spansDecades(lines)) {
-        const toggle = document.createElement("label");
-        toggle.className = "metric-scale";
-        const box = document.createElement("input");
-        box.type = "checkbox";
-        box.checked = log;
-        box.dataset.metric = name;
-        box.addEventListener("change", () => { logScale.set(name, box.checked); render(); });
-        toggle.append(" ", box, " log scale");
-        caption.appendChild(toggle);
-      }
-      figure.appendChild(caption);
-      figure.appendChild(chart(name, lines, log));
-      box.appendChild(figure);
     }
   }
 
@@ -125,49 +184,52 @@
   // and asked again next round (the cursor only moves with an answer read whole: nothing lost or repeated).
   const FETCH_MS = 10000, POLL_MS = 2000;
   let dirty = false; // points arrived that are not drawn yet
+  let timer = null, reading = false;
 
-  async function readWorker(worker) {
+  async function readWorker(source, worker) {
     for (let page = 0; page < 50; page++) { // drain what is there (each answer is at most 256 KiB)
-      const url = `${api}?worker=${encodeURIComponent(worker)}&cursor=${encodeURIComponent(cursors[worker])}`;
+      const url = `${source.api}?worker=${encodeURIComponent(worker)}&cursor=${encodeURIComponent(source.cursors[worker])}`;
       const response = await fetch(url, { credentials: "same-origin", signal: AbortSignal.timeout(FETCH_MS) });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const data = await response.json();
-      for (const p of data.points) {
-        for (const [name, value] of Object.entries(p.values)) {
-          if (!series.has(name)) series.set(name, new Map());
-          const lines = series.get(name);
-          if (!lines.has(worker)) lines.set(worker, []);
-          lines.get(worker).push([p.step, value]);
-        }
-      }
-      const moved = data.cursor !== cursors[worker];
-      cursors[worker] = data.cursor;
-      complete[worker] = data.complete;
+      addPoints(source, worker, data.points);
+      const moved = data.cursor !== source.cursors[worker];
+      source.cursors[worker] = data.cursor;
+      source.complete[worker] = data.complete;
       if (data.points.length) { dirty = true; root.dataset.updated = String(Date.now()); }
       if (!moved || data.complete) return;
     }
   }
 
-  // Every round reads each unfinished trainer; whatever fails (a timeout, a restarting portal, a drawing
-  // error) is noted on the section (data-failures, data-error) and the next round is still scheduled.
+  const unfinished = (source) => source.active && !Object.values(source.complete).every(Boolean);
+
+  // Every round reads each unfinished trainer of each shown run; whatever fails (a timeout, a restarting
+  // portal, a drawing error) is noted on the section (data-failures, data-error) and the next round is
+  // still scheduled. A run checked later starts the rounds again if they had stopped.
   async function poll() {
+    if (reading) return;
+    reading = true;
+    clearTimeout(timer);
     try {
-      for (const worker of Object.keys(cursors)) {
-        if (complete[worker]) continue;
-        try {
-          await readWorker(worker);
-        } catch (e) {
-          root.dataset.failures = String((parseInt(root.dataset.failures, 10) || 0) + 1);
-          root.dataset.error = `${worker}: ${e}`.slice(0, 200);
+      for (const source of sources.filter(unfinished)) {
+        for (const worker of Object.keys(source.cursors)) {
+          if (source.complete[worker]) continue;
+          try {
+            await readWorker(source, worker);
+          } catch (e) {
+            root.dataset.failures = String((parseInt(root.dataset.failures, 10) || 0) + 1);
+            root.dataset.error = `${worker}: ${e}`.slice(0, 200);
+          }
         }
       }
       if (dirty) { dirty = false; render(); }
     } catch (e) {
       root.dataset.error = `render: ${e}`.slice(0, 200);
     } finally {
+      reading = false;
       root.dataset.polled = String(Date.now());
-      if (Object.values(complete).every(Boolean)) root.dataset.complete = "true";
-      else setTimeout(poll, POLL_MS);
+      if (!unfinished(own)) root.dataset.complete = "true";
+      if (sources.some(unfinished)) timer = setTimeout(poll, POLL_MS);
     }
   }
 

@@ -24,8 +24,9 @@ PAGE_VIEW = """() => {
     state: state ? state.textContent.trim() : null,
     workerRows: document.querySelectorAll('[data-testid=worker-row]').length,
     metrics: metrics ? {...metrics.dataset} : null,
-    polylines: Array.from(document.querySelectorAll('svg[data-metric] polyline'))
-      .map(p => `${p.closest('svg').dataset.metric}/${p.dataset.worker}: ${p.dataset.points} points`),
+    charts: Array.from(document.querySelectorAll('figure[data-metric]')).map(f => Array.from(f.attributes)
+      .filter(a => a.name.startsWith('data-points-'))
+      .map(a => `${f.dataset.metric}/${a.name.slice(12)}: ${a.value} points`)),
     logStatus: (document.getElementById('log-status') || {}).textContent || null,
     logTail: log ? log.textContent.slice(-1000) : null,
   };

@@ -80,8 +80,9 @@ def test_axe_finds_no_critical_or_serious_violation_on_the_main_pages(
         audit.check(user, f"/jobs/new with errors at {width} px")
         user.page.context.close()
     staff = login(browser, live_server.url, carol)
-    audit.visit(staff, ["/queue/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/", "/api/docs/"],
-                ready={"/api/docs/": ".opblock"})  # Swagger UI has drawn its operations
+    staff_pages = ["/queue/", "/health/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/",
+                   "/api/docs/"]
+    audit.visit(staff, staff_pages, ready={"/api/docs/": ".opblock"})  # Swagger UI has drawn its operations
     SCREENS.mkdir(parents=True, exist_ok=True)
     (SCREENS / "axe-counts.json").write_text(json.dumps(audit.counts, indent=1))
     assert audit.blocking == {}, json.dumps(audit.blocking, indent=1)

@@ -108,8 +108,7 @@ def test_the_example_submitted_from_the_form_goes_live_to_succeeded_with_logs_an
     until("document.getElementById('job-state').textContent.trim() === 'running'")
     until("document.querySelectorAll('[data-testid=worker-row]').length === 4", 60_000)
     until("document.getElementById('log').textContent.includes('loss')")
-    line = 'svg[data-metric="loss"] polyline[data-worker="trainer-{}"]'
-    until(f"document.querySelector('{line.format(0)}') && document.querySelector('{line.format(1)}')")
+    until("document.querySelector('figure[data-metric=loss][data-points-trainer-0][data-points-trainer-1]')")
     until("document.getElementById('job-state').textContent.trim() === 'succeeded'")
     job = Job.objects.get(uid=uid)
     assert (job.state, job.exit_code) == ("succeeded", 0), job.message
@@ -120,7 +119,7 @@ def test_the_example_submitted_from_the_form_goes_live_to_succeeded_with_logs_an
     assert sorted(rows) == ["pserver-0", "pserver-1", "trainer-0", "trainer-1"]
     assert page.text_content("#job-exit") == "0"
     for trainer in (0, 1):
-        assert int(page.get_attribute(line.format(trainer), "data-points") or 0) >= 2
+        assert int(page.get_attribute('figure[data-metric="loss"]', f"data-points-trainer-{trainer}") or 0) >= 2
     page.wait_for_function(LAST_STATE_SUCCEEDED, timeout=5_000)
     states = seen(logged_in)
     assert states["kept"] and states["states"][-1] == "succeeded" and "running" in states["states"], states
@@ -240,9 +239,9 @@ def test_the_loss_curve_survives_a_metrics_request_that_never_answers_and_one_th
 
     page.route("**/metrics?*", hang_or_fail_once)
     logged_in.goto(f"/jobs/{job.uid}/")
-    line = 'svg[data-metric="loss"] polyline[data-worker="trainer-{}"]'
     for trainer, points in ((0, 50), (1, 40)):  # each point once: the cursor moved only with an answer
-        page.wait_for_selector(line.format(trainer) + f'[data-points="{points}"]', state="attached", timeout=30_000)
+        page.wait_for_selector(f'figure[data-metric="loss"][data-points-trainer-{trainer}="{points}"]',
+                               state="attached", timeout=30_000)
     assert first == {"trainer-0", "trainer-1"}
     assert page.evaluate("htmx.config.timeout") == 10_000  # the live area's polls give up a hung request too
     assert int(page.get_attribute("#metrics", "data-failures") or 0) >= 2

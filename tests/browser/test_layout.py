@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from datacenters.models import Datacenter
+from health.models import WorkerHeartbeat
 from jobs.models import Job, Worker
 from registry.models import RegistrySecret
 from tests.browser.conftest import Page, login
@@ -39,12 +42,15 @@ def portal_world(local_dc: Datacenter, alice: User) -> Job:
     RegistrySecret.objects.create(owner=alice, name="private", server="registry.example.com:5000",
                                   username="alice-robot-account", password="x")
     (Path(local_dc.storage_root, "home", "alice") / "a-file-with-a-rather-long-name-for-a-phone.csv").write_text("1\n")
+    now = timezone.now()  # the health page: one worker alive, one stale
+    WorkerHeartbeat.objects.create(hostname="worker-1.cluster.example.com", last_seen=now, beats=120)
+    WorkerHeartbeat.objects.create(hostname="worker-2.cluster.example.com", last_seen=now - timedelta(hours=2), beats=7)
     return job
 
 
 def main_pages(job: Job) -> list[str]:
     return ["/", "/jobs/", f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs", "/jobs/new", "/files/", "/quota/",
-            "/usage/", "/queue/", "/registries/", "/profile/", "/profile/password/"]
+            "/usage/", "/queue/", "/registries/", "/profile/", "/profile/password/", "/profile/notifications/"]
 
 
 def sideways(page: Page, paths: list[str], width: int, device: str) -> dict[str, int]:
@@ -72,7 +78,8 @@ def test_no_page_scrolls_sideways_and_log_out_is_reachable(
     wide = sideways(anonymous, ["/login/", "/signup/"], width, device)
     anonymous.page.context.close()
     staff = login(browser, live_server.url, carol, viewport=viewport)  # the operators' queue, admin and API docs
-    staff_pages = ["/queue/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/", "/api/docs/"]
+    staff_pages = ["/queue/", "/health/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/",
+                   "/api/docs/"]
     wide |= {f"{path} (staff)": size for path, size in sideways(staff, staff_pages, width, device + "-staff").items()}
     staff.page.context.close()
     user = login(browser, live_server.url, alice, viewport=viewport)

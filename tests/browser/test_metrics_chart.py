@@ -1,4 +1,4 @@
-"""The job page's loss curve in a real browser: one line per trainer, growing while the job runs, names as text."""
+"""The job page's loss curve in a real browser (uPlot): a line per trainer, growing as the job runs, names as text."""
 
 from __future__ import annotations
 
@@ -47,12 +47,13 @@ def test_the_loss_curve_has_a_line_per_trainer_and_grows_without_reload(
     append_points(job, 1, range(0, 40))
     logged_in.goto(f"/jobs/{job.uid}/")
     page = logged_in.page
-    line = 'svg[data-metric="loss"] polyline[data-worker="trainer-{}"]'
-    page.wait_for_selector(line.format(0), state="attached", timeout=15_000)
-    page.wait_for_selector(line.format(1), state="attached", timeout=15_000)
-    assert page.get_attribute(line.format(0), "data-points") == "50"
+    loss = 'figure[data-metric="loss"]'
+    page.wait_for_selector(f"{loss}[data-points-trainer-0][data-points-trainer-1] canvas", timeout=15_000)
+    assert page.get_attribute(loss, "data-points-trainer-0") == "50"
+    assert page.eval_on_selector_all(f"{loss} .u-legend .u-series .u-label", "ls => ls.map(l => l.textContent)") == [
+        "step", "trainer-0", "trainer-1"]  # one line per trainer
     append_points(job, 1, range(40, 80))  # trainer 1 goes on; the page picks it up by cursor
-    page.wait_for_selector(line.format(1) + '[data-points="80"]', state="attached", timeout=15_000)
+    page.wait_for_selector(f'{loss}[data-points-trainer-1="80"]', state="attached", timeout=15_000)
     logged_in.screenshot("metrics-chart")
     assert logged_in.problems == []
 

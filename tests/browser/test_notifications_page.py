@@ -1,0 +1,113 @@
+"""The notifications page in a real browser: a webhook set from the page receives the test, and the SSRF rule holds."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from datacenters.models import Datacenter
+from jobs.models import Job
+from notifications.models import NotifyPreference
+from tests.browser.conftest import Page
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """A webhook receiver on 127.0.0.1: keeps each POST's JSON body on the server."""
+
+    def do_POST(self) -> None:
+        length = min(int(self.headers.get("Content-Length") or 0), 64 * 1024)
+        self.server.bodies.append(json.loads(self.rfile.read(length)))  # type: ignore[attr-defined]
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass  # quiet test output
+
+
+@pytest.fixture
+def receiver() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    server.bodies = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def save_webhook(logged_in: Page, url: str) -> None:
+    page = logged_in.page
+    logged_in.goto("/profile/")
+    page.click('[data-testid="notifications-link"]')
+    page.fill("#n-webhook", url)
+    page.click('[data-testid="notify-save"]')
+    page.wait_for_selector(".message.success")
+
+
+def test_a_webhook_set_on_the_page_receives_the_test(
+    logged_in: Page, alice: User, receiver: ThreadingHTTPServer, settings: Any
+) -> None:
+    settings.PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is this machine: an operator's opt-in
+    url = f"http://127.0.0.1:{receiver.server_port}/hook?token=abc"
+    save_webhook(logged_in, url)
+    assert NotifyPreference.objects.get(user=alice).webhook == url
+    page = logged_in.page
+    page.click('[data-testid="notify-test"]')
+    message = page.inner_text(".message.success")
+    assert "Test webhook: the receiver answered HTTP 204" in message
+    bodies = receiver.bodies  # type: ignore[attr-defined]
+    assert len(bodies) == 1 and bodies[0]["test"] is True and bodies[0]["user"] == "alice"
+    logged_in.screenshot("notifications-page")
+    page.click('[data-testid="notify-test"]')  # at once again: refused, nothing sent
+    assert "less than" in page.inner_text(".message.error") and len(bodies) == 1
+    assert logged_in.problems == []
+
+
+def test_a_private_webhook_is_refused_and_the_page_says_why(
+    logged_in: Page, alice: User, receiver: ThreadingHTTPServer
+) -> None:
+    save_webhook(logged_in, f"http://127.0.0.1:{receiver.server_port}/hook")
+    logged_in.page.click('[data-testid="notify-test"]')
+    assert "not a public address" in logged_in.page.inner_text(".message.error")
+    assert receiver.bodies == []  # type: ignore[attr-defined]
+    assert logged_in.problems == []
+
+
+def test_a_bad_webhook_is_summarised_on_its_field(logged_in: Page, alice: User) -> None:
+    page = logged_in.page
+    logged_in.goto("/profile/notifications/")
+    page.fill("#n-webhook", "ftp://example.com/x")
+    page.evaluate("document.querySelector('#n-webhook').type = 'text'")  # past the browser's own URL check
+    page.click('[data-testid="notify-save"]')
+    page.wait_for_selector('[data-testid="error-summary"] a[href="#n-webhook"]')
+    assert "http:// or https://" in page.inner_text('[data-testid="error-summary"]')
+    assert not NotifyPreference.objects.filter(user=alice).exists()
+    assert logged_in.problems and all("status of 400" in problem for problem in logged_in.problems)
+
+
+def test_the_submit_form_carries_a_per_job_notify(logged_in: Page, local_dc: Datacenter, alice: User) -> None:
+    Path(local_dc.storage_root, "home", "alice", "jobs", "told").mkdir(parents=True)  # its package folder
+    page = logged_in.page
+    logged_in.goto("/jobs/new")
+    page.fill("#id_jobname", "told")
+    page.fill("#id_entry", "python train.py")
+    page.fill("#id_notify", "email,webhook=https://hooks.example.com/x?a=1,b")
+    page.click('[data-testid="submit"]')
+    page.wait_for_url("**/jobs/told-*/")
+    assert Job.objects.get(name="told").spec["notify"] == {"email": True, "webhook": "https://hooks.example.com/x?a=1,b"}
+    logged_in.goto("/jobs/new")
+    page.fill("#id_jobname", "told2")
+    page.fill("#id_entry", "python train.py")
+    page.fill("#id_notify", "sms")
+    page.click('[data-testid="submit"]')
+    page.wait_for_selector('[data-testid="error-summary"] a[href="#id_notify"]')
+    assert not Job.objects.filter(name="told2").exists()

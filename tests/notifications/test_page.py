@@ -1,0 +1,60 @@
+"""The notifications page and its test button without a browser: who may use them, and what a test tells."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.core import mail
+from django.test import Client
+
+from jobs.forms import initial_from_spec
+from notifications.models import NotifyPreference
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+def logged_in(user: User) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def test_anonymous_is_sent_to_the_login_page() -> None:
+    for answer in (Client().get("/profile/notifications/"), Client().post("/profile/notifications/test")):
+        assert answer.status_code == 302 and "/login/" in answer["Location"]
+
+
+def test_the_test_button_is_a_post_only(alice: User) -> None:
+    assert logged_in(alice).get("/profile/notifications/test").status_code == 405
+
+
+def test_saving_sets_only_the_users_own_default(alice: User, bob: User) -> None:
+    answer = logged_in(alice).post("/profile/notifications/", {"email": "on", "webhook": "https://h.example.com/x"})
+    assert answer.status_code == 302
+    assert NotifyPreference.objects.get(user=alice).email is True
+    assert not NotifyPreference.objects.filter(user=bob).exists()
+
+
+def test_an_overlong_webhook_is_a_400_naming_the_field(alice: User) -> None:
+    answer = logged_in(alice).post("/profile/notifications/", {"webhook": "https://h.example.com/" + "x" * 3000})
+    assert answer.status_code == 400 and b'href="#n-webhook"' in answer.content
+
+
+def test_a_test_email_goes_to_the_accounts_address(alice: User) -> None:
+    NotifyPreference.objects.create(user=alice, email=True)
+    answer = logged_in(alice).post("/profile/notifications/test", follow=True)
+    assert len(mail.outbox) == 1 and mail.outbox[0].to == [alice.email]
+    assert f"Test email: sent to {alice.email}" in answer.content.decode()
+
+
+def test_with_nothing_set_the_test_says_so(alice: User) -> None:
+    answer = logged_in(alice).post("/profile/notifications/test", follow=True)
+    assert "Nothing to test" in answer.content.decode()
+
+
+def test_a_cloned_job_keeps_its_notify_as_the_forms_text() -> None:
+    spec = {"entry": "python train.py", "notify": {"email": True, "webhook": "https://h.example.com/x"}}
+    assert initial_from_spec(spec, with_env_values=True)["notify"] == "email,webhook=https://h.example.com/x"
+    assert initial_from_spec({"notify": {"email": False, "webhook": ""}}, with_env_values=True)["notify"] == "none"
+    assert "notify" not in initial_from_spec({"entry": "x"}, with_env_values=True)  # the default applies
