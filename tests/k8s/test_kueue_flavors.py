@@ -47,7 +47,7 @@ def pods_by_role(api: k8s.ApiClient, uid: str) -> dict[str, list[Any]]:
     pods = k8s.CoreV1Api(api).list_pod_for_all_namespaces(label_selector=f"paddlecloud.org/job={uid}").items
     found: dict[str, list[Any]] = {"ps": [], "trainer": []}
     for pod in pods:
-        found["ps" if "-ps-" in pod.metadata.name else "trainer"].append(pod)
+        found["ps" if "-ps-" in str(pod.metadata.name) else "trainer"].append(pod)
     return found
 
 
