@@ -48,7 +48,9 @@ def test_answers_are_cached_briefly_and_an_unreachable_api_gives_no_positions() 
     calls: list[str] = []
 
     class Answering:
-        def get(self, kind: str, namespace: str | None, name: str, sub: str = "", query: Any = None) -> Any:
+        def get(self, kind: str, namespace: str | None, name: str, sub: str = "", query: Any = None,
+                timeout: Any = None) -> Any:  # fmt: skip
+            assert timeout == visibility.CALL_TIMEOUT  # short: a page waits on it
             calls.append(f"{name}/{sub}?{query}")
             if name == "paddle-bob":
                 raise TransientEngineError("cannot reach the Kubernetes API server")
@@ -73,3 +75,25 @@ def test_a_client_that_cannot_be_built_gives_no_positions() -> None:
         raise RuntimeError("no kubeconfig")
 
     assert visibility.queue_positions(1, broken, ["paddle-alice"]) == {}
+
+
+def test_a_slow_api_server_costs_a_call_its_budget_and_the_queues_left_are_read_next_time() -> None:
+    clock = FakeClock()
+    read_queues: list[str] = []
+
+    class Slow:
+        def get(self, kind: str, namespace: str | None, name: str, sub: str = "", query: Any = None,
+                timeout: Any = None) -> Any:  # fmt: skip
+            read_queues.append(name)
+            clock.now += 3  # each answer takes 3 s
+            return {"items": [pending(f"job-of-{name}", 0)]}
+
+    client: Any = Slow()
+    queues = ["paddle-a", "paddle-b", "paddle-c", "paddle-d"]
+    first = visibility.queue_positions(1, lambda: client, queues, clock)
+    # 3 s in, the budget (4 s) not spent: one more read; 6 s in, spent: the other two wait for the next call.
+    assert read_queues == ["paddle-a", "paddle-b"] and set(first) == {"job-of-paddle-a", "job-of-paddle-b"}
+    second = visibility.queue_positions(1, lambda: client, queues, clock)
+    # Never read first: c and d now; a and b (stale) keep their last positions meanwhile.
+    assert read_queues[2:] == ["paddle-c", "paddle-d"]
+    assert set(second) == {f"job-of-{queue}" for queue in queues}

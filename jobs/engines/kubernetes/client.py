@@ -248,9 +248,15 @@ class Kube:
         return self._json("POST", kind, _path(kind, namespace), body=body)
 
     def get(
-        self, kind: str, namespace: str | None, name: str, sub: str = "", query: list[tuple[str, str]] | None = None
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        sub: str = "",
+        query: list[tuple[str, str]] | None = None,
+        timeout: tuple[int, int] = TIMEOUT,
     ) -> dict[str, Any]:
-        return self._json("GET", kind, _path(kind, namespace, name, sub), query=query)
+        return self._json("GET", kind, _path(kind, namespace, name, sub), query=query, timeout=timeout)
 
     def replace(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("PUT", kind, _path(kind, namespace, name), body=body)
