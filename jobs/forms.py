@@ -64,6 +64,13 @@ class SubmitForm(forms.Form):
     )
     max_retries = _text("Retries per trainer", max_length=12)
     pending_timeout = _text("Pending timeout (s)", max_length=12)
+    stall_timeout = _text(
+        "Stall timeout (s)", max_length=12, help_text="no trainer log line for this long: Stalled; empty: the default"
+    )
+    stall_action = forms.ChoiceField(
+        choices=[(action, action) for action in rules.STALL_ACTIONS], required=False,
+        help_text="warn: a warning and an event; fail: the job fails (Stalled)",
+    )  # fmt: skip
 
     def __init__(
         self,
