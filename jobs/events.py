@@ -64,4 +64,6 @@ def _ending(after: dict[str, Any]) -> tuple[EventKind, str]:
     if after.get("state") == WorkerState.KILLED:
         return EventKind.WORKER_KILLED, message or "killed"
     said = f"exited with code {code}" if code is not None else f"ended {after.get('state')}"
-    return EventKind.WORKER_EXITED, f"{said}: {message}" if message else said
+    if not message or said in message:  # the engine's own words often name the code already
+        return EventKind.WORKER_EXITED, message or said
+    return EventKind.WORKER_EXITED, f"{said}: {message}"

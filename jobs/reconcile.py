@@ -146,9 +146,12 @@ def check_stall(job: Job, engine: Engine) -> None:
 
 def workers_stopping(job_id: int, state: str) -> None:
     """Once a job is final no worker shows running or pending, also while its processes are being stopped."""
-    Worker.objects.filter(job_id=job_id, state__in=[WorkerState.RUNNING, WorkerState.PENDING]).update(
-        state=WorkerState.KILLED, message=f"stopped because the job {state}"
-    )
+    stopping = Worker.objects.filter(job_id=job_id, state__in=[WorkerState.RUNNING, WorkerState.PENDING])
+    message = f"stopped because the job {state}"
+    names = [worker.name for worker in stopping.only("role", "index")]
+    if stopping.update(state=WorkerState.KILLED, message=message):
+        for name in names:  # the timeline names each worker the job's end stopped
+            events.record(job_id, EventKind.WORKER_KILLED, message, name)
 
 
 def release(job: Job, engine: Engine) -> bool:
