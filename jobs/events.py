@@ -59,7 +59,7 @@ def _ending(after: dict[str, Any]) -> tuple[EventKind, str]:
     """The event of a worker that ended: OOM, killed, or exited with its code."""
     message = str(after.get("message") or "")
     code = after.get("exit_code")
-    if "oom" in message.lower():
+    if "oom" in message.lower() or "over its memory limit" in message:  # the kubelet's words, the local engine's
         return EventKind.WORKER_OOM, message
     if after.get("state") == WorkerState.KILLED:
         return EventKind.WORKER_KILLED, message or "killed"

@@ -358,6 +358,7 @@ class EventKind(models.TextChoices):
     SUBMITTED = "Submitted"
     QUEUED = "Queued"  # waiting, with the reason the scheduler gives
     ADMITTED = "Admitted"
+    WAITING = "Waiting"  # started but pending, with the engine's reason (Unschedulable, ImagePullBackOff, ...)
     STATE = "State"  # the job moved to another state (the message names it, with its reason)
     PREEMPTED = "Preempted"
     WORKER_STARTED = "WorkerStarted"

@@ -130,7 +130,7 @@ def _note(job: Job, values: dict[str, Any]) -> None:
         return
     written = Job.objects.filter(pk=job.pk, state=job.state).update(**values)
     if written and values["reason"] and values["reason"] != job.reason:
-        events.record(job.pk, EventKind.QUEUED, f"{values['reason']}: {values['message']}")
+        events.record(job.pk, EventKind.WAITING, f"{values['reason']}: {values['message']}")
 
 
 def check_stall(job: Job, engine: Engine) -> None:
@@ -228,7 +228,7 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
             job.workers.all().delete()
             moved = Job.objects.filter(pk=job.pk, state=JobState.QUEUED, preempted_at__isnull=False).update(
                 preempted_at=None, admitted_at=None, borrowing=False, attempt=F("attempt") + 1, engine_data={},
-                submitted_at=None,
+                submitted_at=None, stalled_at=None,
                 started_at=None, queued_at=timezone.now(), cleaned=False,
                 message=f"preempted; waiting to run again as attempt {job.attempt + 1}",
                 **dict.fromkeys(COUNT_FIELDS, 0),

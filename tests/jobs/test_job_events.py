@@ -1,4 +1,4 @@
-"""A job's timeline (jobs.events): real local jobs, each transition an event; owner-only API; bounded; shown on the page."""
+"""A job's timeline (jobs.events): each transition of real local jobs an event; owner-only; bounded; on the page."""
 
 from __future__ import annotations
 
@@ -111,3 +111,29 @@ def test_the_job_page_lists_its_events(client: Client, local_dc: Any, alice: Any
     assert page.status_code == 200
     text = page.content.decode()
     assert 'data-testid="events"' in text and "Submitted" in text and "to datacenter &lt;local&gt;" in text
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("before", "after", "kind", "message"),
+    [
+        (None, {"state": "running", "restarts": 0, "host": "n1"}, "WorkerStarted", "started on n1"),
+        (("running", 0), {"state": "running", "restarts": 1}, "WorkerRestarted", "restart 1"),
+        (("running", 0), {"state": "failed", "restarts": 0, "exit_code": 137,
+                          "message": "trainer 0 went over its memory limit (1Gi) and was killed"},
+         "WorkerOOMKilled", "trainer 0 went over its memory limit (1Gi) and was killed"),
+        (("running", 0), {"state": "failed", "restarts": 0, "exit_code": 2, "message": "No such file"},
+         "WorkerExited", "exited with code 2: No such file"),
+        (("running", 0), {"state": "killed", "restarts": 0, "message": ""}, "WorkerKilled", "killed"),
+    ],
+)  # fmt: skip
+def test_each_worker_change_is_its_event(
+    local_dc: Any, alice: Any, before: tuple[str, int] | None, after: dict[str, Any], kind: str, message: str
+) -> None:
+    job = Job.objects.create(owner=alice, datacenter=local_dc, name="w", uid="w-abc12", spec={**SPEC})
+    events.worker_changed(job.pk, "trainer-0", before, after)
+    assert list(JobEvent.objects.filter(job=job).values_list("kind", "worker", "message")) == [
+        (kind, "trainer-0", message)
+    ]
+    events.worker_changed(job.pk, "trainer-0", (after["state"], after["restarts"]), after)  # no change: no event
+    assert JobEvent.objects.filter(job=job).count() == 1
