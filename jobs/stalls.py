@@ -17,9 +17,19 @@ from django.utils import timezone
 
 from jobs import events, logfiles
 from jobs.models import EventKind, Job, JobState, Role
+from storage import backends
 
 CHECK_SECONDS = 5.0  # a job's logs are looked at no more often than this
 _checked: dict[int, float] = {}  # job id -> monotonic time of its last look (per reconciler process)
+
+
+def _logs_visible(job: Job) -> bool:
+    """Whether the portal mounts the job's storage: where it does not, silence cannot be told from blindness."""
+    try:
+        backends.storage_for(job.datacenter).root_real()
+    except backends.StorageUnavailable:
+        return False
+    return True
 
 
 def timeout_of(job: Job) -> int:
@@ -53,6 +63,8 @@ def check(job: Job) -> str:
     if job.state != JobState.RUNNING or not timeout or now - _checked.get(job.pk, 0.0) < CHECK_SECONDS:
         return ""
     _checked[job.pk] = now
+    if not _logs_visible(job):
+        return ""
     last = last_sign_of_life(job)
     silent = timezone.now() - last > timedelta(seconds=timeout)
     if not silent:

@@ -3,13 +3,16 @@ talkative one never is; the spec's bounds are the API's 400s."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
+from jobs import stalls
 from jobs.models import Job
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
@@ -82,3 +85,30 @@ def test_a_stall_setting_out_of_bounds_is_a_400_naming_it(
     answer = alice_api.post("/api/v1/jobs", body, format="json")
     assert answer.status_code == 400
     assert field in str(answer.json()), answer.json()
+
+
+def _running_job(datacenter: Datacenter, owner: Any, started_minutes_ago: int) -> Job:
+    return Job.objects.create(
+        owner=owner, datacenter=datacenter, name="fake", uid="fake-abc12", state="running",
+        started_at=timezone.now() - timedelta(minutes=started_minutes_ago),
+        spec={"jobname": "fake", "entry": "python train.py", "parallelism": 1, "pservers": 0, "stall_timeout": 60},
+    )  # fmt: skip
+
+
+def test_a_job_without_a_log_past_its_timeout_is_stalled_once(local_dc: Datacenter, alice: Any) -> None:
+    job = _running_job(local_dc, alice, started_minutes_ago=5)
+    assert stalls.check(job) == ""  # `warn`: it runs on
+    job.refresh_from_db()
+    assert job.stalled_at is not None and job.warnings[0]["reason"] == "Stalled"
+    stalls.forget(job.pk)
+    stalls.check(job)
+    assert list(job.events.values_list("kind", flat=True)) == ["Stalled"]  # marked once, not every look
+
+
+def test_nothing_is_judged_where_the_portal_does_not_mount_the_storage(local_dc: Datacenter, alice: Any) -> None:
+    Datacenter.objects.filter(pk=local_dc.pk).update(storage_root="/nonexistent/pfs")
+    local_dc.refresh_from_db()
+    job = _running_job(local_dc, alice, started_minutes_ago=5)
+    assert stalls.check(job) == ""
+    job.refresh_from_db()
+    assert job.stalled_at is None and not job.events.exists()
