@@ -111,6 +111,9 @@ def test_the_job_page_lists_its_events(client: Client, local_dc: Any, alice: Any
     assert page.status_code == 200
     text = page.content.decode()
     assert 'data-testid="events"' in text and "Submitted" in text and "to datacenter &lt;local&gt;" in text
+    Job.objects.filter(pk=job.pk).update(state="running", stalled_at=job.created_at)
+    live = client.get(f"/jobs/{job.uid}/live").content.decode()
+    assert 'data-testid="job-warning"' in live and "Stalled" in live and "no trainer has written a log line" in live
 
 
 @pytest.mark.django_db
