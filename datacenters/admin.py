@@ -81,7 +81,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 "picks) are under Training jobs -> Runtimes.",
             },
         ),
-        ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "finished_ttl"]}),
+        ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "stall_timeout", "finished_ttl"]}),
         (
             "Scheduler",
             {

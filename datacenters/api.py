@@ -40,6 +40,7 @@ class DatacenterSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
             "cpu_image",
             "gpu_image",
             "pending_timeout",
+            "stall_timeout",
             "finished_ttl",
             "capacity",
         ]

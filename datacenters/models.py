@@ -202,6 +202,12 @@ class Datacenter(models.Model):
     cpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0")
     gpu_image = models.CharField(max_length=300, default="paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6")
     pending_timeout = models.PositiveIntegerField(default=600, help_text="Seconds a job may stay pending.")
+    stall_timeout = models.PositiveIntegerField(
+        default=1800,
+        validators=[MaxValueValidator(7 * 86400)],
+        help_text="Seconds without a trainer's log line before a running job is marked Stalled, unless its spec "
+        "says (stall_timeout); 0: off.",
+    )
 
     # In-cluster image builds (kubernetes engine; images/).
     builder_image = models.CharField(

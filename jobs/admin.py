@@ -13,7 +13,7 @@ from django.utils.html import format_html
 
 from core.errors import Conflict
 from jobs import queue, services
-from jobs.models import GpuAssignment, Job, Runtime, UsageRecord, Worker
+from jobs.models import GpuAssignment, Job, JobEvent, Runtime, UsageRecord, Worker
 
 
 class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -26,13 +26,29 @@ class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
         return False
 
 
+class EventInline(admin.TabularInline):  # type: ignore[type-arg]
+    """The job's timeline (jobs.events), read-only: events are the domain's record, never edited."""
+
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ["time", "kind", "worker", "message"]
+    ordering = ["time", "id"]
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "page", "owner", "datacenter", "state", "reason", "exit_code", "created_at", "finished_at"]
     list_filter = ["state", "reason", "datacenter"]
     search_fields = ["name", "uid", "owner__username"]
     readonly_fields = [f.name for f in Job._meta.fields]
-    inlines = [WorkerInline]
+    inlines = [WorkerInline, EventInline]
     actions = ["kill", "hold", "release", "front"]
 
     @admin.display(description="uid (job page)", ordering="uid")

@@ -41,6 +41,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         help_text="1-based place in its datacenter's queue while it waits (GET of one job only; on a Kueue "
         "datacenter: in its owner's ClusterQueue while Kueue holds it); else null."
     )
+    warnings = serializers.ListField(child=serializers.DictField(), read_only=True, help_text="e.g. Stalled.")
     estimated_start = serializers.SerializerMethodField(
         help_text="A rough estimate of its start while it waits (GET of one job only; README, The queue); else null."
     )
@@ -56,6 +57,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "reason",
             "message",
             "exit_code",
+            "warnings",
             "priority",
             "queue_position",
             "estimated_start",

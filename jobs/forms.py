@@ -69,6 +69,13 @@ class SubmitForm(forms.Form):
         "Notify when it ends", max_length=rules.MAX_WEBHOOK_URL + 20,
         help_text="email, webhook=URL, email,webhook=URL or none; empty: your default (Profile, Notifications)",
     )
+    stall_timeout = _text(
+        "Stall timeout (s)", max_length=12, help_text="no trainer log line for this long: Stalled; empty: the default"
+    )
+    stall_action = forms.ChoiceField(
+        choices=[(action, action) for action in rules.STALL_ACTIONS], required=False,
+        help_text="warn: a warning and an event; fail: the job fails (Stalled)",
+    )  # fmt: skip
 
     def __init__(
         self,

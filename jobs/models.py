@@ -52,6 +52,7 @@ class Reason(models.TextChoices):
     WAITING_FOR_CAPACITY = "WaitingForCapacity"  # queued: the datacenter has not enough free now (jobs/scheduling)
     QUOTA_EXHAUSTED = "QuotaExhausted"  # queued: its owner's running jobs use the quota up; it starts as they end
     HELD = "Held"  # queued: an operator holds it; it starts only once released
+    STALLED = "Stalled"  # no trainer wrote a log line for its stall_timeout, and its stall_action is `fail`
     PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
 
 
@@ -130,6 +131,9 @@ class Job(models.Model):
     queued_at = models.DateTimeField(
         null=True, blank=True, help_text="When it last began to wait (its submit, or its preemption)."
     )
+    stalled_at = models.DateTimeField(
+        null=True, blank=True, help_text="Since when no trainer wrote a log line for its stall timeout (jobs.stalls)."
+    )
     queue_boost = models.BooleanField(default=False, help_text="An operator moved it to the front of its priority.")
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -161,6 +165,14 @@ class Job(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def warnings(self) -> list[dict[str, str]]:
+        """What the job's owner should look at although nothing failed (the API's `warnings`)."""
+        if self.stalled_at is None or self.state != JobState.RUNNING:
+            return []
+        since = self.stalled_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        return [{"reason": "Stalled", "message": f"no trainer has written a log line since {since}"}]
 
     @property
     def trainers(self) -> int:
@@ -338,3 +350,38 @@ class FairShareUsage(models.Model):
 
     def __str__(self) -> str:
         return f"fair share of {self.owner_id} in {self.datacenter_id}"
+
+
+class EventKind(models.TextChoices):
+    """What happened to a job or one of its workers (its timeline: `paddlectl describe job`, the job page)."""
+
+    SUBMITTED = "Submitted"
+    QUEUED = "Queued"  # waiting, with the reason the scheduler gives
+    ADMITTED = "Admitted"
+    WAITING = "Waiting"  # started but pending, with the engine's reason (Unschedulable, ImagePullBackOff, ...)
+    STATE = "State"  # the job moved to another state (the message names it, with its reason)
+    PREEMPTED = "Preempted"
+    WORKER_STARTED = "WorkerStarted"
+    WORKER_RESTARTED = "WorkerRestarted"
+    WORKER_EXITED = "WorkerExited"
+    WORKER_OOM = "WorkerOOMKilled"
+    WORKER_KILLED = "WorkerKilled"
+    STALLED = "Stalled"
+    DROPPED = "EventsDropped"  # the job reached its bound of events; later ones are not kept
+
+
+class JobEvent(models.Model):
+    """One line of a job's timeline; written by jobs.events only, where the domain decides a change."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=20, choices=EventKind.choices)
+    worker = models.CharField(max_length=40, blank=True, default="", help_text="e.g. trainer-0; blank: the job.")
+    message = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["time", "id"]
+        indexes = [models.Index(fields=["job", "time", "id"], name="job_event_timeline")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.kind} {self.worker}".rstrip()

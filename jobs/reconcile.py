@@ -25,10 +25,10 @@ from paddlecloud.contract.units import human_bytes
 from core.locks import exclusive, job_lock
 from datacenters import quota
 from datacenters.models import Datacenter
-from jobs import signals
+from jobs import events, signals, stalls
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
-from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Worker, WorkerState
+from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
 from jobs.records import RECORDS, note_refused_logs, record_workers
 from jobs.scheduling import cycle, ledger
 from jobs.states import transition
@@ -104,9 +104,7 @@ def apply(
     if observation.state == JobState.RUNNING and job.state == JobState.PENDING:
         transition(job.pk, JobState.RUNNING, reason="", message="", **counts)
     else:
-        values = {"reason": observation.reason or "", "message": observation.message, **counts}
-        if any(getattr(job, name) != value for name, value in values.items()):
-            Job.objects.filter(pk=job.pk, state=job.state).update(**values)
+        _note(job, {"reason": observation.reason or "", "message": observation.message, **counts})
     timeout = int(job.spec.get("pending_timeout") or job.datacenter.pending_timeout)
     if (
         job.state == JobState.PENDING
@@ -126,11 +124,34 @@ def apply(
             release(job, engine)
 
 
+def _note(job: Job, values: dict[str, Any]) -> None:
+    """Write the observed reason and counts if they changed; a new reason (Unschedulable, ...) is an event."""
+    if not any(getattr(job, name) != value for name, value in values.items()):
+        return
+    written = Job.objects.filter(pk=job.pk, state=job.state).update(**values)
+    if written and values["reason"] and values["reason"] != job.reason:
+        events.record(job.pk, EventKind.WAITING, f"{values['reason']}: {values['message']}")
+
+
+def check_stall(job: Job, engine: Engine) -> None:
+    """Mark a silent running job Stalled (jobs.stalls); with `stall_action: fail`, fail it (reason Stalled)."""
+    message = stalls.check(job)
+    if message and _finish(job, engine) and transition(
+        job.pk, JobState.FAILED, from_states=[JobState.RUNNING], reason=Reason.STALLED, message=message
+    ):
+        workers_stopping(job.pk, JobState.FAILED)
+        job.refresh_from_db()
+        release(job, engine)
+
+
 def workers_stopping(job_id: int, state: str) -> None:
     """Once a job is final no worker shows running or pending, also while its processes are being stopped."""
-    Worker.objects.filter(job_id=job_id, state__in=[WorkerState.RUNNING, WorkerState.PENDING]).update(
-        state=WorkerState.KILLED, message=f"stopped because the job {state}"
-    )
+    stopping = Worker.objects.filter(job_id=job_id, state__in=[WorkerState.RUNNING, WorkerState.PENDING])
+    message = f"stopped because the job {state}"
+    names = [worker.name for worker in stopping.only("role", "index")]
+    if stopping.update(state=WorkerState.KILLED, message=message):
+        for name in names:  # the timeline names each worker the job's end stopped
+            events.record(job_id, EventKind.WORKER_KILLED, message, name)
 
 
 def release(job: Job, engine: Engine) -> bool:
@@ -175,6 +196,7 @@ def _release(job: Job, engine: Engine) -> bool:
             # What its workers held (and used), once; the same transaction, so never lost nor doubled.
             ledger.record(job, engine.measured_usage(job), spans=engine.worker_spans(job))
     if released:
+        stalls.forget(job.pk)
         signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
         note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
         # The job wrote its output and logs straight onto the user's storage: count them in the quota.
@@ -207,7 +229,7 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
             job.workers.all().delete()
             moved = Job.objects.filter(pk=job.pk, state=JobState.QUEUED, preempted_at__isnull=False).update(
                 preempted_at=None, admitted_at=None, borrowing=False, attempt=F("attempt") + 1, engine_data={},
-                submitted_at=None,
+                submitted_at=None, stalled_at=None,
                 started_at=None, queued_at=timezone.now(), cleaned=False,
                 message=f"preempted; waiting to run again as attempt {job.attempt + 1}",
                 **dict.fromkeys(COUNT_FIELDS, 0),
@@ -240,6 +262,7 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
         for job in started:
             if job.pk in observations:
                 apply(job, observations[job.pk], engine, workers[job.pk])
+                check_stall(job, engine)
     for job in Job.objects.filter(datacenter=datacenter, state__in=TERMINAL_STATES, released=False).select_related(
         "owner", "datacenter"
     ):

@@ -13,7 +13,7 @@ from typing import Any
 from django.utils import timezone
 from paddlecloud.contract.states import worker_name
 
-from jobs import logfiles
+from jobs import events, logfiles
 from jobs.engines.base import Observation, WorkerStatus
 from jobs.models import Job, Role, Worker
 from jobs.states import merge_engine_data
@@ -33,6 +33,8 @@ class JobRecords:
 
     def started(self, job: Job, status: WorkerStatus) -> None:
         values = {name: getattr(status, name) for name in _WORKER_FIELDS}
+        before = Worker.objects.filter(job=job, role=status.role, index=status.index).values_list("state", "restarts")
+        events.worker_changed(job.pk, worker_name(status.role, status.index), before.first(), values)
         Worker.objects.update_or_create(job=job, role=status.role, index=status.index, defaults=values)
 
     def note(self, job: Job, worker: str, message: str) -> None:
@@ -68,6 +70,9 @@ def record_workers(job: Job, observation: Observation, known: dict[tuple[str, in
         worker = known.get((str(status.role), status.index))
         if worker is not None and values["started_at"] is None:
             values["started_at"] = worker.started_at  # a pod gone (a JobSet ends its pservers) un-starts no worker
+        if worker is None or worker.state != values["state"] or worker.restarts != values["restarts"]:
+            before = (worker.state, worker.restarts) if worker else None
+            events.worker_changed(job.pk, worker_name(status.role, status.index), before, values)
         if worker is None:
             Worker.objects.update_or_create(job=job, role=status.role, index=status.index, defaults=values)
         elif any(getattr(worker, name) != value for name, value in values.items()):

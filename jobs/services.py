@@ -24,8 +24,8 @@ from paddlecloud.contract.units import quantity_bytes
 from core.errors import Conflict, Invalid
 from datacenters import quota
 from datacenters.models import Datacenter, rules_for, team_of, usable_datacenter
-from jobs import hooks, layout, spec
-from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobState, Reason
+from jobs import events, hooks, layout, spec
+from jobs.models import ACTIVE_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason
 from jobs.reconcile import workers_stopping
 from jobs.scheduling import cycle, priorities
 from jobs.spec import JobSpecSerializer
@@ -210,8 +210,15 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
             if earlier is not None:
                 return earlier
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
+        events.record(job.pk, EventKind.SUBMITTED, _submitted_message(job))
         transaction.on_commit(lambda: wake_scheduler(checked.datacenter.pk))
     return job
+
+
+def _submitted_message(job: Job) -> str:
+    roles = f"{job.trainers} trainer(s)" + (f" and {job.pservers} pserver(s)" if job.pservers else "")
+    return f"to datacenter {job.datacenter.name}: {roles}, priority {job.priority_class}"
+
 
 
 class InvalidSpec(Invalid):

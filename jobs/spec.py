@@ -77,6 +77,13 @@ class JobSpecSerializer(StrictSerializer):
         default=False, help_text="Ask not to be preempted; only classes that allow it (staff always may)."
     )
     pending_timeout = _integer("pending_timeout", required=False)
+    stall_timeout = _integer(
+        "stall_timeout", required=False, help_text="Seconds without a trainer's log line before it is Stalled; "
+        "absent: the datacenter's default (GET /api/v1/datacenters)."
+    )  # fmt: skip
+    stall_action = serializers.ChoiceField(
+        rules.STALL_ACTIONS, default="warn", help_text="warn: a `Stalled` warning and event; fail: also fail it."
+    )
     notify = serializers.JSONField(
         required=False, default=None, help_text='{"email": true, "webhook": "https://..."}; absent: the profile default'
     )

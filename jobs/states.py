@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core import transitions
-from jobs import signals
+from jobs import events, signals
 from jobs.models import TERMINAL_STATES, Job, JobState, Worker
 
 # Which states each state may be entered from (the state machine, in one place).
@@ -46,6 +46,8 @@ def transition(job_id: int, to: JobState, *, from_states: Iterable[JobState] | N
         first_start = Subquery(workers.values("started_at")[:1])
         fields.setdefault("started_at", Coalesce(F("started_at"), first_start, Value(now)))
     moved = transitions.move(Job, job_id, to, ALLOWED_FROM, from_states=from_states, **fields)
+    if moved and to != JobState.SUBMITTING:  # a submit tried again moves SUBMITTING to itself: one event is enough
+        events.state_changed(job_id, to, str(fields.get("reason") or ""), str(fields.get("message") or ""))
     if moved and to in TERMINAL_STATES:
         signals.job_ended.send(sender=Job, job_id=job_id)  # only the move that won: once per finished job
     return moved

@@ -42,6 +42,7 @@ PACKAGE_CHOICES = 200  # folders offered as packages, at most
 NOSCRIPT_POINTS = 10
 NOSCRIPT_TRAINERS = 8
 NOSCRIPT_TAIL_BYTES = 64 * 1024
+EVENTS_SHOWN = 50  # the job page shows the newest events; the API and `describe job` have all
 
 
 def _job_for(request: HttpRequest, ref: str) -> Job:
@@ -117,8 +118,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
+    total = job.events.count()
     return {
         "job": job,
+        "events": job.events.order_by("time", "id")[max(total - EVENTS_SHOWN, 0) :],
+        "events_hidden": max(total - EVENTS_SHOWN, 0),
         "workers": job.workers.order_by("role", "index"),
         "duration": duration(job),
         "output": layout.output_logical(job),

@@ -22,7 +22,8 @@ from core.locks import exclusive
 from datacenters import quota
 from datacenters.capacity import Capacity, capacity
 from datacenters.models import Admission, Datacenter, Quota, TeamQuota
-from jobs.models import FairShareUsage, Job, JobState, Reason
+from jobs import events
+from jobs.models import EventKind, FairShareUsage, Job, JobState, Reason
 from jobs.scheduling import policy
 from jobs.scheduling.ledger import decay
 from jobs.states import transition
@@ -183,19 +184,24 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
         for job_id, (reason, short) in result.waiting.items():
             by_note.setdefault((reason, _explain(reason, short)), []).append(job_id)
         for (reason, message), ids in by_note.items():
-            waiting(datacenter).filter(pk__in=ids).exclude(reason=reason, message=message).update(
-                reason=reason, message=message
-            )
+            changed = waiting(datacenter).filter(pk__in=ids).exclude(reason=reason, message=message)
+            for job_id in list(changed.values_list("pk", flat=True)):
+                # A conditional UPDATE per job: an event only for the cycle that changed its reason.
+                if changed.filter(pk=job_id).update(reason=reason, message=message):
+                    events.record(job_id, EventKind.QUEUED, f"{reason}: {message}")
         return admitted
 
 
 def _admit(datacenter: Datacenter, job_id: int, result: policy.Plan) -> bool:
     """Admit one waiting job (a conditional UPDATE: never twice); False if it no longer waits."""
-    return bool(
+    admitted = bool(
         waiting(datacenter)
         .filter(pk=job_id)
         .update(admitted_at=timezone.now(), reason=Reason.NONE, message="", borrowing=job_id in result.borrowing)
     )
+    if admitted:
+        events.record(job_id, EventKind.ADMITTED, "borrowing idle quota" if job_id in result.borrowing else "")
+    return admitted
 
 
 def preempt(

@@ -132,6 +132,8 @@ for label, body, fname in [
     ("passes 0", {**JOB, "passes": 0}, "passes"),
     ("max_retries 11", {**JOB, "max_retries": 11}, "max_retries"),
     ("pending_timeout 0", {**JOB, "pending_timeout": 0}, "pending_timeout"),
+    ("stall_timeout 29", {**JOB, "stall_timeout": 29}, "stall_timeout"),
+    ("stall_action panic", {**JOB, "stall_action": "panic"}, "stall_action"),
     ("image 301 chars", {**JOB, "image": "i" * 301}, "image"),
     ("registry unknown", {**JOB, "registry": "nope"}, "registry"),
     ("datacenter unknown", {**JOB, "datacenter": "mars"}, "datacenter"),
@@ -379,6 +381,7 @@ LISTS = {
     ("GET", "/api/v1/datacenters"): "/api/v1/datacenters?",
     ("GET", "/api/v1/registry/"): "/api/v1/registry/?",
     ("GET", "/api/v1/jobs/{name}/workers"): "/api/v1/jobs/fit/workers?",
+    ("GET", "/api/v1/jobs/{name}/events"): "/api/v1/jobs/fit/events?",
     ("GET", "/api/v1/files/ls"): f"/api/v1/files/ls?path={HOME}&",
     ("GET", "/api/v1/files/uploads"): "/api/v1/files/uploads?",
 }
@@ -406,6 +409,7 @@ for op in [
     ("GET", "/api/v1/jobs/{name}/logs"),
     ("GET", "/api/v1/jobs/{name}/metrics"),
     ("GET", "/api/v1/jobs/{name}/workers"),
+    ("GET", "/api/v1/jobs/{name}/events"),
 ]:
     base = op[1].replace("{name}", "nope")
     CASES.append(Case(op, "unknown job", 404, "nope", url=base))
@@ -669,6 +673,7 @@ EXAMPLE_URLS = {
     "/api/v1/jobs/{name}/logs": "/api/v1/jobs/fit/logs",
     "/api/v1/jobs/{name}/metrics": "/api/v1/jobs/fit/metrics",
     "/api/v1/jobs/{name}/workers": "/api/v1/jobs/fit/workers",
+    "/api/v1/jobs/{name}/events": "/api/v1/jobs/fit/events",
     "/api/v1/jobs/{name}/hold": "/api/v1/jobs/fit/hold",
     "/api/v1/jobs/{name}/release": "/api/v1/jobs/fit/release",
     "/api/v1/jobs/{name}/front": "/api/v1/jobs/fit/front",

@@ -59,6 +59,8 @@ def test_the_original_parameter_names_and_defaults() -> None:
         ({"cpu_nums": 1, "cpu_num": 2}, "give cpu_nums or cpu_num, not both"),
         ({"entry_point": "  "}, "entry_point: must not be empty"),
         ({"use_gpu": False, "gpu_nums": 2}, "use_gpu=False but gpu_nums > 0"),
+        ({"stall_timeout": 10}, "stall_timeout: must be between 30 and 604800 (got 10)"),
+        ({"stall_action": "panic"}, "stall_action: must be one of warn, fail"),
     ],
 )
 def test_bad_parameters_are_refused_by_name(kwargs: dict[str, Any], message: str) -> None:
@@ -66,6 +68,12 @@ def test_bad_parameters_are_refused_by_name(kwargs: dict[str, Any], message: str
     with pytest.raises(ValueError, match=None) as caught:
         PaddleJob(**arguments)
     assert isinstance(caught.value, UsageProblem) and message in str(caught.value)
+
+
+def test_stall_settings_are_sent_only_when_given() -> None:
+    assert "stall_timeout" not in PaddleJob(job_name="fit", entry_point="python train.py").to_spec()
+    spec = PaddleJob(job_name="fit", entry_point="python train.py", stall_timeout=600, stall_action="fail").to_spec()
+    assert (spec["stall_timeout"], spec["stall_action"]) == (600, "fail")
 
 
 def test_retired_parameters_and_volumes_are_accepted_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:

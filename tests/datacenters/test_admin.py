@@ -91,6 +91,7 @@ def test_carol_adds_a_kubernetes_datacenter_and_the_kubeconfig_is_never_shown(ca
         "cpu_image": "paddlepaddle/paddle:3.0.0",
         "gpu_image": "paddlepaddle/paddle:3.0.0-gpu",
         "pending_timeout": "600",
+        "stall_timeout": "1800",
         "admission": "portal",
         "finished_ttl": "86400",
         "default_cpu": "8",

@@ -32,7 +32,9 @@ LIMITS = {
     "passes": (1, 100000),
     "max_retries": (0, 10),
     "pending_timeout": (1, 7 * 86400),
+    "stall_timeout": (30, 7 * 86400),  # seconds without a trainer's log line before the job is Stalled
 }
+STALL_ACTIONS = ("warn", "fail")  # a stalled job gets a warning and an event; `fail` also fails it (Stalled)
 
 # The quantity fields and what each measures; each must also be greater than zero.
 QUANTITIES = {

@@ -43,7 +43,7 @@ def note(message: str) -> None:
 
 
 SECTIONS = (
-    ("Jobs", ("submit", "get", "logs", "metrics", "kill", "wait", "delete", "registry")),
+    ("Jobs", ("submit", "get", "describe", "logs", "metrics", "kill", "wait", "delete", "registry")),
     ("Files on the PFS", ("file", "cp", "ls", "mkdir", "rm")),
     ("Images", ("build",)),
     ("Account and configuration", ("login", "logout", "usage", "config")),

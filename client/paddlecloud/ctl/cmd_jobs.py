@@ -59,6 +59,10 @@ def _default_jobname(package: str) -> str:
               help="Restarts of a failed trainer before the job fails.")
 @click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
               help="Seconds the job may wait for resources before it fails.")
+@click.option("-stall-timeout", "--stall-timeout", "stall_timeout", type=int, default=None,
+              help="Seconds without a trainer's log line before the job is marked Stalled (default: the datacenter's).")
+@click.option("-stall-action", "--stall-action", "stall_action", type=click.Choice(contract_spec.STALL_ACTIONS),
+              default=None, help="What a stall does: warn (a warning and an event; the default) or fail the job.")
 @click.option("-priority", "--priority", default=None, metavar="CLASS",
               help="Priority class: who starts first when the datacenter is full (`paddlectl get priorities` "
               "lists yours; default: normal).")
@@ -139,6 +143,9 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
     }
     if flags["no_preempt"]:
         body["no_preempt"] = True
+    for name in ("stall_timeout", "stall_action"):
+        if flags[name] is not None:
+            body[name] = flags[name]
     if flags["notify"] is not None:
         try:
             body["notify"] = contract_spec.parse_notify(flags["notify"])

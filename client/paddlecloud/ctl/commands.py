@@ -11,6 +11,7 @@ from paddlecloud.ctl import (
     cmd_account,
     cmd_build,
     cmd_config,
+    cmd_describe,
     cmd_files,
     cmd_help,
     cmd_images,
@@ -22,7 +23,8 @@ from paddlecloud.ctl import (
 from paddlecloud.ctl.app import cli
 
 COMMAND_MODULES = (
-    cmd_jobs, cmd_queue, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_usage, cmd_config, cmd_help,
+    cmd_jobs, cmd_describe, cmd_queue, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_usage,
+    cmd_config, cmd_help,
 )
 
 __all__ = ["COMMAND_MODULES", "cli"]

@@ -185,10 +185,18 @@ def jobs_table(items: list[dict[str, Any]]) -> str:
     cut at MAX_CELL characters: `-o json` has it whole."""
     rows = [
         (j["name"], j["state"], _ready(j.get("trainers") or {}, True), _pservers(j), age(j.get("created_at")),
-         j.get("reason") or "", j.get("message") or "")
+         *_reason_and_message(j))
         for j in items
     ]
     return table(("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "REASON", "MESSAGE"), rows, empty="No jobs.")
+
+
+def _reason_and_message(job: dict[str, Any]) -> tuple[str, str]:
+    """The job's reason and message; a running job with none shows its first warning (e.g. Stalled)."""
+    warnings = job.get("warnings") or []
+    if not job.get("reason") and warnings:
+        return str(warnings[0].get("reason") or ""), str(warnings[0].get("message") or "")
+    return job.get("reason") or "", job.get("message") or ""
 
 
 def workers_table(items: list[dict[str, Any]]) -> str:

@@ -54,6 +54,8 @@ PARAMETERS = {
     "datacenter": "datacenter",
     "max_retries": "max_retries",
     "pending_timeout": "pending_timeout",
+    "stall_timeout": "stall_timeout",
+    "stall_action": "stall_action",
     "priority": "priority",
     "no_preempt": "no_preempt",
 }
@@ -146,6 +148,8 @@ class PaddleJob:
         registry: str = "",
         max_retries: int = 0,
         pending_timeout: int | None = None,
+        stall_timeout: int | None = None,
+        stall_action: str | None = None,
         priority: str | None = None,
         no_preempt: bool = False,
         session: Any = None,
@@ -203,6 +207,8 @@ class PaddleJob:
         self.registry = registry
         self.max_retries = max_retries
         self.pending_timeout = pending_timeout
+        self.stall_timeout = stall_timeout  # seconds without a trainer's log line: Stalled; None: the datacenter's
+        self.stall_action = stall_action  # "warn" (the portal's default) or "fail"
         self.priority = priority  # a class of GET /api/v1/priorities; None: the portal's default (`normal`)
         self.no_preempt = no_preempt  # never preempted, where the class allows opting out
         self._session = session
@@ -236,6 +242,10 @@ class PaddleJob:
         }
         if self.pending_timeout is not None:
             spec["pending_timeout"] = self.pending_timeout
+        if self.stall_timeout is not None:
+            spec["stall_timeout"] = self.stall_timeout
+        if self.stall_action:
+            spec["stall_action"] = self.stall_action
         if self.datacenter:
             spec["datacenter"] = self.datacenter
         if self.priority:

@@ -31,6 +31,8 @@ FLAGS = {
     "env": "-env",
     "max_retries": "-max-retries",
     "pending_timeout": "-pending-timeout",
+    "stall_timeout": "-stall-timeout",
+    "stall_action": "-stall-action",
     "notify": "-notify",
     "priority": "-priority",
     "no_preempt": "-no-preempt",
@@ -69,6 +71,8 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
     for field in rules.QUANTITIES:
         if spec.get(field) is not None:
             yield field, rules.quantity_problem(field, spec[field])
+    if spec.get("stall_action") not in (None, *rules.STALL_ACTIONS):
+        yield "stall_action", f"must be one of {', '.join(rules.STALL_ACTIONS)}"
     yield "env", rules.env_problem(spec.get("env") or {}, int(spec.get("pservers") or 0))
     for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE), ("priority", rules.MAX_PRIORITY)):
         if len(spec.get(field) or "") > most:

@@ -1,0 +1,85 @@
+"""Stall detection: a running job none of whose trainers wrote a log line for its stall timeout is Stalled.
+
+Checked by the reconciler, at most every CHECK_SECONDS per job: one fstat of each trainer's log.txt
+(the logs lie on the owner's storage for every engine, so the same look serves both). A silent job gets
+`stalled_at` (the time of its last sign of life: the API's `warnings`, the page, `get jobs`) and a
+Stalled event; when a trainer writes again both are cleared. With `stall_action: fail` the reconciler
+fails it instead (reason Stalled).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from jobs import events, logfiles
+from jobs.models import EventKind, Job, JobState, Role
+from storage import backends
+
+CHECK_SECONDS = 5.0  # a job's logs are looked at no more often than this
+_checked: dict[int, float] = {}  # job id -> monotonic time of its last look (per reconciler process)
+
+
+def _logs_visible(job: Job) -> bool:
+    """Whether the portal mounts the job's storage: where it does not, silence cannot be told from blindness."""
+    try:
+        backends.storage_for(job.datacenter).root_real()
+    except backends.StorageUnavailable:
+        return False
+    return True
+
+
+def timeout_of(job: Job) -> int:
+    """The job's stall timeout in seconds: its spec's, else its datacenter's default; 0 is off."""
+    return int(job.spec.get("stall_timeout") or job.datacenter.stall_timeout)
+
+
+def _last_log_line(job: Job, trainer: int) -> datetime | None:
+    try:
+        fd = logfiles.open_log_fd(job, f"trainer-{trainer}", os.O_RDONLY)
+    except OSError:  # not written yet, refused, storage not mounted: no sign of life from this one
+        return None
+    try:
+        return datetime.fromtimestamp(os.fstat(fd).st_mtime, tz=timezone.get_current_timezone())
+    finally:
+        os.close(fd)
+
+
+def last_sign_of_life(job: Job) -> datetime:
+    """When a trainer last wrote a log line, or (re)started: a job is never stalled before it ran its timeout."""
+    signs = [job.started_at or timezone.now()]
+    signs += [when for when in job.workers.filter(role=Role.TRAINER).values_list("started_at", flat=True) if when]
+    signs += [when for index in range(job.trainers) if (when := _last_log_line(job, index))]
+    return max(signs)
+
+
+def check(job: Job) -> str:
+    """Look at a running job (if due): mark it stalled or not. The message to fail it with, "" to let it run."""
+    timeout = timeout_of(job)
+    now = time.monotonic()
+    if job.state != JobState.RUNNING or not timeout or now - _checked.get(job.pk, 0.0) < CHECK_SECONDS:
+        return ""
+    _checked[job.pk] = now
+    if not _logs_visible(job):
+        return ""
+    last = last_sign_of_life(job)
+    silent = timezone.now() - last > timedelta(seconds=timeout)
+    if not silent:
+        unmarked = job.stalled_at is not None and Job.objects.filter(pk=job.pk, stalled_at__isnull=False).update(
+            stalled_at=None
+        )
+        if unmarked:
+            events.record(job.pk, EventKind.STALLED, "no longer stalled: a trainer wrote a log line again")
+        return ""
+    message = f"no trainer has written a log line for {timeout}s (stall timeout)"
+    if job.stalled_at is None and Job.objects.filter(pk=job.pk, stalled_at__isnull=True).update(stalled_at=last):
+        events.record(job.pk, EventKind.STALLED, message)
+    return message if job.spec.get("stall_action") == "fail" else ""
+
+
+def forget(job_id: int) -> None:
+    """Drop a finished job's throttle entry, so the dict holds running jobs only."""
+    _checked.pop(job_id, None)
