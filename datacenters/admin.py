@@ -83,6 +83,13 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ),
         ("Jobs", {"fields": ["cpu_image", "gpu_image", "pending_timeout", "stall_timeout", "finished_ttl"]}),
         (
+            "Isolation",
+            {
+                "fields": ["job_egress", "wait_for_isolation", "kubelet_port", "job_pids_limit", "job_log_limit"],
+                "description": "What every job may use of what the host or cluster shares: README, \"Isolation\".",
+            },
+        ),
+        (
             "Scheduler",
             {
                 "fields": [

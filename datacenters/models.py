@@ -185,6 +185,19 @@ class Datacenter(models.Model):
         help_text="Jobs may open connections to the outside world (pip, datasets). Never to the host's own "
         "services, the portal's, or other jobs: each job has a network of its own either way.",
     )
+    wait_for_isolation = models.BooleanField(
+        default=True,
+        help_text="Kubernetes: a job's code starts only once its pod's NetworkPolicies are in force (the "
+        "enforcer programs a new pod's rules seconds after it starts; until then the pod reaches the node and "
+        "other namespaces). Turn off only where the cluster enforces no NetworkPolicies: there every job would "
+        "fail after a minute.",
+    )
+    kubelet_port = models.PositiveIntegerField(
+        default=10250,
+        validators=[MinValueValidator(1), MaxValueValidator(65535)],
+        help_text="Kubernetes: the port every node's kubelet listens on. While a job's pod can still connect "
+        "to its node there, its NetworkPolicies are not in force yet.",
+    )
     job_pids_limit = models.PositiveIntegerField(
         default=1024,
         validators=[MinValueValidator(16), MaxValueValidator(1_000_000)],

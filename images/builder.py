@@ -27,7 +27,8 @@ from jobs.engines import engine_for
 from jobs.engines.base import EngineError, ImageBuilderSupport, TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
-from jobs.engines.kubernetes.manifests import Storage, owner_reference
+from jobs.engines.kubernetes.manifests import owner_reference
+from jobs.engines.kubernetes.storage import Storage
 from jobs.logfiles import LogChunk, parse_cursor, read_chunk
 from storage import paths
 

@@ -30,7 +30,8 @@ from typing import Any
 
 from datacenters.models import StorageKind
 from jobs.engines.kubernetes import names
-from jobs.engines.kubernetes.manifests import Storage, owner_reference, resources, user_labels
+from jobs.engines.kubernetes.manifests import owner_reference, resources, user_labels
+from jobs.engines.kubernetes.storage import Storage
 
 CONTAINER = "build"
 CONTEXT = "/kaniko/buildcontext"  # under /kaniko: never part of the image (the package goes to /workspace/package)

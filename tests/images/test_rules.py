@@ -11,8 +11,8 @@ from paddlecloud.contract.imageref import BadReference, image_problem, parse_ima
 from images import builder, tasks
 from images import kaniko as b
 from jobs.engines.kubernetes import names
-from jobs.engines.kubernetes.manifests import Storage
 from jobs.engines.kubernetes.rules import ca_problem
+from jobs.engines.kubernetes.storage import Storage
 
 
 @pytest.mark.parametrize(

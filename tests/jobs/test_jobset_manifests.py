@@ -12,13 +12,14 @@ from datacenters.quota import Amounts
 from jobs.engines.kubernetes import jobset, kueue, watch
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes.status import Facts
+from jobs.engines.kubernetes.storage import Storage
 from jobs.models import JobState, Reason
 
 PLAN = m.Plan(
     uid="fit-abcde", name="fit", username="alice", datacenter="dc", namespace="paddle-alice", trainers=2, pservers=2,
     image="paddle:3", cpu="1", memory="1Gi", gpu=0, pscpu="1", psmemory="1Gi", max_retries=2, entry="python t.py",
     passes=1, package_dir="/pfs/dc/home/alice/jobs/fit", output_dir="/pfs/dc/home/alice/jobs/fit/output/fit-abcde",
-    storage=m.Storage(kind="hostPath", host_path="/srv/pfs"),
+    storage=Storage(kind="hostPath", host_path="/srv/pfs"),
 )  # fmt: skip
 
 

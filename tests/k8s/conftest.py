@@ -178,6 +178,9 @@ def node_datacenter(cluster: TestCluster, root: Path, name: str, ns: str, **fiel
     assert manifest is not None
     runtime = manifest["runtime"]["ref"]
     defaults = {"cpu_image": runtime, "gpu_image": runtime, "default_cpu": "8", "default_memory": "16Gi"}
+    assert cluster.node_runner is not None
+    # The test node's kubelet listens on a free port, not 10250: the pods' isolation wait probes that one.
+    defaults["kubelet_port"] = cluster.node_runner.ports["kubelet"]
     return hostpath_datacenter(cluster, root, name, ns, **{**defaults, "finished_ttl": 5, **fields})
 
 

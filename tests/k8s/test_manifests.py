@@ -131,6 +131,7 @@ def test_ps_job_objects_are_accepted_with_the_env_contract(
         assert env["PADDLECLOUD_JOB_NAME"] == "ps" and env["PADDLECLOUD_USERNAME"] == "alice"
         assert env["PADDLECLOUD_DATACENTER"] == k8s_dc.name
         assert env["PADDLECLOUD_POD_IP"] == "<status.podIP>"
+        assert env["PADDLECLOUD_NODE_IP"] == "<status.hostIP>" and env["PADDLECLOUD_ISOLATION_PORT"] == "10250"
         assert "SECRET_KEY" not in env and "DATABASE_URL" not in env
         if role == "trainer":
             assert env["PADDLECLOUD_INDEX"] == "<metadata.annotations['batch.kubernetes.io/job-completion-index']>"

@@ -1,7 +1,8 @@
 """The NetworkPolicies enforced on the real node (kube-router's policy controller, tools/k8s/build-netpol.sh):
 bob's job finds alice's pserver by DNS but cannot open its ports, nor a service in a namespace like the
 portal's, nor a listener on the node's host, while alice's 2 pservers + 2 trainers train to `succeeded`.
-A pod in a namespace without policies reaches the same listeners: what stops bob is the policies."""
+A pod in a namespace without policies reaches the same listeners: what stops bob is the policies, in force from
+his job's first line on: its launcher waits until they hold his new pod (paddlecloud/runtime/isolation.py)."""
 
 from __future__ import annotations
 
@@ -182,6 +183,9 @@ def test_bob_cannot_open_alices_pserver_nor_the_portals_namespace_nor_the_host_w
             probed = lambda: probe_result(log_of(bob_api, "probe", "trainer-0").get("text", ""))  # noqa: E731
             result = wait_for(probed, "bob's probe to report", 240, watch=worker)
             print(f"bob's probe: {result}")
+            # His pod is new: its launcher ran the probe only once kube-router's rules held it (isolation.py).
+            text = log_of(bob_api, "probe", "trainer-0").get("text", "")
+            print("bob's launcher:", re.findall(r"network isolation in force after \S+", text) or "no wait needed")
             bob_pods = {p.status.pod_ip for p in pods_of(core, probe_job.uid, "trainer")}
             assert result["resolve"] == {ps0_name: ps0}  # DNS works in the job, and finds alice's pserver
             blocked = {key: state for key, state in result["connect"].items() if state == "open"}

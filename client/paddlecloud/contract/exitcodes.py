@@ -11,5 +11,6 @@ PSERVER_UNREACHABLE = 69  # a pserver did not accept connections in time
 VENV = 70  # the requirements' venv could not be created, or pip failed
 OS_ERROR = 71  # log folder, store port taken, cannot start /bin/sh
 RENDEZVOUS = 72  # PS mode: the trainers' gloo rendezvous did not complete within its bound
+ISOLATION = 73  # k8s: the pod's NetworkPolicies were not in force within their bound (runtime/isolation.py)
 
-LAUNCHER_CODES = (BAD_FACTS, DNS, PSERVER_UNREACHABLE, VENV, OS_ERROR, RENDEZVOUS)
+LAUNCHER_CODES = (BAD_FACTS, DNS, PSERVER_UNREACHABLE, VENV, OS_ERROR, RENDEZVOUS, ISOLATION)

@@ -50,6 +50,11 @@ VARIABLES = """\
                                    may take from the first trainer's arrival; past it every
                                    trainer's launcher fails with exit code 72 naming it
 ``PADDLECLOUD_POD_IP``             optional: this process's IP (k8s: downward API status.podIP)
+``PADDLECLOUD_ISOLATION_PORT``     optional (k8s): before anything else, wait until a TCP connect to
+                                   ``PADDLECLOUD_NODE_IP`` (required with it: status.hostIP) on
+                                   this port (the kubelet's) fails: the pod's NetworkPolicies are
+                                   in force; past ``PADDLECLOUD_ISOLATION_TIMEOUT`` seconds
+                                   (default 60) the launcher fails with exit code 73
 ``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (less counts as 65536);
                                    past it the head and the end are kept with a line saying how
                                    much was dropped between them (the datacenter's job log limit)
@@ -90,6 +95,9 @@ class JobEnv:
     pserver_wait_timeout: float | None = None
     rendezvous_timeout: float | None = None
     pod_ip: str | None = None
+    node_ip: str | None = None
+    isolation_port: int | None = None
+    isolation_timeout: float | None = None
     log_limit: int | None = None
     attempt: int | None = None
     preempted: int | None = None
@@ -139,6 +147,9 @@ class JobEnv:
             pserver_wait_timeout=_float(env, "pserver_wait_timeout"),
             rendezvous_timeout=_float(env, "rendezvous_timeout", above=0),
             pod_ip=_str(env, "pod_ip") or None,
+            node_ip=_str(env, "node_ip") or None,
+            isolation_port=_optional_port(env, "isolation_port"),
+            isolation_timeout=_float(env, "isolation_timeout", above=0),
             log_limit=_int(env, "log_limit", 1),
             attempt=_int(env, "attempt", 1),
             preempted=_int(env, "preempted", 0),

@@ -40,6 +40,9 @@ class Facts:
     pod_ip: str | None
     rendezvous_timeout: float = 300.0  # PS mode: seconds the trainers' gloo rendezvous may take (rendezvous.py)
     log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.runtime.logcap); None: unbounded
+    node_ip: str | None = None  # k8s: the node's address (status.hostIP), the isolation wait's target
+    isolation_port: int | None = None  # k8s: wait until node_ip:isolation_port is out of reach (isolation.py)
+    isolation_timeout: float = 60.0  # seconds that wait may take
 
     @property
     def ps_mode(self) -> bool:
@@ -95,6 +98,8 @@ def read_facts(env: Mapping[str, str], hostname: str) -> Facts:
         raise FactsError(
             f"{env_name('gloo_port')} is required in parameter-server mode ({env_name('pservers')}>0)"
         )
+    if job.isolation_port is not None and not job.node_ip:
+        raise FactsError(f"{env_name('node_ip')} is required with {env_name('isolation_port')} (its target)")
     is_trainer = role == "trainer"
     return Facts(
         role=role,
@@ -119,6 +124,9 @@ def read_facts(env: Mapping[str, str], hostname: str) -> Facts:
         pserver_wait_timeout=300.0 if job.pserver_wait_timeout is None else job.pserver_wait_timeout,
         pod_ip=job.pod_ip,
         log_limit=job.log_limit,
+        node_ip=job.node_ip,
+        isolation_port=job.isolation_port,
+        isolation_timeout=60.0 if job.isolation_timeout is None else job.isolation_timeout,
         rendezvous_timeout=300.0 if job.rendezvous_timeout is None else job.rendezvous_timeout,
     )
 

@@ -14,6 +14,8 @@ What it does, in order:
    stays under that many bytes: the head and the end are kept, with a line saying how many bytes
    were dropped between them (``paddlecloud.runtime.logcap``).
    The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
+   With ``PADDLECLOUD_ISOLATION_PORT`` (Kubernetes) it then waits until the pod's NetworkPolicies are in
+   force, before anything else runs (``isolation``): past ``PADDLECLOUD_ISOLATION_TIMEOUT`` it fails (exit 73).
 2. PS mode, pserver 0: serves the gloo HTTP rendezvous store (see ``gloo_store``).
 3. ``<package>/requirements.txt`` present: gets a layer venv on the runtime the launcher runs in
    from the per-host cache (``venvcache``: only what the runtime lacks is installed) and runs the
@@ -36,8 +38,9 @@ What it does, in order:
 The launcher's own failures (the reason is the last line of the log / stderr):
 64 bad or missing facts, 68 a peer name did not resolve in time, 69 a pserver did not accept
 connections in time, 70 the venv could not be created or pip failed, 71 an OS error (log dir,
-store port taken, cannot start /bin/sh), 72 the trainers' rendezvous did not complete in time
-(``paddlecloud.contract.exitcodes``), 128+N the launcher was signalled before the entry ran.
+store port taken, cannot start /bin/sh), 72 the trainers' rendezvous did not complete in time, 73 the
+pod's network isolation was not in force in time (``paddlecloud.contract.exitcodes``), 128+N the launcher
+was signalled before the entry ran.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from typing import BinaryIO
 
 from paddlecloud.contract import exitcodes, jobenv, layout, logtimes
 from paddlecloud.contract.layout import LOG_NAME
-from paddlecloud.runtime import launch_env, logcap, reaper, rendezvous, venvcache
+from paddlecloud.runtime import isolation, launch_env, logcap, reaper, rendezvous, venvcache
 from paddlecloud.runtime.gloo_store import GlooStore
 from paddlecloud.runtime.launch_env import Facts, FactsError
 
@@ -67,6 +70,7 @@ EXIT_PSERVER_UNREACHABLE = exitcodes.PSERVER_UNREACHABLE
 EXIT_VENV = exitcodes.VENV
 EXIT_OS_ERROR = exitcodes.OS_ERROR
 EXIT_RENDEZVOUS = exitcodes.RENDEZVOUS
+EXIT_ISOLATION = exitcodes.ISOLATION
 MAX_ROUNDS = 100  # entry runs of one PS trainer attempt; each new round needs a restart by the engine
 RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -281,7 +285,21 @@ def run_in_rounds(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRela
     raise LaunchError(EXIT_RENDEZVOUS, f"the trainers' rendezvous opened more than {MAX_ROUNDS} rounds")
 
 
+def wait_for_isolation(facts: Facts, tee: Tee) -> None:
+    """Never run anything of the job's before its NetworkPolicies hold it (isolation.py); no port: no wait."""
+    if facts.isolation_port is None:
+        return
+    assert facts.node_ip is not None  # read_facts requires it with the port
+    try:
+        waited = isolation.wait_until_isolated(facts.node_ip, facts.isolation_port, facts.isolation_timeout)
+    except isolation.IsolationError as e:
+        raise LaunchError(EXIT_ISOLATION, str(e)) from None
+    if waited is not None:
+        tee.line(f"network isolation in force after {waited:.1f}s")
+
+
 def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
+    wait_for_isolation(facts, tee)
     store = None
     if facts.ps_mode and facts.role == "pserver" and facts.index == 0:
         assert facts.gloo_port is not None

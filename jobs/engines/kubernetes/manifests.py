@@ -32,6 +32,7 @@ from paddlecloud.contract.jobenv import JobEnv, env_name
 from datacenters.models import Datacenter, StorageKind
 from jobs import layout, logfiles
 from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes.storage import Storage
 from jobs.models import Job
 
 LAUNCHER = "paddlecloud-launch"
@@ -41,37 +42,6 @@ TRAINER_PORT = 7165
 GLOO_PORT = 7166  # the gloo HTTP store on pserver 0 (PS mode)
 MASTER_PORT = 7167  # PADDLE_MASTER on trainer 0 (collective mode)
 GPU_RESOURCE = "nvidia.com/gpu"
-
-
-@dataclass(frozen=True)
-class Storage:
-    """How pods mount the datacenter's shared filesystem (the same one the portal sees at storage_root)."""
-
-    kind: str
-    public_path: str = "public"
-    host_path: str = ""
-    nfs_server: str = ""
-    nfs_path: str = ""
-    cephfs_monitors: tuple[str, ...] = ()
-    cephfs_user: str = ""
-    cephfs_secret_name: str = ""
-    cephfs_path: str = "/"
-    pvc_name: str = ""
-
-    @classmethod
-    def of(cls, dc: Datacenter) -> Storage:
-        return cls(
-            kind=dc.storage_kind,
-            public_path=dc.public_path.strip("/") or "public",
-            host_path=dc.host_path,
-            nfs_server=dc.nfs_server,
-            nfs_path=dc.nfs_path,
-            cephfs_monitors=tuple(m.strip() for m in dc.cephfs_monitors.split(",") if m.strip()),
-            cephfs_user=dc.cephfs_user,
-            cephfs_secret_name=dc.cephfs_secret_name,
-            cephfs_path=dc.cephfs_path or "/",
-            pvc_name=dc.pvc_name,
-        )
 
 
 @dataclass(frozen=True)
@@ -106,6 +76,7 @@ class Plan:
     pull_policy: str = "IfNotPresent"  # see pull_policy()
     log_limit: int | None = None  # bytes of each worker's log.txt the launcher keeps (datacenter.job_log_limit)
     attempt: int = 1  # the job's run: one more after each preemption (jobs/scheduling)
+    isolation_port: int | None = None  # the node's kubelet port: the launcher waits until it is out of reach
 
     @property
     def user_label(self) -> str:
@@ -166,6 +137,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         run_as=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
         log_limit=logfiles.log_limit(datacenter),
         attempt=job.attempt,
+        isolation_port=datacenter.kubelet_port if datacenter.wait_for_isolation else None,
     )
 
 
@@ -307,6 +279,7 @@ def env(plan: Plan, role: str, where: Hosts | None = None) -> list[dict[str, Any
         rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
         attempt=plan.attempt,
         preempted=1 if plan.attempt > 1 else None,  # attempts grow only by preemption
+        isolation_port=plan.isolation_port,
     ).to_env()
     result: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
     result += [{"name": k, "value": v} for k, v in facts.items()]
@@ -315,6 +288,8 @@ def env(plan: Plan, role: str, where: Hosts | None = None) -> list[dict[str, Any
     index_field = where.trainer_index if role == "trainer" else where.pserver_index
     result.append({"name": env_name("index"), "valueFrom": {"fieldRef": {"fieldPath": index_field}}})
     result.append({"name": env_name("pod_ip"), "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    if plan.isolation_port is not None:  # the node: an address the namespace's policies block in every mode
+        result.append({"name": env_name("node_ip"), "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
     return result
 
 
