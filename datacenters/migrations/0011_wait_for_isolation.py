@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('datacenters', '0009_admission'),
+        ('datacenters', '0010_stall_timeout'),
     ]
 
     operations = [
