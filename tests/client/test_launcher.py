@@ -279,3 +279,37 @@ def test_resolver_gives_up_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(LaunchError, match=r"'job-x-pserver-1\.job-x' did not resolve within 0s") as e:
         launcher.resolver(0, Tee(None))("job-x-pserver-1.job-x")
     assert e.value.code == EXIT_DNS
+
+
+STOP_DURING_SPAWN = r"""
+import os, signal, subprocess, sys, types
+from pathlib import Path
+from paddlecloud.runtime import launcher
+
+relay = launcher.SignalRelay()
+relay.install()
+real_popen = subprocess.Popen
+
+
+def popen_after_a_stop(*args, **kwargs):
+    # The stop lands while the entry is being spawned, before its process can act on it: a real child between
+    # fork and exec runs our handler, which only sets a flag its exec forgets. Sent before the fork here, so
+    # the child surely never gets this copy.
+    os.killpg(os.getpgrp(), signal.SIGTERM)
+    return real_popen(*args, **kwargs)
+
+
+subprocess.Popen = popen_after_a_stop
+facts = types.SimpleNamespace(entry="exec sleep 60", package_dir=Path.cwd())
+print("CODE", launcher.run_entry(facts, dict(os.environ), launcher.Tee(None), relay), flush=True)
+"""
+
+
+def test_a_stop_that_comes_while_the_entry_is_spawned_still_stops_it(tmp_path: Path) -> None:
+    # Seen under load: a job killed 0.2 s after it started left one trainer running until SIGKILL (137).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run(
+        [sys.executable, "-c", STOP_DURING_SPAWN], cwd=tmp_path, env=env, start_new_session=True,
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert "CODE 143" in run.stdout, run.stdout + run.stderr  # the entry died of the SIGTERM, at once

@@ -169,6 +169,7 @@ class SignalRelay:
 
     def __init__(self) -> None:
         self.child_started = False
+        self.spawning = False  # inside Popen: between the fork and the exec of the entry's shell
         self.exiting = False
         self._relayed: set[int] = set()
 
@@ -187,8 +188,16 @@ class SignalRelay:
         self._relayed.add(signum)
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signum)
-        if not self.child_started:
+        if not self.child_started and not self.spawning:
             raise Interrupted(signum)  # unwind venv install / waits; the entry never ran
+
+    def resend(self) -> None:
+        """Send the stop signals that came while the entry was being spawned to the group again: a child between
+        its fork and its exec still runs our handler, which only sets a flag its exec forgets, so the first copy
+        is lost and the entry would run on (until SIGKILL) as if no stop had come."""
+        for signum in sorted(self._relayed):
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgrp(), signum)
 
 
 def _own_process_group() -> None:
@@ -234,6 +243,7 @@ def run_entry(
 ) -> int | rendezvous.Stop:
     """The entry's exit code, or why `watch` stopped it."""
     t0 = time.monotonic()
+    relay.spawning = True  # a stop now must not unwind Popen half-way (the child would live on unwatched)
     try:
         proc = subprocess.Popen(
             ["/bin/sh", "-c", facts.entry],
@@ -245,7 +255,11 @@ def run_entry(
         )
     except OSError as e:
         raise LaunchError(EXIT_OS_ERROR, f"cannot start /bin/sh in {facts.package_dir}: {e}") from None
+    finally:
+        relay.spawning = False
     relay.child_started, relay.exiting = True, False
+    if relay.stopping:
+        relay.resend()  # the shell has exec'd (Popen returns after that): now the signal lands
     assert proc.stdout is not None
     pump = threading.Thread(target=_pump, args=(proc.stdout, tee), daemon=True)
     pump.start()

@@ -7,6 +7,7 @@ of one process, and the judge (judge.py) turns that into the job's state.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -306,29 +307,42 @@ class Supervisor:
             time.sleep(0.05)
 
     def stop(self, job: Job, recorder: Recorder, grace: float | None = None) -> bool:
-        """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
+        """SIGTERM every process group once (and its launcher again until it goes); SIGKILL a group its grace
+        period after its own SIGTERM.
+
+        Per group, not once for the job: a worker whose record or launcher appeared after the first call (a job
+        killed a moment after it started) still gets its SIGTERM and its whole grace, instead of nothing and then
+        SIGKILL. One SIGTERM per group: a second could hit a process mid-exit and change its exit code."""
         self.end_network_once_alone(job)
         alive = [g for g in self.groups(job) if processes.is_alive(g[0], g[1]) or processes.is_alive(g[2], g[3])]
         if not alive:
             gpus.release(job)  # only now: a GPU is free once no process of the job can use it
             return True
-        first = job.engine_data.get("stop_requested_at")
         now = time.time()
-        if first is None:
-            recorder.keep(job, {"stop_requested_at": now})
-            first = now
-        waited = now - float(first)
+        first = float(job.engine_data.get("stop_requested_at") or now)
+        sent: dict[str, float] = dict(job.engine_data.get("stop_sent") or {})  # launcher pid -> its SIGTERM's time
         if grace is None:
             grace = settings.PADDLECLOUD_KILL_GRACE_SECONDS
-        if 0 < waited < grace:
-            return False  # SIGTERM went out once; a second one could hit a process mid-exit and change its code
-        sig = signal.SIGKILL if waited >= grace else signal.SIGTERM
+        newly = {}
         for pid, pid_start, supervisor, _ in alive:
+            since = sent.get(str(pid))
             if processes.is_alive(pid, pid_start):
                 # The launcher's group only: its supervisor must live on to record how it ended (143, 137).
-                processes.signal_groups([pid], sig)
-            elif waited >= 2 * grace + 5:
+                if since is None and grace > 0:
+                    processes.signal_groups([pid], signal.SIGTERM)
+                    newly[str(pid)] = now
+                elif since is None or now - since >= grace:
+                    processes.signal_groups([pid], signal.SIGKILL)
+                else:
+                    # Again, to the launcher alone: it is its sandbox's pid 1, and the kernel drops a signal to a
+                    # namespace's init that has no handler yet (a launcher still starting), so the first copy may
+                    # be lost. Its handler relays a SIGTERM to the group once and ignores the repeats.
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGTERM)
+            elif now - (since or first) >= 2 * grace + 5:
                 processes.signal_groups([supervisor], signal.SIGKILL)  # stuck writing the status: give up on it
+        if newly or "stop_requested_at" not in job.engine_data:
+            recorder.keep(job, {"stop_requested_at": first, "stop_sent": {**sent, **newly}})
         return False
 
     def stop_pservers(self, job: Job, recorder: Recorder) -> bool:
