@@ -4,6 +4,7 @@ job start of each user."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,13 +12,26 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from datacenters.models import Quota, TeamQuota
 from jobs.tasks import apply_quotas
 
+log = logging.getLogger(__name__)
+
 
 def _apply_after_commit(datacenter_id: int, user_ids: list[int] | None) -> None:
-    transaction.on_commit(lambda: apply_quotas.delay(datacenter_id, user_ids))
+    transaction.on_commit(lambda: _send(datacenter_id, user_ids))
+
+
+def _send(datacenter_id: int, user_ids: list[int] | None) -> None:
+    """The operator's change is saved whatever the broker does: if it cannot take the message, each user's next
+    job start applies the change instead (objects.py checks their queues then), and the save is no 500."""
+    try:
+        apply_quotas.delay(datacenter_id, user_ids)
+    except (KombuOperationalError, OSError) as exc:
+        log.warning("datacenter %s: the broker did not take a quota change (%s); job starts apply it", datacenter_id,
+                    exc)  # fmt: skip
 
 
 @receiver(post_save, sender=Quota, dispatch_uid="jobs.quota_saved")
