@@ -1,8 +1,8 @@
 """Stall detection: a running job none of whose trainers wrote a log line for its stall timeout is Stalled.
 
-Checked by the reconciler, at most every CHECK_SECONDS per job: one fstat of each trainer's log.txt
-(the logs lie on the owner's storage for every engine, so the same look serves both). A silent job gets
-`stalled_at` (the time of its last sign of life: the API's `warnings`, the page, `get jobs`) and a
+Checked by the reconciler, at most every CHECK_SECONDS (and a tenth of its timeout) per job: one fstat of each
+trainer's log.txt (the logs lie on the owner's storage for every engine, so the same look serves both). A silent
+job gets `stalled_at` (the time of its last sign of life: the API's `warnings`, the page, `get jobs`) and a
 Stalled event; when a trainer writes again both are cleared. With `stall_action: fail` the reconciler
 fails it instead (reason Stalled).
 """
@@ -19,8 +19,11 @@ from jobs import events, logfiles
 from jobs.models import EventKind, Job, JobState, Role
 from storage import backends
 
-CHECK_SECONDS = 5.0  # a job's logs are looked at no more often than this
+CHECK_SECONDS = 5.0  # a job's logs are looked at no more often than this...
+CHECKS_PER_TIMEOUT = 10  # ...nor more than this often per stall timeout: the default 1800 s looks every 180 s,
+# so thousands of running jobs cost the reconciler a few looks a second, not a query and stats per job per cycle
 _checked: dict[int, float] = {}  # job id -> monotonic time of its last look (per reconciler process)
+_FORGET_AFTER = 10_000  # past this many remembered jobs, the ones not looked at lately are forgotten
 
 
 def _logs_visible(job: Job) -> bool:
@@ -60,8 +63,12 @@ def check(job: Job) -> str:
     """Look at a running job (if due): mark it stalled or not. The message to fail it with, "" to let it run."""
     timeout = timeout_of(job)
     now = time.monotonic()
-    if job.state != JobState.RUNNING or not timeout or now - _checked.get(job.pk, 0.0) < CHECK_SECONDS:
+    interval = max(CHECK_SECONDS, timeout / CHECKS_PER_TIMEOUT)
+    if job.state != JobState.RUNNING or not timeout or now - _checked.get(job.pk, 0.0) < interval:
         return ""
+    if len(_checked) >= _FORGET_AFTER:
+        for job_id in [key for key, at in _checked.items() if now - at > 2 * interval]:
+            del _checked[job_id]
     _checked[job.pk] = now
     if not _logs_visible(job):
         return ""
