@@ -52,6 +52,7 @@ class Figures:
     poll_s: float = 0.0
     watch_cycle_s: float = 0.0  # a cycle from the watched mirror (the control worker's way)
     watch_list_calls: int = 0
+    event_cycle_s: float = 0.0  # the cycle a watch event starts, over the one job it named
 
 
 def setup_django(var_dir: Path, migrate: bool = True) -> None:
@@ -276,14 +277,16 @@ def cycles(dc: Any, count: int, rounds: int, figures: Figures, profile: bool) ->
         f"database queries per cycle: {figures.cycle_queries}",
         flush=True,
     )
-    watched_cycles(dc, rounds, figures)
+    watched_cycles(dc, rounds, figures, profile)
 
 
-def watched_cycles(dc: Any, rounds: int, figures: Figures) -> None:
-    """The same cycles as the control worker runs them: from the datacenter's watched mirror."""
+def watched_cycles(dc: Any, rounds: int, figures: Figures, profile: bool = False) -> None:
+    """The same cycles as the control worker runs them: from the datacenter's watched mirror. Then the
+    cycle a watch event starts, over only the job it named (jobs/tasks.py reconcile_promptly)."""
     from jobs.engines import engine_for
     from jobs.engines.kubernetes import client as kube
     from jobs.engines.kubernetes import names, watch
+    from jobs.models import Job
     from jobs.reconcile import reconcile_datacenter
 
     watch.enable()
@@ -310,6 +313,22 @@ def watched_cycles(dc: Any, rounds: int, figures: Figures) -> None:
         print(
             f"  watch: reconcile cycle time: median {figures.watch_cycle_s:.3f}s, max {max(times):.3f}s "
             f"(goal <= 1 s); the mirror's own requests meanwhile: {dict(watch.WATCH_CALLS) or 'none'}",
+            flush=True,
+        )
+        if profile:
+            profiler = _profiler(True)
+            profiler.runcall(reconcile_datacenter, dc)
+            _print_profile(profiler, "one watched reconcile cycle")
+        ids = list(Job.objects.filter(datacenter=dc, state="running").values_list("pk", flat=True)[:rounds])
+        one = []
+        for job_id in ids:
+            t0 = time.perf_counter()
+            reconcile_datacenter(dc, [job_id])
+            one.append(time.perf_counter() - t0)
+        figures.event_cycle_s = statistics.median(one) if one else 0.0
+        print(
+            f"  watch: a cycle over the one job an event named: median {figures.event_cycle_s * 1000:.1f} ms, "
+            f"max {max(one or [0]) * 1000:.1f} ms",
             flush=True,
         )
     finally:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -239,37 +241,57 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
     return True
 
 
-def reconcile_datacenter(datacenter: Datacenter) -> None:
+def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None = None) -> None:
+    """One cycle over the datacenter's jobs; with job_ids, over only those (what an event named: the
+    cost of following a change does not grow with the jobs the datacenter runs)."""
     engine = engine_for(datacenter)
-    for job in cycle.preempting(datacenter).select_related("owner", "datacenter"):
+    jobs = Job.objects.filter(datacenter=datacenter)
+    preempting = cycle.preempting(datacenter).select_related("owner", "datacenter")
+    if job_ids is not None:
+        ids = list(job_ids)
+        jobs, preempting = jobs.filter(pk__in=ids), preempting.filter(pk__in=ids)
+    for job in preempting:
         try:
             requeue_preempted(job, engine)
         except TransientEngineError as exc:
             log.warning("cannot stop preempted %s: %s", job.uid, exc)
-    started = list(
-        Job.objects.filter(datacenter=datacenter, state__in=STARTED_STATES).select_related("owner", "datacenter")
-    )
-    if started:
-        try:
-            observations = engine.poll(started, RECORDS)
-        except TransientEngineError as exc:
-            log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
-            return
-        workers: dict[int, dict[tuple[str, int], Worker]] = defaultdict(dict)
-        ids = Job.objects.filter(datacenter=datacenter, state__in=STARTED_STATES).values("pk")
-        for worker in Worker.objects.filter(job__in=ids):
-            workers[worker.job_id][(worker.role, worker.index)] = worker
-        for job in started:
-            if job.pk in observations:
-                apply(job, observations[job.pk], engine, workers[job.pk])
-                check_stall(job, engine)
-    for job in Job.objects.filter(datacenter=datacenter, state__in=TERMINAL_STATES, released=False).select_related(
-        "owner", "datacenter"
-    ):
+    try:
+        _follow_started(jobs.filter(state__in=STARTED_STATES), datacenter, engine)
+    except TransientEngineError as exc:
+        log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
+        return
+    for job in _with_relations(list(jobs.filter(state__in=TERMINAL_STATES, released=False)), datacenter):
         try:
             release(job, engine)
         except TransientEngineError as exc:
             log.warning("cannot release %s: %s", job.uid, exc)
+
+
+def _with_relations(jobs: list[Job], datacenter: Datacenter) -> list[Job]:
+    """Give the datacenter's jobs their owner and datacenter, each loaded once: select_related would build
+    (and decrypt the credentials of) one Datacenter and one User per job, most of a watched cycle's time at
+    thousands of jobs (bench/reconcile_scale.py --profile). A job whose owner went meanwhile went with them."""
+    owners = User.objects.in_bulk({job.owner_id for job in jobs}) if jobs else {}
+    for job in jobs:
+        job.datacenter = datacenter
+        if job.owner_id in owners:
+            job.owner = owners[job.owner_id]
+    return [job for job in jobs if job.owner_id in owners]
+
+
+def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine) -> None:
+    """Observe the started jobs (a queryset) through their engine and apply what it saw."""
+    started = _with_relations(list(started_jobs), datacenter)
+    if not started:
+        return
+    observations = engine.poll(started, RECORDS)
+    workers: dict[int, dict[tuple[str, int], Worker]] = defaultdict(dict)
+    for worker in Worker.objects.filter(job__in=started_jobs.values("pk")):
+        workers[worker.job_id][(worker.role, worker.index)] = worker
+    for job in started:
+        if job.pk in observations:
+            apply(job, observations[job.pk], engine, workers[job.pk])
+            check_stall(job, engine)
 
 
 def stuck_submissions() -> list[int]:

@@ -171,7 +171,8 @@ PROMPT_WAIT_SECONDS = 2.0  # an event waits this long for a running cycle to end
 
 
 def reconcile_promptly(job_ids: set[int]) -> None:
-    """Events from local jobs' processes (jobs/engines/local/events.py): reconcile their datacenters now.
+    """Events from local jobs' processes (jobs/engines/local/events.py) or Kubernetes watches
+    (jobs/listener.py): reconcile these jobs now (only these: the beat's cycle follows the others).
 
     Runs in the control worker's event listener, not from the broker, so no queue lies between a
     process's exit and its job's state. A cycle already running may have looked before the event:
@@ -182,7 +183,7 @@ def reconcile_promptly(job_ids: set[int]) -> None:
         while True:
             with exclusive("reconcile") as held:
                 if held:
-                    _reconcile_each(Datacenter.objects.filter(jobs__pk__in=job_ids).distinct())
+                    _reconcile_each(Datacenter.objects.filter(jobs__pk__in=job_ids).distinct(), job_ids)
                     return
             if time.monotonic() > deadline:
                 return
@@ -191,16 +192,17 @@ def reconcile_promptly(job_ids: set[int]) -> None:
         close_old_connections()  # a long-lived thread: never keep a connection the database closed
 
 
-def _reconcile_each(datacenters: Iterable[Datacenter]) -> None:
+def _reconcile_each(datacenters: Iterable[Datacenter], job_ids: set[int] | None = None) -> None:
     for datacenter in datacenters:
         started, clock, error = timezone.now(), time.monotonic(), ""
         try:
-            reconcile_datacenter(datacenter)
+            reconcile_datacenter(datacenter, job_ids)
         except Exception as exc:
             # One broken datacenter must not stop the others from being followed.
             log.exception("reconcile of datacenter %s failed", datacenter.name)
             error = f"{type(exc).__name__}: {exc}"
-        reconcile_runs.record(datacenter.pk, started, time.monotonic() - clock, error)  # the health page
+        if job_ids is None or error:  # the health page shows full cycles (and any error), not one job's look
+            reconcile_runs.record(datacenter.pk, started, time.monotonic() - clock, error)
 
 
 @shared_task(name="jobs.storage_quota", ignore_result=True)

@@ -127,6 +127,13 @@ def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClus
         cluster.stop()
 
 
+@pytest.fixture
+def kueue_api(kueue_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
+    """A client of the Kueue cluster's API server (cluster-admin), closed after the test."""
+    with kueue_cluster.api_client() as client:
+        yield client
+
+
 @pytest.fixture(scope="session")
 def k8s_api(k8s_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
     """An admin ApiClient for the session's cluster."""

@@ -14,7 +14,6 @@ from jobs.engines.kubernetes import spans
 from jobs.models import Job, JobState, Reason, UsageRecord
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, objects_of, submit
 from tests.wait import wait_for
-from tools.k8s.testcluster import TestCluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 
@@ -23,21 +22,15 @@ HANG = {FATE: "hang"}
 PS_JOB = {"parallelism": 2, "pservers": 2, "cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
 
 
-@pytest.fixture
-def api(kueue_cluster: TestCluster) -> Any:
-    with kueue_cluster.api_client() as client:
-        yield client
-
-
-def jobset_of(api: k8s.ApiClient, job: Job) -> dict[str, Any] | None:
-    found = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+def jobset_of(kueue_api: k8s.ApiClient, job: Job) -> dict[str, Any] | None:
+    found = k8s.CustomObjectsApi(kueue_api).list_namespaced_custom_object(
         *JOBSET, job.engine_data["namespace"], "jobsets", field_selector=f"metadata.name={job.uid}"
     )["items"]
     return dict(found[0]) if found else None
 
 
-def pods_of(api: k8s.ApiClient, job: Job) -> list[str]:
-    return objects_of(api, job.uid)["Pod"]
+def pods_of(kueue_api: k8s.ApiClient, job: Job) -> list[str]:
+    return objects_of(kueue_api, job.uid)["Pod"]
 
 
 def submit_ps(dc: Datacenter, user: User, name: str, trainer_delay: str = "3s") -> Job:
@@ -51,15 +44,15 @@ def waiting_for_kueue(job: Job) -> Job | None:
 
 
 def test_a_ps_job_is_one_jobset_admitted_by_kueue_and_succeeds(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     job = submit_ps(kueue_dc, alice, "fit")
     assert job.engine_data["layout"] == "jobset"
-    body = jobset_of(api, job)
+    body = jobset_of(kueue_api, job)
     assert body is not None and body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "paddlecloud"
     running = drive(kueue_dc, lambda: job_in(job, JobState.RUNNING), "running through Kueue")
     assert running.trainers_running == 2 and running.pservers_running == 2
-    left = objects_of(api, job.uid)
+    left = objects_of(kueue_api, job.uid)
     # No Service, StatefulSet or plain Job of the portal layout: the JobSet's child Jobs and its pods.
     assert left["StatefulSet"] == [] and sorted(left["Job"]) == [f"{job.uid}-ps-0", f"{job.uid}-trainer-0"]
     assert left["NetworkPolicy"] == [f"{job.uid}-peers"]
@@ -73,36 +66,38 @@ def test_a_ps_job_is_one_jobset_admitted_by_kueue_and_succeeds(
         "trainer-1": "succeeded",
     }
     # Finished: the JobSet is deleted (its quota back to Kueue), and with it everything of the job.
-    assert jobset_of(api, job) is None
-    wait_for(lambda: nothing_left(api, job.uid), "the garbage collector to delete the rest", timeout=90)
+    assert jobset_of(kueue_api, job) is None
+    wait_for(lambda: nothing_left(kueue_api, job.uid), "the garbage collector to delete the rest", timeout=90)
 
 
 def test_a_gang_larger_than_the_quota_waits_whole_with_kueues_reason_and_a_kill_removes_it(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     Quota.objects.create(user=alice, datacenter=kueue_dc, cpu="3")  # room for 3 of its 4 one-core pods
     job = submit_ps(kueue_dc, alice, "gang")
     job = drive(kueue_dc, lambda: waiting_for_kueue(job), "Kueue's reason on the pending job")
     print("pending job:", job.reason, job.message)
     assert job.reason == Reason.QUOTA_EXHAUSTED and job.message.startswith("queued by Kueue: ")
-    assert pods_of(api, job) == []
-    assert (jobset_of(api, job) or {})["spec"]["suspend"] is True
+    assert pods_of(kueue_api, job) == []
+    assert (jobset_of(kueue_api, job) or {})["spec"]["suspend"] is True
     assert {w.state for w in job.workers.all()} == {"pending"}
 
     job = kill(job)
     assert job.state == JobState.KILLED
-    wait_for(lambda: jobset_of(api, job) is None and nothing_left(api, job.uid), "the killed job's JobSet gone")
+    wait_for(
+        lambda: jobset_of(kueue_api, job) is None and nothing_left(kueue_api, job.uid), "the killed job's JobSet gone"
+    )
 
 
 def test_two_jobs_that_fit_one_at_a_time_run_one_after_the_other(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     first = submit_ps(kueue_dc, alice, "first", trainer_delay="10s")  # 4 cores: all of alice's quota
     drive(kueue_dc, lambda: job_in(first, JobState.RUNNING), "the first job running")
     second = submit_ps(kueue_dc, alice, "second")
     second = drive(kueue_dc, lambda: waiting_for_kueue(second), "the second job queued by Kueue")
     print("second job:", second.reason, second.message)
-    assert second.reason == Reason.QUOTA_EXHAUSTED and pods_of(api, second) == []
+    assert second.reason == Reason.QUOTA_EXHAUSTED and pods_of(kueue_api, second) == []
     first = drive(kueue_dc, lambda: finished(first), "the first job to end")
     assert first.state == JobState.SUCCEEDED
     drive(kueue_dc, lambda: job_in(second, JobState.RUNNING, JobState.SUCCEEDED), "the second job admitted")
@@ -111,7 +106,7 @@ def test_two_jobs_that_fit_one_at_a_time_run_one_after_the_other(
 
 
 def test_the_ledger_charges_each_worker_its_pods_own_start_and_end(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     job = submit_ps(kueue_dc, alice, "ledger", trainer_delay="4s")
     job = drive(kueue_dc, lambda: finished(job), "success", timeout=60)

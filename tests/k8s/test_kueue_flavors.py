@@ -15,7 +15,6 @@ from jobs.engines.kubernetes import kueue
 from jobs.models import JobState
 from tests.k8s.conftest import GPU_NODE_LABEL
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, submit
-from tools.k8s.testcluster import TestCluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 
@@ -23,15 +22,9 @@ KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
 @pytest.fixture
-def api(kueue_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
-    with kueue_cluster.api_client() as client:
-        yield client
-
-
-@pytest.fixture
-def gpu_flavor_on_gpu_nodes(api: k8s.ApiClient) -> Iterator[None]:
+def gpu_flavor_on_gpu_nodes(kueue_api: k8s.ApiClient) -> Iterator[None]:
     """What an operator does: the portal's GPU flavor gets the GPU nodes' label (made here if no job made it yet)."""
-    custom = k8s.CustomObjectsApi(api)
+    custom = k8s.CustomObjectsApi(kueue_api)
     try:
         custom.create_cluster_custom_object(*KUEUE, "resourceflavors", kueue.resource_flavor(kueue.GPU_FLAVOR))
     except k8s.ApiException as exc:
@@ -43,8 +36,8 @@ def gpu_flavor_on_gpu_nodes(api: k8s.ApiClient) -> Iterator[None]:
     custom.patch_cluster_custom_object(*KUEUE, "resourceflavors", kueue.GPU_FLAVOR, unlabelled)
 
 
-def pods_by_role(api: k8s.ApiClient, uid: str) -> dict[str, list[Any]]:
-    pods = k8s.CoreV1Api(api).list_pod_for_all_namespaces(label_selector=f"paddlecloud.org/job={uid}").items
+def pods_by_role(kueue_api: k8s.ApiClient, uid: str) -> dict[str, list[Any]]:
+    pods = k8s.CoreV1Api(kueue_api).list_pod_for_all_namespaces(label_selector=f"paddlecloud.org/job={uid}").items
     found: dict[str, list[Any]] = {"ps": [], "trainer": []}
     for pod in pods:
         found["ps" if "-ps-" in str(pod.metadata.name) else "trainer"].append(pod)
@@ -52,7 +45,7 @@ def pods_by_role(api: k8s.ApiClient, uid: str) -> dict[str, list[Any]]:
 
 
 def test_gpu_trainers_land_on_the_gpu_flavors_nodes_and_pservers_anywhere(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient, gpu_flavor_on_gpu_nodes: None
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient, gpu_flavor_on_gpu_nodes: None
 ) -> None:
     Quota.objects.create(user=alice, datacenter=kueue_dc, cpu="4", memory="16Gi", gpu=2)
     spec = {"jobname": "gpus", "parallelism": 2, "pservers": 1, "gpu": 1, "cpu": "1", "memory": "1Gi",
@@ -60,7 +53,7 @@ def test_gpu_trainers_land_on_the_gpu_flavors_nodes_and_pservers_anywhere(
     job = submit(kueue_dc, alice, spec, trainer_annotations={FATE: "succeed", DELAY: "5s"},
                  pserver_annotations={FATE: "hang"})  # fmt: skip
     running = drive(kueue_dc, lambda: job_in(job, JobState.RUNNING), "running on the GPU node", 60)
-    pods = pods_by_role(api, running.uid)
+    pods = pods_by_role(kueue_api, running.uid)
     assert len(pods["trainer"]) == 2 and len(pods["ps"]) == 1
     for trainer in pods["trainer"]:
         assert (trainer.spec.node_selector or {}).get(GPU_NODE_LABEL) == "yes"

@@ -16,7 +16,6 @@ from jobs.models import Job, JobState, PriorityClass, Reason
 from jobs.scheduling import cycle
 from jobs.tasks import submit_job
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, new_job, start
-from tools.k8s.testcluster import TestCluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 
@@ -25,12 +24,6 @@ JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 WHOLE_QUOTA = {"parallelism": 2, "pservers": 2, "cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
 HANG = {FATE: "hang"}
 CLASSES = {"low": 10, "normal": 100, "high": 1000}
-
-
-@pytest.fixture
-def api(kueue_cluster: TestCluster) -> Any:
-    with kueue_cluster.api_client() as client:
-        yield client
 
 
 @pytest.fixture(autouse=True)
@@ -48,9 +41,9 @@ def submit_with(dc: Datacenter, user: User, name: str, priority_class: str, fate
     return start(job)
 
 
-def jobsets_of(api: k8s.ApiClient, job: Job) -> list[dict[str, Any]]:
+def jobsets_of(kueue_api: k8s.ApiClient, job: Job) -> list[dict[str, Any]]:
     ns = names.namespace_name(job.datacenter.namespace_prefix, job.owner.username)  # also with no engine data
-    found = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+    found = k8s.CustomObjectsApi(kueue_api).list_namespaced_custom_object(
         *JOBSET, ns, "jobsets", field_selector=f"metadata.name={job.uid}"
     )
     return list(found["items"])
@@ -62,15 +55,17 @@ def admitted_by_kueue(job: Job) -> Job | None:
 
 
 def test_priority_classes_become_workload_priority_classes_and_high_is_admitted_before_an_earlier_low(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     first = submit_with(kueue_dc, alice, "first", "high", fate="succeed")
     drive(kueue_dc, lambda: admitted_by_kueue(first), "the first job running")
     low = submit_with(kueue_dc, alice, "low", "low")
     high = submit_with(kueue_dc, alice, "high", "high")
-    (body,) = jobsets_of(api, high)
+    (body,) = jobsets_of(kueue_api, high)
     assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "paddlecloud-high"
-    mirrored = k8s.CustomObjectsApi(api).get_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "paddlecloud-low")
+    mirrored = k8s.CustomObjectsApi(kueue_api).get_cluster_custom_object(
+        *KUEUE, "workloadpriorityclasses", "paddlecloud-low"
+    )
     assert mirrored["value"] == 10
 
     drive(kueue_dc, lambda: finished(first), "the first job to end", timeout=60)
@@ -82,11 +77,11 @@ def test_priority_classes_become_workload_priority_classes_and_high_is_admitted_
 
 
 def test_kueue_preempts_a_low_job_for_a_high_one_and_the_low_job_runs_again_as_attempt_2(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     low = submit_with(kueue_dc, alice, "low", "low")
     drive(kueue_dc, lambda: admitted_by_kueue(low), "the low job running")
-    old_jobset = jobsets_of(api, low)[0]["metadata"]["uid"]
+    old_jobset = jobsets_of(kueue_api, low)[0]["metadata"]["uid"]
     high = submit_with(kueue_dc, alice, "high", "high", fate="succeed")
 
     low = drive(kueue_dc, lambda: job_in(low, JobState.QUEUED), "the low job preempted by Kueue")
@@ -94,7 +89,9 @@ def test_kueue_preempts_a_low_job_for_a_high_one_and_the_low_job_runs_again_as_a
     assert low.reason == Reason.PREEMPTED and "preempted by Kueue" in low.message
     requeued = drive(kueue_dc, lambda: job_in(low, JobState.QUEUED) and (low if low.attempt == 2 else None), "requeued")
     assert requeued.preempted_at is None and requeued.admitted_at is None
-    assert all(js["metadata"]["uid"] != old_jobset for js in jobsets_of(api, low)), "the evicted JobSet is deleted"
+    assert all(js["metadata"]["uid"] != old_jobset for js in jobsets_of(kueue_api, low)), (
+        "the evicted JobSet is deleted"
+    )
 
     high = drive(kueue_dc, lambda: finished(high), "the high job to run and succeed", timeout=60)
     assert high.state == JobState.SUCCEEDED and high.started_at is not None
@@ -104,7 +101,7 @@ def test_kueue_preempts_a_low_job_for_a_high_one_and_the_low_job_runs_again_as_a
     hook = {"pod_annotations": {FATE: "succeed"}, "pserver_annotations": HANG}
     Job.objects.filter(pk=low.pk).update(engine_data=hook)
     submit_job.apply(args=(low.pk,))
-    (body,) = jobsets_of(api, low)
+    (body,) = jobsets_of(kueue_api, low)
     assert body["metadata"]["uid"] != old_jobset
     for replicated in body["spec"]["replicatedJobs"]:
         (container,) = replicated["template"]["spec"]["template"]["spec"]["containers"]

@@ -21,19 +21,12 @@ from jobs.models import Job, JobState, Reason
 from jobs.reconcile import reconcile_datacenter
 from portal.celery import app as celery_app
 from tests.k8s.engine_helpers import DELAY, FATE, drive, job_in, kill, new_job, start
-from tools.k8s.testcluster import TestCluster
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 HANG = {FATE: "hang"}
 EIGHT_CORES = {"parallelism": 2, "pservers": 2, "cpu": "2", "memory": "1Gi", "pscpu": "2", "psmemory": "1Gi"}
-
-
-@pytest.fixture
-def api(kueue_cluster: TestCluster) -> Any:
-    with kueue_cluster.api_client() as client:
-        yield client
 
 
 def in_team(dc: Datacenter, user: User, team: str, cpu: str, may_borrow: bool = True) -> None:
@@ -55,13 +48,13 @@ def admitted(job: Job) -> Job | None:
 
 
 def test_a_team_borrows_another_teams_idle_quota_and_gives_it_back_when_that_team_needs_it(
-    kueue_dc: Datacenter, alice: User, bob: User, api: k8s.ApiClient
+    kueue_dc: Datacenter, alice: User, bob: User, kueue_api: k8s.ApiClient
 ) -> None:
     in_team(kueue_dc, alice, "team-a", "4")
     in_team(kueue_dc, bob, "team-b", "8")
     borrower = eight_cores(kueue_dc, alice, "borrower")  # twice team A's quota: runs on team B's idle cores
     drive(kueue_dc, lambda: admitted(borrower), "team A's job running on borrowed quota", timeout=60)
-    custom = k8s.CustomObjectsApi(api)
+    custom = k8s.CustomObjectsApi(kueue_api)
     cohort = custom.get_cluster_custom_object(*KUEUE, "cohorts", kueue.team_cohort_name(kueue_dc.name, "team-a"))
     assert cohort["spec"]["parentName"] == kueue.cohort_name(kueue_dc.name)
     queue = custom.get_cluster_custom_object(
@@ -105,12 +98,12 @@ def nominal_cpu(body: dict[str, Any]) -> str:
 
 
 def test_an_operators_change_to_a_team_reaches_its_cohort_and_its_members_queue(
-    kueue_dc: Datacenter, alice: User, api: k8s.ApiClient, eager: None,
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient, eager: None,
     django_capture_on_commit_callbacks: Any,
 ) -> None:  # fmt: skip
     in_team(kueue_dc, alice, "team-a", "4")
     job = eight_cores(kueue_dc, alice, "job")  # its start makes alice's queue and the team's cohort
-    custom = k8s.CustomObjectsApi(api)
+    custom = k8s.CustomObjectsApi(kueue_api)
     cohort_name = kueue.team_cohort_name(kueue_dc.name, "team-a")
     queue_name = names.namespace_name(kueue_dc.namespace_prefix, "alice")
     team = TeamQuota.objects.get(datacenter=kueue_dc)

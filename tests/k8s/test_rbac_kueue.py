@@ -24,22 +24,18 @@ pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 
 
 @pytest.fixture
-def api(kueue_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
-    with kueue_cluster.api_client() as client:
-        yield client
-
-
-@pytest.fixture
-def as_service_account(kueue_dc: Datacenter, kueue_cluster: TestCluster, api: k8s.ApiClient) -> Iterator[Datacenter]:
+def as_service_account(
+    kueue_dc: Datacenter, kueue_cluster: TestCluster, kueue_api: k8s.ApiClient
+) -> Iterator[Datacenter]:
     """kueue_dc with the engine authenticated as deploy/base/rbac.yaml's ServiceAccount."""
-    with rbac_helpers.service_account_kubeconfig(kueue_cluster, api) as kubeconfig:
+    with rbac_helpers.service_account_kubeconfig(kueue_cluster, kueue_api) as kubeconfig:
         kueue_dc.kubeconfig, kueue_dc.kube_context = kubeconfig, "portal"
         kueue_dc.save()
         yield kueue_dc
 
 
 def test_a_kueue_job_with_the_longest_name_its_size_allows_runs_as_the_service_account(
-    as_service_account: Datacenter, alice: User, api: k8s.ApiClient
+    as_service_account: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     dc = as_service_account
     # 39 characters and 10 trainers: its pods `<name>-<5>-trainer-0-9-<5>` are 63 characters, JobSet's limit.
@@ -53,12 +49,12 @@ def test_a_kueue_job_with_the_longest_name_its_size_allows_runs_as_the_service_a
     assert running.trainers_running == 10
     job = drive(dc, lambda: finished(job), "success", 60)
     assert job.state == JobState.SUCCEEDED, job.message
-    wait_for(lambda: nothing_left(api, job.uid), "the JobSet and its pods gone", timeout=90)
+    wait_for(lambda: nothing_left(kueue_api, job.uid), "the JobSet and its pods gone", timeout=90)
     # Teams' Cohorts (jobs.quota_sync deletes a removed team's); the queue's visibility API is the web pods' to
     # read (rbac-web.yaml), never the workers'.
     for verb in ("get", "list", "create", "update", "delete"):
-        assert rbac_helpers.allowed(api, "kueue.x-k8s.io", "cohorts", verb)
-    assert not rbac_helpers.allowed(api, "visibility.kueue.x-k8s.io", "clusterqueues", "get", "pendingworkloads")
+        assert rbac_helpers.allowed(kueue_api, "kueue.x-k8s.io", "cohorts", verb)
+    assert not rbac_helpers.allowed(kueue_api, "visibility.kueue.x-k8s.io", "clusterqueues", "get", "pendingworkloads")
     # ... and no more: no Workload written by hand, no ClusterQueue deleted.
     engine = engine_for(dc)
     assert isinstance(engine, KubernetesEngine)
@@ -66,4 +62,4 @@ def test_a_kueue_job_with_the_longest_name_its_size_allows_runs_as_the_service_a
     with pytest.raises(kube.KubeError) as refused:
         engine.k8s.delete("ClusterQueue", None, job.engine_data["namespace"])
     assert refused.value.status == 403
-    assert not rbac_helpers.allowed(api, "kueue.x-k8s.io", "workloads", "update")
+    assert not rbac_helpers.allowed(kueue_api, "kueue.x-k8s.io", "workloads", "update")

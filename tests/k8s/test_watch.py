@@ -20,6 +20,7 @@ from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names, watch
 from jobs.engines.kubernetes.engine import KubernetesEngine
+from jobs.models import Job
 from jobs.reconcile import reconcile_datacenter
 from tests.k8s.engine_helpers import FATE, drive, job_in, kill, new_job, start, submit
 from tests.wait import wait_for
@@ -108,6 +109,30 @@ def test_a_pods_change_reaches_the_mirror_and_the_handler_at_once(
     wait_for(lambda: job.uid in heard.at, "the handler to hear of it", 10, interval=0.01)
     print(f"pod deleted -> handler heard in {heard.at[job.uid] - began:.3f}s")
     kill(job)
+
+
+@pytest.mark.django_db
+def test_a_cycle_for_the_jobs_an_event_named_reads_and_writes_only_theirs(
+    k8s_dc: Datacenter, alice: User, bob: User, heard: Heard
+) -> None:
+    named, other = (
+        submit(k8s_dc, user, {"jobname": f"only{i}"}, trainer_annotations=HANG) for i, user in enumerate([alice, bob])
+    )
+    drive(k8s_dc, lambda: job_in(named, "running") and job_in(other, "running"), "both running")
+    mirror = _mirror(k8s_dc)
+    # The mirror hands out one job's objects from its index, not the datacenter's.
+    its_pods = mirror.items("Pod", [named.uid])
+    assert its_pods and {p["metadata"]["labels"][names.JOB_LABEL] for p in its_pods} == {named.uid}
+    assert mirror.items("Pod", ["no-such-job"]) == []
+    # A row the cycle would put right (its counts as if no trainer ran) ...
+    Job.objects.filter(pk__in=[named.pk, other.pk]).update(trainers_running=0)
+    reconcile_datacenter(k8s_dc, [named.pk])
+    assert Job.objects.get(pk=named.pk).trainers_running == 1  # ... is put right for the named job
+    assert Job.objects.get(pk=other.pk).trainers_running == 0  # and left to the full cycle for the other
+    reconcile_datacenter(k8s_dc)
+    assert Job.objects.get(pk=other.pk).trainers_running == 1
+    for job in (named, other):
+        kill(job)
 
 
 @pytest.mark.django_db(transaction=True)

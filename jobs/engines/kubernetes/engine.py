@@ -153,8 +153,10 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         admitted = [job for job in jobs if job.pk not in held]
         if not admitted:
             return held
-        if mirror is not None:  # the watched copy: no call at all
-            pods, trainer_jobs, sets = mirror.items("Pod"), mirror.items("Job"), mirror.items("StatefulSet")
+        if mirror is not None:  # the watched copy: no call at all, and only these jobs' objects
+            uids = [job.uid for job in admitted]
+            pods, trainer_jobs = mirror.items("Pod", uids), mirror.items("Job", uids)
+            sets = mirror.items("StatefulSet", uids)
         else:
             pods = self.k8s.list("Pod", label_selector=selector)
             trainer_jobs = self.k8s.list("Job", label_selector=selector)
@@ -186,13 +188,14 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             return {}
         if mirror is not None and "JobSet" not in mirror.informers:
             mirror = None  # JobSet jobs of a datacenter switched back to `portal`: its mirror follows no JobSets
-        found = mirror.items("JobSet") if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
+        uids = [job.uid for job in queued]
+        found = mirror.items("JobSet", uids) if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
         by_uid = {k8s_pods.labels(js).get(names.JOB_LABEL, ""): js for js in found}
         workloads: dict[str, Any] = {}
         # The watched copy costs no call, so admitted jobs' Workloads are read too (an eviction Kueue undid at once,
         # kueue.held); without a watch only a suspended JobSet's cycle pays the list call.
         if mirror is not None or any(jobset.suspended(by_uid.get(job.uid) or {}) for job in queued):
-            listed = mirror.items("Workload") if mirror is not None else self.k8s.list("Workload")
+            listed = mirror.items("Workload", uids) if mirror is not None else self.k8s.list("Workload")
             workloads = kueue.workloads_by_jobset(listed)
         result = {}
         for job in queued:
@@ -249,7 +252,7 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         """Record each pserver pod's uid the first time it runs: a different one later means it was replaced."""
         seen = dict((job.engine_data or {}).get("pserver_pods") or {})
         new = {}
-        for (role, index), pods in k8s_pods.by_worker(objs.pods).items():
+        for (role, index), pods in objs.workers().items():
             if role == "pserver" and str(index) not in seen and k8s_pods.phase(pods[-1]) == "Running":
                 new[str(index)] = pods[-1]["metadata"]["uid"]
         if new:

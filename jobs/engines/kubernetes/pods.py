@@ -24,6 +24,13 @@ class JobObjects:
     pserver_set: Obj | None = None
     pods: list[Obj] = field(default_factory=list)
     create_failures: list[Obj] = field(default_factory=list)  # FailedCreate events of its Job/StatefulSet
+    _workers: dict[tuple[str, int], list[Obj]] | None = field(default=None, repr=False, compare=False)
+
+    def workers(self) -> dict[tuple[str, int], list[Obj]]:
+        """by_worker(self.pods), worked out once: a cycle asks for it up to four times per job."""
+        if self._workers is None:
+            self._workers = by_worker(self.pods)
+        return self._workers
 
 
 def labels(obj: Obj) -> dict[str, str]:

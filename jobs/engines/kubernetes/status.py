@@ -35,7 +35,6 @@ from jobs.engines.kubernetes.pods import (
     LIVE_PHASES,
     JobObjects,
     Obj,
-    by_worker,
     conditions,
     container_status,
     describe,
@@ -228,7 +227,7 @@ def missing_pods(f: Facts, objs: JobObjects) -> bool:
         return False
     status = objs.trainer_job.get("status") or {}
     done = index_set(status.get("completedIndexes"))
-    live = {(r, i) for (r, i), pods in by_worker(objs.pods).items() if any(phase(p) in LIVE_PHASES for p in pods)}
+    live = {(r, i) for (r, i), pods in objs.workers().items() if any(phase(p) in LIVE_PHASES for p in pods)}
     wanted = {("trainer", i) for i in range(f.trainers) if i not in done} | {("pserver", i) for i in range(f.pservers)}
     return bool(wanted - live)
 
@@ -255,7 +254,7 @@ def observe(f: Facts, objs: JobObjects) -> Observation:
 
 def _workers(f: Facts, objs: JobObjects, job_failed: bool) -> tuple[list[WorkerStatus], list[_Problem]]:
     """Each worker's status (pservers first), and the problems found on the way."""
-    workers = by_worker(objs.pods)
+    workers = objs.workers()
     job_status = (objs.trainer_job or {}).get("status") or {}
     completed = index_set(job_status.get("completedIndexes"))
     failed = index_set(job_status.get("failedIndexes"))

@@ -64,6 +64,17 @@ def sources(datacenter_selector: str, kueue: bool = False) -> tuple[Source, ...]
     return common + ((Source("JobSet", datacenter_selector), Source("Workload")) if kueue else ())
 
 
+def job_of(obj: Obj) -> str:
+    """The uid of the portal job an object belongs to ("" for none): its job label, or for a Workload (which
+    carries no label of ours) the JobSet owning it, which is named after the job."""
+    meta = obj.get("metadata") or {}
+    job_uid = (meta.get("labels") or {}).get(names.JOB_LABEL)
+    if not job_uid:
+        owners = meta.get("ownerReferences") or []
+        job_uid = next((ref.get("name") for ref in owners if ref.get("kind") == "JobSet"), None)
+    return str(job_uid or "")
+
+
 def _slim(obj: Obj) -> Obj:
     # managedFields are often half of an object's JSON, and nothing here reads them.
     (obj.get("metadata") or {}).pop("managedFields", None)
@@ -77,15 +88,37 @@ class Informer:
         self.client, self.source = client, source
         self._changed, self._stop = changed, stop
         self._objects: dict[str, Obj] = {}
+        # The same objects by the job they belong to: a cycle over a few jobs reads only theirs, however
+        # many the datacenter runs (the objects of no job are only in _objects).
+        self._by_job: dict[str, dict[str, Obj]] = {}
         self._lock = threading.Lock()
         self._stream: kube.WatchStream | None = None
         self.version = ""  # the resourceVersion the objects are current at; "" lists again
         self.live = False  # listed, and its watch open: the objects are as current as the API server's
         self.lists = 0
 
-    def items(self) -> list[Obj]:
+    def items(self, job_uids: Iterable[str] | None = None) -> list[Obj]:
+        """Every object, or only those of these jobs."""
         with self._lock:
-            return list(self._objects.values())
+            if job_uids is None:
+                return list(self._objects.values())
+            return [obj for uid in job_uids for obj in self._by_job.get(uid, {}).values()]
+
+    def _put(self, uid: str, obj: Obj) -> None:
+        self._drop(uid)
+        self._objects[uid] = obj
+        job_uid = job_of(obj)
+        if job_uid:
+            self._by_job.setdefault(job_uid, {})[uid] = obj
+
+    def _drop(self, uid: str) -> None:
+        old = self._objects.pop(uid, None)
+        job_uid = job_of(old) if old is not None else ""
+        its = self._by_job.get(job_uid)
+        if its is not None:
+            its.pop(uid, None)
+            if not its:
+                del self._by_job[job_uid]
 
     def run(self) -> None:
         failures = 0
@@ -125,8 +158,12 @@ class Informer:
         s = self.source
         items, version = self.client.list_at(s.kind, None, s.label_selector, s.field_selector)
         fresh = {obj["metadata"]["uid"]: _slim(obj) for obj in items}
+        by_job: dict[str, dict[str, Obj]] = {}
+        for uid, obj in fresh.items():
+            if job_uid := job_of(obj):
+                by_job.setdefault(job_uid, {})[uid] = obj
         with self._lock:
-            old, self._objects, self.version = self._objects, fresh, version
+            old, self._objects, self._by_job, self.version = self._objects, fresh, by_job, version
         self.lists += 1
         for uid, obj in fresh.items():
             before = old.pop(uid, None)
@@ -158,9 +195,9 @@ class Informer:
                     continue
                 with self._lock:
                     if kind == "DELETED":
-                        self._objects.pop(uid, None)
+                        self._drop(uid)
                     else:
-                        self._objects[uid] = _slim(obj)
+                        self._put(uid, _slim(obj))
                     self.version = version or self.version
                 self._changed(obj)
                 if self._stop.is_set():
@@ -208,15 +245,11 @@ class Mirror:
             time.sleep(0.02)
         return True
 
-    def items(self, kind: str) -> list[Obj]:
-        return self.informers[kind].items()
+    def items(self, kind: str, job_uids: Iterable[str] | None = None) -> list[Obj]:
+        return self.informers[kind].items(job_uids)
 
     def _changed(self, obj: Obj) -> None:
-        meta = obj.get("metadata") or {}
-        job_uid = (meta.get("labels") or {}).get(names.JOB_LABEL)
-        if not job_uid:  # a Workload carries no label of ours: the JobSet owning it is named after the job
-            owners = meta.get("ownerReferences") or []
-            job_uid = next((ref.get("name") for ref in owners if ref.get("kind") == "JobSet"), None)
+        job_uid = job_of(obj)
         if job_uid:
             self._on_job(job_uid)
 
