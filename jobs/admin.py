@@ -51,9 +51,9 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ["state", "reason", "datacenter"]
     search_fields = ["name", "uid", "owner__username"]
     # The JSON fields are shown as tables (jobs/admin_display.py), not as raw JSON; everything is read-only.
-    fields = ["links", *(f.name for f in Job._meta.fields if f.name not in JSON_FIELDS), "spec_table",
-              "engine_data_table"]
-    readonly_fields = fields
+    readonly_fields = ["links", *(f.name for f in Job._meta.fields if f.name not in JSON_FIELDS), "spec_table",
+                       "engine_data_table"]
+    fields = tuple(readonly_fields)
     inlines = [WorkerInline, EventInline]
     actions = ["kill", "hold", "release", "front"]
 

@@ -25,7 +25,7 @@ from paddlecloud.contract.units import human_bytes
 from core.locks import exclusive, job_lock
 from datacenters import quota
 from datacenters.models import Datacenter
-from jobs import events, signals, stalls
+from jobs import events, reconcile_runs, signals, stalls
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
@@ -246,6 +246,7 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
             requeue_preempted(job, engine)
         except TransientEngineError as exc:
             log.warning("cannot stop preempted %s: %s", job.uid, exc)
+            reconcile_runs.engine_error(datacenter.pk, f"cannot stop preempted {job.uid}: {exc}")
     started = list(
         Job.objects.filter(datacenter=datacenter, state__in=STARTED_STATES).select_related("owner", "datacenter")
     )
@@ -254,6 +255,7 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
             observations = engine.poll(started, RECORDS)
         except TransientEngineError as exc:
             log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
+            reconcile_runs.engine_error(datacenter.pk, f"cannot reach the datacenter: {exc}")  # the health page
             return
         workers: dict[int, dict[tuple[str, int], Worker]] = defaultdict(dict)
         ids = Job.objects.filter(datacenter=datacenter, state__in=STARTED_STATES).values("pk")
@@ -270,6 +272,7 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
             release(job, engine)
         except TransientEngineError as exc:
             log.warning("cannot release %s: %s", job.uid, exc)
+            reconcile_runs.engine_error(datacenter.pk, f"cannot release {job.uid}: {exc}")
 
 
 def stuck_submissions() -> list[int]:
