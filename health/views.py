@@ -1,4 +1,4 @@
-"""The operators' health page: each datacenter's capacity and use, its jobs, its last reconcile; worker heartbeats."""
+"""The operators' health page: each datacenter's capacity, use, jobs, last reconcile, engine errors; heartbeats."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _datacenter(datacenter: Datacenter) -> dict[str, Any]:
         queued=Count("id", filter=Q(state=JobState.QUEUED)),
     )
     return {"datacenter": datacenter, "capacity": capacity(datacenter), "held": held, **counts,
-            "reconcile": reconcile_runs.last(datacenter.pk)}
+            "reconcile": reconcile_runs.last(datacenter.pk), "errors": reconcile_runs.engine_errors(datacenter.pk)}
 
 
 @login_required
@@ -45,5 +45,6 @@ def health_page(request: HttpRequest) -> HttpResponse:
     beats = [{"row": row, "stale": now - row.last_seen > stale_after}
              for row in WorkerHeartbeat.objects.order_by("-last_seen")[:MAX_HEARTBEATS]]
     datacenters = [_datacenter(dc) for dc in Datacenter.objects.order_by("name")[:MAX_DATACENTERS]]
-    context = {"datacenters": datacenters, "beats": beats, "stale_after": stale_after.total_seconds()}
+    context = {"datacenters": datacenters, "beats": beats, "stale_after": stale_after.total_seconds(),
+               "any_errors": any(d["errors"] for d in datacenters), "max_errors": reconcile_runs.MAX_ERRORS}
     return render(request, "health/page.html", context)

@@ -1,4 +1,4 @@
-"""Admin for jobs: every job and its workers; kill, hold, release or front jobs; the usage ledger, read-only, as CSV."""
+"""Admin for jobs: each job with its workers, timeline, spec and log links; queue verbs; the usage ledger as CSV."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core.errors import Conflict
-from jobs import queue, services
+from jobs import admin_display, queue, services
 from jobs.models import GpuAssignment, Job, JobEvent, Runtime, UsageRecord, Worker
 
 
@@ -42,18 +42,36 @@ class EventInline(admin.TabularInline):  # type: ignore[type-arg]
         return False
 
 
+JSON_FIELDS = ("spec", "engine_data")
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "page", "owner", "datacenter", "state", "reason", "exit_code", "created_at", "finished_at"]
     list_filter = ["state", "reason", "datacenter"]
     search_fields = ["name", "uid", "owner__username"]
-    readonly_fields = [f.name for f in Job._meta.fields]
+    # The JSON fields are shown as tables (jobs/admin_display.py), not as raw JSON; everything is read-only.
+    readonly_fields = ["links", *(f.name for f in Job._meta.fields if f.name not in JSON_FIELDS), "spec_table",
+                       "engine_data_table"]
+    fields = tuple(readonly_fields)
     inlines = [WorkerInline, EventInline]
     actions = ["kill", "hold", "release", "front"]
 
     @admin.display(description="uid (job page)", ordering="uid")
     def page(self, job: Job) -> str:
         return format_html('<a href="{}">{}</a>', reverse("job-detail", args=[job.uid]), job.uid)
+
+    @admin.display(description="Pages")
+    def links(self, job: Job) -> str:
+        return admin_display.links(job)
+
+    @admin.display(description="Spec")
+    def spec_table(self, job: Job) -> str:
+        return admin_display.json_table(job.spec)
+
+    @admin.display(description="Engine data")
+    def engine_data_table(self, job: Job) -> str:
+        return admin_display.json_table(job.engine_data)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs are submitted through the API, which validates and checks quota

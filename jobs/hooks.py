@@ -18,7 +18,8 @@ from typing import Any
 from django.utils import timezone
 
 from datacenters.models import Datacenter
-from jobs.models import Job, JobState
+from jobs import events
+from jobs.models import EventKind, Job, JobState
 from jobs.states import transition
 
 
@@ -95,13 +96,21 @@ def admit(job_id: int) -> Verdict:
     if decision.verdict == Verdict.FAILED:
         transition(job_id, JobState.FAILED, reason=decision.reason, message=decision.message[:2000])
     elif decision.verdict == Verdict.WAIT:
-        # Touching updated_at keeps the stuck-submission sweep from re-sending it every cycle.
-        Job.objects.filter(pk=job_id, state=JobState.QUEUED).update(
-            reason=decision.reason, message=decision.message[:2000], updated_at=timezone.now()
-        )
+        _wait(job_id, decision)
     elif decision.image:
         Job.objects.filter(pk=job_id, state=JobState.QUEUED).update(spec={**job.spec, "image": decision.image})
     return decision.verdict
+
+
+def _wait(job_id: int, decision: StartDecision) -> None:
+    """Note why the job still waits; entering that reason is one timeline event, asking again is none."""
+    # Touching updated_at keeps the stuck-submission sweep from re-sending it every cycle.
+    values = {"reason": decision.reason, "message": decision.message[:2000], "updated_at": timezone.now()}
+    queued = Job.objects.filter(pk=job_id, state=JobState.QUEUED)
+    if queued.exclude(reason=decision.reason).update(**values):  # conditional: one event, whoever asks at once
+        events.record(job_id, EventKind.QUEUED, f"{decision.reason}: {decision.message}")
+    else:
+        queued.update(**values)  # the same reason, perhaps a newer message (the build's state)
 
 
 def image_sources_of(jobs: Iterable[Job]) -> dict[int, ImageSource]:

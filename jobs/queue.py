@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from core.errors import Conflict
 from datacenters.models import Admission, Datacenter
-from jobs import services
+from jobs import events, services
 from jobs.engines import engine_for
-from jobs.models import Job, JobState, Reason
+from jobs.models import EventKind, Job, JobState, Reason
 from jobs.scheduling import cycle
 
 MAX_ROWS = 1000  # rows one queue answer holds; the rest are counted
@@ -206,7 +206,11 @@ def _changed(job: Job, rows: int, verb: str, wake: bool) -> Job:
 
 def hold(job: Job) -> Job:
     """Keep a waiting job out of admission until released; its reason says so (holding twice is no change)."""
-    rows = _waiting_row(job).update(held=True, reason=Reason.HELD, message=HELD_MESSAGE)
+    # A conditional UPDATE: only the hold that changed the row writes the timeline's event.
+    newly = _waiting_row(job).filter(held=False).update(held=True, reason=Reason.HELD, message=HELD_MESSAGE)
+    if newly:
+        events.record(job.pk, EventKind.QUEUED, f"{Reason.HELD}: {HELD_MESSAGE}")
+    rows = newly or _waiting_row(job).update(held=True, reason=Reason.HELD, message=HELD_MESSAGE)
     return _changed(job, rows, "held", wake=False)
 
 

@@ -27,7 +27,7 @@ from paddlecloud.contract.units import human_bytes
 from core.locks import exclusive, job_lock
 from datacenters import quota
 from datacenters.models import Datacenter
-from jobs import events, signals, stalls
+from jobs import events, reconcile_runs, signals, stalls
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
@@ -255,16 +255,19 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
             requeue_preempted(job, engine)
         except TransientEngineError as exc:
             log.warning("cannot stop preempted %s: %s", job.uid, exc)
+            reconcile_runs.engine_error(datacenter.pk, f"cannot stop preempted {job.uid}: {exc}")
     try:
         _follow_started(jobs.filter(state__in=STARTED_STATES), datacenter, engine)
     except TransientEngineError as exc:
         log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
+        reconcile_runs.engine_error(datacenter.pk, f"cannot reach the datacenter: {exc}")  # the health page
         return
     for job in _with_relations(list(jobs.filter(state__in=TERMINAL_STATES, released=False)), datacenter):
         try:
             release(job, engine)
         except TransientEngineError as exc:
             log.warning("cannot release %s: %s", job.uid, exc)
+            reconcile_runs.engine_error(datacenter.pk, f"cannot release {job.uid}: {exc}")
 
 
 def _with_relations(jobs: list[Job], datacenter: Datacenter) -> list[Job]:

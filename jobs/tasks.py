@@ -48,10 +48,12 @@ def submit_job(self: Task, job_id: int) -> None:  # type: ignore[type-arg]
         try:
             engine.start(job, RECORDS)
         except EngineError as exc:
+            reconcile_runs.engine_error(job.datacenter_id, f"start of {job.uid} failed: {exc}")
             transition(job_id, JobState.FAILED, reason=Reason.SUBMIT_FAILED, message=str(exc))
             engine.stop(job, RECORDS)
             return
         except TransientEngineError as exc:
+            reconcile_runs.engine_error(job.datacenter_id, f"start of {job.uid} to be retried: {exc}")
             Job.objects.filter(pk=job_id, state=JobState.SUBMITTING).update(message=f"retrying: {exc}")
             countdown = min(60, 2 ** min(self.request.retries, 6))
             raise self.retry(countdown=countdown) from None
@@ -201,6 +203,7 @@ def _reconcile_each(datacenters: Iterable[Datacenter], job_ids: set[int] | None 
             # One broken datacenter must not stop the others from being followed.
             log.exception("reconcile of datacenter %s failed", datacenter.name)
             error = f"{type(exc).__name__}: {exc}"
+            reconcile_runs.engine_error(datacenter.pk, f"reconcile failed: {error}")
         if job_ids is None or error:  # the health page shows full cycles (and any error), not one job's look
             reconcile_runs.record(datacenter.pk, started, time.monotonic() - clock, error)
 
@@ -233,13 +236,15 @@ def cleanup() -> None:
                     Job.objects.filter(pk=job.pk).update(cleaned=True)
             except (EngineError, TransientEngineError) as exc:
                 log.warning("cleanup of %s failed: %s", job.uid, exc)
+                reconcile_runs.engine_error(job.datacenter_id, f"cleanup of {job.uid} failed: {exc}")
         # The reaper: engine objects whose job row is gone (or finished past its TTL) are deleted too.
         for datacenter in Datacenter.objects.all():
             try:
                 reaped = engine_for(datacenter).reap()
-            except Exception:
+            except Exception as exc:
                 # One unreachable or misconfigured datacenter must not stop the others from being reaped.
                 log.exception("reaping datacenter %s failed", datacenter.name)
+                reconcile_runs.engine_error(datacenter.pk, f"reaping failed: {type(exc).__name__}: {exc}")
                 continue
             if reaped:
                 log.info("reaped %d orphaned object(s) in datacenter %s", reaped, datacenter.name)

@@ -166,8 +166,11 @@ def job_live(request: HttpRequest, ref: str) -> HttpResponse:
 
 @login_required
 def job_logs(request: HttpRequest, ref: str) -> HttpResponse:
+    """The log viewer; `?worker=NAME` opens on that worker (the admin links each worker's log so)."""
     job = _job_for(request, ref)
-    return render(request, "jobs/logs.html", {"job": job, "worker_names": job.worker_names})
+    asked = request.GET.get("worker", "")
+    chosen = asked if asked in job.worker_names else ""  # anything else: the viewer's own choice
+    return render(request, "jobs/logs.html", {"job": job, "worker_names": job.worker_names, "chosen": chosen})
 
 
 @login_required

@@ -334,7 +334,8 @@
     try { sessionStorage.setItem(CHOICE_KEY, select.value); } catch (error) { /* not remembered */ }
     choose(select.value);
   });
-  try {
+  // A link naming a worker (?worker=, chosen by the server) wins over the tab's remembered choice.
+  if (!viewer.dataset.chosen) try {
     const kept = sessionStorage.getItem(CHOICE_KEY);
     if (kept && Array.from(select.options).some((o) => o.value === kept)) select.value = kept;
   } catch (error) { /* storage off: the first worker */ }

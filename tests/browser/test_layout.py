@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from datacenters.models import Datacenter
 from health.models import WorkerHeartbeat
+from jobs import reconcile_runs
 from jobs.models import Job, Worker
 from registry.models import RegistrySecret
 from tests.browser.conftest import Page, login
@@ -45,6 +46,8 @@ def portal_world(local_dc: Datacenter, alice: User) -> Job:
     now = timezone.now()  # the health page: one worker alive, one stale
     WorkerHeartbeat.objects.create(hostname="worker-1.cluster.example.com", last_seen=now, beats=120)
     WorkerHeartbeat.objects.create(hostname="worker-2.cluster.example.com", last_seen=now - timedelta(hours=2), beats=7)
+    reconcile_runs.engine_error(local_dc.pk, "cannot reach the datacenter: HTTPSConnectionPool(host='api.example"
+                                ".com', port=6443): Max retries exceeded (Connection refused)")  # a long one
     return job
 
 

@@ -71,6 +71,21 @@ def test_the_usage_page_shows_a_released_jobs_use_without_a_reload(
     assert page.evaluate("window.__notReloaded") is True and logged_in.problems == []
 
 
+def test_a_link_naming_a_worker_opens_the_log_viewer_on_it_over_the_tabs_choice(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    write_log(job, "trainer-0", "from trainer 0\n")
+    write_log(job, "trainer-1", "from trainer 1\n")
+    page = logged_in.page
+    logged_in.goto(f"/jobs/{job.uid}/logs")
+    page.select_option("#log-worker", "*")  # remembered for this tab
+    logged_in.goto(f"/jobs/{job.uid}/logs?worker=trainer-1")  # the admin's link to trainer-1's log
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('from trainer 1')")
+    assert page.input_value("#log-worker") == "trainer-1" and "from trainer 0" not in (page.text_content("#log") or "")
+    assert logged_in.problems == []
+
+
 def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_the_job_ended(
     logged_in: Page, local_dc: Datacenter, alice: User
 ) -> None:
