@@ -1,0 +1,71 @@
+"""Live resource use per worker: how the portal samples and records it.
+
+An engine's `sample_usage(job)` returns a WorkerUsage (jobs.usage_samples) per running worker (the local engine
+reads each process's cgroup, the Kubernetes one the kubelet's summary API); the reconciler calls `sample` for
+each running job, at most every SAMPLE_SECONDS, and this module writes the rows: `Worker.usage` (the latest
+sample, shown while the worker runs) and `Worker.usage_history` (a bounded series for the job page's chart,
+kept after the job ends).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from jobs import stalls
+from jobs.engines.base import Engine, TransientEngineError
+from jobs.models import Job, JobState, Worker
+from jobs.usage_samples import WorkerUsage, with_point
+
+log = logging.getLogger(__name__)
+
+# Every 10 s: the chart then resolves a minute-long phase, and a reconciler with a thousand running jobs reads
+# a hundred cgroups (or one kubelet summary per node) a second at most, never one job's files per cycle.
+SAMPLE_SECONDS = 10.0
+_sampled: dict[int, float] = {}  # job id -> monotonic time of its last sample (per reconciler process)
+_FORGET_AFTER = 10_000  # past this many remembered jobs, the ones not sampled lately are forgotten
+
+
+def record(job: Job, samples: dict[str, WorkerUsage]) -> None:
+    """Write each sampled worker's usage and add it to its history (one update per worker)."""
+    for worker in job.workers.all():
+        usage = samples.get(worker.name)
+        if usage is not None:
+            history = with_point(list(worker.usage_history or []), usage)
+            Worker.objects.filter(pk=worker.pk).update(usage=usage.to_json(), usage_history=history)
+
+
+def interval_of(job: Job) -> float:
+    """SAMPLE_SECONDS, or a third of the job's stall timeout where that is shorter (1 s at least): a trainer
+    that works silently is seen working before its silence could make it Stalled."""
+    timeout = stalls.timeout_of(job)
+    return max(1.0, min(SAMPLE_SECONDS, timeout / 3)) if timeout else SAMPLE_SECONDS
+
+
+def sample(job: Job, engine: Engine) -> None:
+    """Sample a running job's workers through its engine, if due; an engine out of reach is tried next time."""
+    now = time.monotonic()
+    interval = interval_of(job)
+    if job.state != JobState.RUNNING or now - _sampled.get(job.pk, 0.0) < interval:
+        return
+    if len(_sampled) >= _FORGET_AFTER:
+        for job_id in [key for key, at in _sampled.items() if now - at > 2 * SAMPLE_SECONDS]:
+            del _sampled[job_id]
+    _sampled[job.pk] = now
+    try:
+        samples = engine.sample_usage(job)
+    except TransientEngineError as exc:
+        log.info("cannot sample %s: %s", job.uid, exc)
+        return
+    record(job, samples)
+
+
+def forget(job_id: int) -> None:
+    _sampled.pop(job_id, None)
+
+
+def live(worker: Worker) -> dict[str, Any] | None:
+    """The usage the API shows: the latest sample while the worker runs; None before it and once it ended
+    (what it used over its run stays in its history and the ledger)."""
+    return worker.usage if worker.state == "running" else None
