@@ -45,7 +45,7 @@
       holder.append(figure);
       plots[i] = new uPlot({
         width, height: 200,
-        axes: [{}, { size: 72, values: (u, ticks) => ticks.map(chart.value) }],
+        axes: [{}, { size: 90, values: (u, ticks) => ticks.map(chart.value) }],
         series: [{ label: "time" }, ...shown.map((w, n) => ({
           label: w.name, stroke: COLORS[n % COLORS.length], width: 1.5, spanGaps: true, value: (u, v) => chart.value(v),
         }))],

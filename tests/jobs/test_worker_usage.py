@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -125,3 +126,19 @@ def test_a_silent_trainer_using_cpu_is_alive_and_an_idle_one_is_stalled(local_dc
     assert idle.stalled_at is not None
     assert "or used CPU" in idle.warnings[0]["message"]
 
+
+
+@pytest.mark.django_db
+def test_the_job_page_shows_a_running_workers_cpu_and_memory_and_the_usage_chart(
+    local_dc: Datacenter, alice: Any
+) -> None:
+    job = _silent_job(local_dc, alice, cpu=1.5)
+    sample = WorkerUsage(1.5, 700 << 20, timezone.now()).to_json()
+    Worker.objects.filter(job=job).update(usage=sample)
+    Worker.objects.create(job=job, role="trainer", index=1, state="failed", usage=sample)  # ended: shows none
+    client = Client()
+    client.force_login(alice)
+    live = client.get(f"/jobs/{job.uid}/live").content.decode()
+    assert live.count('data-testid="worker-cpu"') == 1 and ">1.50<" in live and "700.0\xa0MB" in live
+    page = client.get(f"/jobs/{job.uid}/").content.decode()
+    assert 'data-testid="usage"' in page and f"/api/v1/jobs/{job.uid}/usage" in page
