@@ -6,7 +6,7 @@ one worker process per lane, but `side` and `notify` share one on a laptop):
 - `jobs` (the default queue, `celery`): per-job work, a message per job: start, kill, image builds, and
   the heartbeat (it proves that this lane's worker runs).
 - `control` (`celery-control`): the periodic loops that follow every job (reconcile, storage quota,
-  cleanup, build polling). A burst of submissions queues hundreds of per-job messages; were the
+  usage samples, cleanup, build polling). A burst of submissions queues hundreds of per-job messages; were the
   reconcile behind them, every job's state would lag by the whole backlog (seen: 95-181 s, and 295
   reconcile runs discarded as expired).
 - `side` (`celery-side`): work for users that may take long and never starts or follows a job: upload
@@ -31,6 +31,7 @@ _LANE_OF_TASK = {
     "jobs.reconcile": CONTROL,
     "jobs.schedule": CONTROL,
     "jobs.storage_quota": CONTROL,
+    "jobs.sample_usage": CONTROL,
     "jobs.cleanup": CONTROL,
     "images.poll_builds": CONTROL,
     "storage.cleanup_uploads": CONTROL,

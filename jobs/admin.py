@@ -20,7 +20,10 @@ class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
     model = Worker
     extra = 0
     can_delete = False
-    readonly_fields = ["role", "index", "state", "host", "pid", "started_at", "restarts", "exit_code", "message"]
+    readonly_fields = [
+        "role", "index", "state", "host", "pid", "started_at", "restarts", "exit_code", "message", "usage",
+    ]  # fmt: skip
+    exclude = ["usage_history"]  # up to 360 points: the job page charts them
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -1,4 +1,4 @@
-"""Jobs API: submit (or a dry run), list, get, kill (and remove), workers, and logs and metrics by cursor."""
+"""Jobs API: submit (or a dry run), list, get, kill (and remove), logs and metrics by cursor (workers: api_workers)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from core.api.errors import quote
 from core.api.params import by_state, flag
 from jobs import hooks, layout, logs, metrics, queue, services, waiting
 from jobs.lookup import job_named, refuse_to_guess_which_run
-from jobs.models import ACTIVE_STATES, Job, JobState, Worker
+from jobs.models import ACTIVE_STATES, Job, JobState
 from jobs.spec import JobSpecSerializer
 
 MAX_TAIL = 100_000  # lines ?tail= may ask for
@@ -136,14 +136,6 @@ class DryRunSerializer(serializers.Serializer):  # type: ignore[type-arg]
     dry_run = serializers.BooleanField(help_text="always true")
     job = DryRunJobSerializer()
     requested = RequestedSerializer()
-
-
-class WorkerSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
-    name = serializers.CharField(read_only=True)
-
-    class Meta:
-        model = Worker
-        fields = ["name", "role", "index", "state", "host", "pid", "started_at", "restarts", "exit_code", "message"]
 
 
 def jobs_visible_to(request: Request) -> QuerySet[Job]:
@@ -280,13 +272,6 @@ class JobDetail(APIView):
             return Response(status=status.HTTP_204_NO_CONTENT)
         services.kill(job)
         return Response(JobSerializer(job).data)
-
-
-class JobWorkers(generics.ListAPIView):  # type: ignore[type-arg]
-    serializer_class = WorkerSerializer
-
-    def get_queryset(self) -> QuerySet[Worker]:
-        return get_job(self.request, self.kwargs["name"]).workers.order_by("role", "index")
 
 
 # What every answer read by cursor (logs, metrics) ends with.

@@ -52,7 +52,7 @@ class Reason(models.TextChoices):
     WAITING_FOR_CAPACITY = "WaitingForCapacity"  # queued: the datacenter has not enough free now (jobs/scheduling)
     QUOTA_EXHAUSTED = "QuotaExhausted"  # queued: its owner's running jobs use the quota up; it starts as they end
     HELD = "Held"  # queued: an operator holds it; it starts only once released
-    STALLED = "Stalled"  # no trainer wrote a log line for its stall_timeout, and its stall_action is `fail`
+    STALLED = "Stalled"  # no trainer wrote a log line or used CPU for its stall_timeout, and its stall_action is `fail`
     PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
 
 
@@ -132,7 +132,9 @@ class Job(models.Model):
         null=True, blank=True, help_text="When it last began to wait (its submit, or its preemption)."
     )
     stalled_at = models.DateTimeField(
-        null=True, blank=True, help_text="Since when no trainer wrote a log line for its stall timeout (jobs.stalls)."
+        null=True,
+        blank=True,
+        help_text="Since when no trainer wrote a log line or used CPU for its stall timeout (jobs.stalls).",
     )
     queue_boost = models.BooleanField(default=False, help_text="An operator moved it to the front of its priority.")
 
@@ -172,7 +174,7 @@ class Job(models.Model):
         if self.stalled_at is None or self.state != JobState.RUNNING:
             return []
         since = self.stalled_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        return [{"reason": "Stalled", "message": f"no trainer has written a log line since {since}"}]
+        return [{"reason": "Stalled", "message": f"no trainer has written a log line or used CPU since {since}"}]
 
     @property
     def trainers(self) -> int:
@@ -209,6 +211,10 @@ class Worker(models.Model):
     restarts = models.PositiveIntegerField(default=0)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True, default="")
+    # Sampled by jobs.worker_usage (shape: jobs.usage_samples): the latest sample, and a bounded series of
+    # [unix seconds, cpu cores, memory bytes] for the job page's chart. Portal-owned: the job cannot write here.
+    usage = models.JSONField(null=True, blank=True, help_text="The latest usage sample (jobs.usage_samples).")
+    usage_history = models.JSONField(default=list, blank=True, help_text="[time, cpu cores, memory bytes] points.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

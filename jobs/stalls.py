@@ -1,9 +1,10 @@
-"""Stall detection: a running job none of whose trainers wrote a log line for its stall timeout is Stalled.
+"""Stall detection: a running job none of whose trainers wrote a log line or used CPU for its timeout is Stalled.
 
 Checked by the reconciler, at most every CHECK_SECONDS (and a tenth of its timeout) per job: one fstat of each
-trainer's log.txt (the logs lie on the owner's storage for every engine, so the same look serves both). A silent
+trainer's log.txt (the logs lie on the owner's storage for every engine, so the same look serves both), and the
+trainers' usage samples (jobs.worker_usage): more than CPU_FLOOR cores is a sign of life like a log line. A silent
 job gets `stalled_at` (the time of its last sign of life: the API's `warnings`, the page, `get jobs`) and a
-Stalled event; when a trainer writes again both are cleared. With `stall_action: fail` the reconciler
+Stalled event; when a trainer writes or works again both are cleared. With `stall_action: fail` the reconciler
 fails it instead (reason Stalled).
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
 from jobs import events, logfiles
 from jobs.models import EventKind, Job, JobState, Role
+from jobs.usage_samples import CPU_FLOOR
 from storage import backends
 
 CHECK_SECONDS = 5.0  # a job's logs are looked at no more often than this...
@@ -51,10 +53,19 @@ def _last_log_line(job: Job, trainer: int) -> datetime | None:
         os.close(fd)
 
 
+def _last_cpu_use(histories: list[list[list[float]]]) -> datetime | None:
+    """When a trainer was last sampled using more than CPU_FLOOR cores; None if never."""
+    times = [point[0] for history in histories for point in history or [] if point[1] >= CPU_FLOOR]
+    return datetime.fromtimestamp(max(times), tz=UTC) if times else None
+
+
 def last_sign_of_life(job: Job) -> datetime:
-    """When a trainer last wrote a log line, or (re)started: a job is never stalled before it ran its timeout."""
+    """When a trainer last wrote a log line, used CPU or (re)started: never stalled before it ran its timeout."""
+    trainers = list(job.workers.filter(role=Role.TRAINER).values_list("started_at", "usage_history"))
     signs = [job.started_at or timezone.now()]
-    signs += [when for when in job.workers.filter(role=Role.TRAINER).values_list("started_at", flat=True) if when]
+    signs += [when for when, _ in trainers if when]
+    if cpu := _last_cpu_use([history for _, history in trainers]):
+        signs.append(cpu)
     signs += [when for index in range(job.trainers) if (when := _last_log_line(job, index))]
     return max(signs)
 
@@ -79,9 +90,9 @@ def check(job: Job) -> str:
             stalled_at=None
         )
         if unmarked:
-            events.record(job.pk, EventKind.STALLED, "no longer stalled: a trainer wrote a log line again")
+            events.record(job.pk, EventKind.STALLED, "no longer stalled: a trainer wrote a log line or used CPU again")
         return ""
-    message = f"no trainer has written a log line for {timeout}s (stall timeout)"
+    message = f"no trainer has written a log line or used CPU for {timeout}s (stall timeout)"
     if job.stalled_at is None and Job.objects.filter(pk=job.pk, stalled_at__isnull=True).update(stalled_at=last):
         events.record(job.pk, EventKind.STALLED, message)
     return message if job.spec.get("stall_action") == "fail" else ""

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.locks import exclusive, job_lock
 from datacenters.models import Datacenter
-from jobs import hooks, reconcile_runs
+from jobs import hooks, reconcile_runs, worker_usage
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
@@ -206,6 +206,15 @@ def _reconcile_each(datacenters: Iterable[Datacenter], job_ids: set[int] | None 
             reconcile_runs.engine_error(datacenter.pk, f"reconcile failed: {error}")
         if job_ids is None or error:  # the health page shows full cycles (and any error), not one job's look
             reconcile_runs.record(datacenter.pk, started, time.monotonic() - clock, error)
+
+
+@shared_task(name="jobs.sample_usage", ignore_result=True)
+def sample_usage() -> None:
+    """Each running worker's CPU and memory (jobs/worker_usage.py): its own task and lock, so a slow kubelet
+    never holds up the reconciler."""
+    with exclusive("sample-usage") as held:
+        if held:
+            worker_usage.sample_running()
 
 
 @shared_task(name="jobs.storage_quota", ignore_result=True)

@@ -2,13 +2,14 @@
 
 from django.urls import path
 
-from jobs import api, api_events, api_queue, api_usage
+from jobs import api, api_events, api_queue, api_usage, api_workers
 
 urlpatterns = [
     path("jobs", api.JobListCreate.as_view(), name="api-jobs"),
     path("jobs/", api.JobListCreate.as_view()),
     path("jobs/<str:name>", api.JobDetail.as_view(), name="api-job"),
-    path("jobs/<str:name>/workers", api.JobWorkers.as_view(), name="api-job-workers"),
+    path("jobs/<str:name>/workers", api_workers.JobWorkers.as_view(), name="api-job-workers"),
+    path("jobs/<str:name>/usage", api_workers.JobUsage.as_view(), name="api-job-usage"),
     path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
     path("jobs/<str:name>/events", api_events.JobEvents.as_view(), name="api-job-events"),
     path("jobs/<str:name>/metrics", api.JobMetrics.as_view(), name="api-job-metrics"),

@@ -123,7 +123,7 @@ def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
         "job": job,
         "events": job.events.order_by("time", "id")[max(total - EVENTS_SHOWN, 0) :],
         "events_hidden": max(total - EVENTS_SHOWN, 0),
-        "workers": job.workers.order_by("role", "index"),
+        "workers": job.workers.defer("usage_history").order_by("role", "index"),
         "duration": duration(job),
         "output": layout.output_logical(job),
         "may_browse_output": job.owner_id == request.user.pk,

@@ -360,6 +360,12 @@ CELERY_BEAT_SCHEDULE.update(
             "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
             "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
         },
+        # Running workers' CPU and memory, each job every 10 s at most (jobs/worker_usage.py).
+        "usage-samples": {
+            "task": "jobs.sample_usage",
+            "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
+            "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
+        },
         "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
         # What each user stores, hourly: the accounting's storage GiB-days (jobs/scheduling/accounting.py).
         "storage-samples": {"task": "storage.sample_usage", "schedule": 3600.0, "options": {"expires": 600}},

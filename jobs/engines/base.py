@@ -22,6 +22,7 @@ from datacenters.models import Datacenter
 from jobs import layout
 from jobs.logfiles import LogChunk
 from jobs.models import Job, JobState, Role, WorkerState
+from jobs.usage_samples import WorkerUsage
 
 
 class EngineError(Exception):
@@ -148,6 +149,12 @@ class Engine(ABC):
     def measured_usage(self, job: Job) -> dict[str, tuple[float | None, int | None]]:
         """What each worker of a stopped job used, by name: (cpu seconds, peak memory bytes), None where the
         engine cannot tell; {} where it measures nothing (the ledger then holds requests only)."""
+        return {}
+
+    def sample_usage(self, job: Job) -> dict[str, WorkerUsage]:
+        """What each running worker of a running job uses now, by name ("trainer-0"); {} where the engine cannot
+        tell. Called by jobs.worker_usage at most every few seconds per job; quick, and raises nothing but
+        TransientEngineError."""
         return {}
 
     def worker_spans(self, job: Job) -> dict[str, tuple[datetime | None, datetime | None]]:

@@ -56,6 +56,8 @@ def history(portal: Portal) -> dict[str, Job]:
         "old": make_job(portal, "old", "succeeded", timedelta(days=3, hours=1), trainers_succeeded=2, exit_code=0),
     }
     fit = jobs["fit"]
+    sampled = {"cpu_cores": 1.5, "memory_bytes": 700 << 20, "gpu_util": None, "gpu_memory_bytes": None,
+               "sampled_at": "2025-01-02T03:04:05Z"}  # fmt: skip
     for role, index, state, started, restarts, code, message in (
         ("pserver", 0, "running", 300, 0, None, ""),
         ("pserver", 1, "running", 299, 0, None, ""),
@@ -64,7 +66,7 @@ def history(portal: Portal) -> dict[str, Job]:
     ):
         Worker.objects.create(job=fit, role=role, index=index, state=state, host="127.0.0.1", pid=1000 + index,
                               started_at=NOW - timedelta(seconds=started), restarts=restarts, exit_code=code,
-                              message=message)
+                              message=message, usage=sampled if role == "trainer" else None)
     return jobs
 
 

@@ -40,7 +40,8 @@ def test_a_silent_trainer_is_stalled_within_a_minute_of_its_30s_timeout(
     uid = submit(alice_api, SILENT, stall_timeout=30)
     wait_for(lambda: Job.objects.filter(uid=uid, state="running").exists(), "running", 60, watch=worker)
     warned = wait_for(lambda: warnings_of(alice_api, uid), "a Stalled warning", 60, interval=1, watch=worker)
-    assert warned[0]["reason"] == "Stalled" and "no trainer has written a log line since" in warned[0]["message"]
+    assert warned[0]["reason"] == "Stalled"
+    assert "no trainer has written a log line or used CPU since" in warned[0]["message"]
     job = alice_api.get(f"/api/v1/jobs/{uid}").json()
     assert job["state"] == "running"  # `warn` (the default) lets it run
     kinds = [e["kind"] for e in alice_api.get(f"/api/v1/jobs/{uid}/events").json()["results"]]
@@ -58,7 +59,7 @@ def test_stall_action_fail_fails_the_job_as_stalled(
         "the job to fail", 90, interval=0.5, watch=worker,
     )  # fmt: skip
     assert (ended["state"], ended["reason"]) == ("failed", "Stalled"), ended
-    assert "no trainer has written a log line for 3s" in ended["message"]
+    assert "no trainer has written a log line or used CPU for 3s" in ended["message"]
 
 
 def test_a_trainer_that_keeps_logging_is_never_stalled(

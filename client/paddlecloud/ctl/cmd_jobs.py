@@ -219,7 +219,7 @@ def get_jobs(ctx: click.Context, active: bool, state: str | None, output: str) -
 @click.argument("job", shell_complete=complete_jobs)
 @click.pass_context
 def get_workers(ctx: click.Context, job: str, output: str) -> None:
-    """NAME, ROLE, STATE, START (how long ago), RESTARTS, EXIT CODE, MESSAGE."""
+    """NAME, ROLE, STATE, START (how long ago), RESTARTS, EXIT CODE, CPU (cores), MEM, MESSAGE."""
     items = list(session_of(ctx).paginate(f"{job_path(job)}/workers"))
     emit(items, output, lambda: workers_table(items))
 

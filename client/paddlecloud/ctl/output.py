@@ -199,13 +199,20 @@ def _reason_and_message(job: dict[str, Any]) -> tuple[str, str]:
     return job.get("reason") or "", job.get("message") or ""
 
 
+def usage_cells(usage: dict[str, Any] | None) -> tuple[str, str]:
+    """CPU (cores) and MEM (binary units) of a worker's live `usage`; blank when it does not run."""
+    if not usage:
+        return "", ""
+    return f"{float(usage.get('cpu_cores') or 0):.2f}", human_bytes(int(usage.get("memory_bytes") or 0))
+
+
 def workers_table(items: list[dict[str, Any]]) -> str:
     rows = [
         (w["name"], w["role"], w["state"], age(w.get("started_at")), w.get("restarts", 0),
-         "" if w.get("exit_code") is None else w["exit_code"], w.get("message") or "")
+         "" if w.get("exit_code") is None else w["exit_code"], *usage_cells(w.get("usage")), w.get("message") or "")
         for w in items
     ]
-    return table(("NAME", "ROLE", "STATE", "START", "RESTARTS", "EXIT CODE", "MESSAGE"), rows,
+    return table(("NAME", "ROLE", "STATE", "START", "RESTARTS", "EXIT CODE", "CPU", "MEM", "MESSAGE"), rows,
                  empty="No workers yet.")
 
 

@@ -158,6 +158,15 @@ def create(hierarchy: Hierarchy, name: str, limits: Limits) -> Group:
     return Group(tuple(dict.fromkeys(dirs.values())), events, pids_events, cpu_usage, memory_peak)
 
 
+def live_files(hierarchy: Hierarchy, name: str) -> tuple[Path, Path]:
+    """(cpu time used, memory in use now) of the group ``name``: v2 cpu.stat and memory.current, v1
+    cpuacct.usage (where cpuacct is, with cpu or apart) and memory.usage_in_bytes."""
+    if hierarchy.version == 2:
+        return hierarchy.memory / name / "cpu.stat", hierarchy.memory / name / "memory.current"
+    cpu = (hierarchy.cpuacct or hierarchy.cpu) / name / "cpuacct.usage"
+    return cpu, hierarchy.memory / name / "memory.usage_in_bytes"
+
+
 def remove(group: Group) -> None:
     for directory in group.dirs:
         with contextlib.suppress(OSError):

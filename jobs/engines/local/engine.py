@@ -17,11 +17,12 @@ from paddlecloud.contract.states import worker_name
 
 from datacenters.models import Datacenter
 from jobs.engines.base import Engine, EngineError, Observation, Recorder, WorkerStatus
-from jobs.engines.local import events, gpus, processes
+from jobs.engines.local import events, gpus, processes, usage
 from jobs.engines.local.judge import Judge, Tally
 from jobs.engines.local.supervisor import HOST, Supervisor
 from jobs.logfiles import LogChunk, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
+from jobs.usage_samples import WorkerUsage
 
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
@@ -139,6 +140,10 @@ class LocalEngine(Engine):
             worker_name(role, index): processes.measured(self.supervisor.status_path(job, role, index))
             for role, index in _plan(job)
         }
+
+    def sample_usage(self, job: Job) -> dict[str, WorkerUsage]:
+        """From each running worker's cgroup (its process tree where there is none) and the GPUs it holds."""
+        return usage.sample(job)
 
     def finish(self, job: Job, recorder: Recorder) -> bool:
         """Every trainer exited 0: stop the pservers (they never exit by themselves) and say so in their logs."""

@@ -231,7 +231,7 @@ class Supervisor:
             argv = sandbox.command(world, argv)
         env.update(runtime.env)
         group = local_world.cgroup(
-            f"{job.uid}-{worker.name}-{worker.restarts}",
+            local_world.group_name(job.uid, worker.name, worker.restarts),
             local_world.limits(job.spec, worker.role, self.datacenter.job_pids_limit),
         )
         spawned = processes.spawn(

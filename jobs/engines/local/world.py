@@ -118,6 +118,11 @@ def limits(spec: dict[str, object], role: str, pids: int | None) -> cgroups.Limi
     )
 
 
+def group_name(uid: str, worker: str, restarts: int) -> str:
+    """The cgroup of one run of a worker ("trainer-0"): a restart gets a fresh one (its counters start at 0)."""
+    return f"{uid}-{worker}-{restarts}"
+
+
 def cgroup(name: str, wanted: cgroups.Limits) -> cgroups.Group | None:
     """A cgroup enforcing ``wanted``, or None (said once in the worker's log) where the host
     does not let this worker make one."""

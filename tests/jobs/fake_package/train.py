@@ -32,5 +32,11 @@ for step in range(steps):
     if me == fail_trainer and step == steps // 2:
         print("trainer giving up", flush=True)
         sys.exit(int(os.environ.get("FAKE_EXIT_CODE", "3")))
-    time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0.1")))
+    pause = float(os.environ.get("FAKE_STEP_SECONDS", "0.1"))
+    if "FAKE_BURN" in os.environ:  # the step's time is spent computing, silently (a busy trainer that logs nothing)
+        until = time.monotonic() + pause
+        while time.monotonic() < until:
+            sum(range(10_000))
+    else:
+        time.sleep(pause)
 print(f"trainer {me} done", flush=True)

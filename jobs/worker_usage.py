@@ -1,0 +1,98 @@
+"""Live resource use per worker: how the portal samples and records it.
+
+An engine's `sample_usage(job)` returns a WorkerUsage (jobs.usage_samples) per running worker (the local engine
+reads each process's cgroup, the Kubernetes one the kubelet's summary API); the beat's `jobs.sample_usage` task
+(`sample_running`) samples each running job at most every SAMPLE_SECONDS, least recently sampled first, for at
+most RUN_SECONDS a run. Apart from the reconcile cycle on purpose: a kubelet that does not answer costs this
+task its timeout, never a job's state change. This module writes the rows: `Worker.usage` (the latest
+sample, shown while the worker runs) and `Worker.usage_history` (a bounded series for the job page's chart,
+kept after the job ends).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from jobs import stalls
+from jobs.engines import engine_for
+from jobs.engines.base import Engine, TransientEngineError
+from jobs.models import Job, JobState, Worker
+from jobs.usage_samples import WorkerUsage, with_point
+
+log = logging.getLogger(__name__)
+
+# Every 10 s: the chart then resolves a minute-long phase, and a reconciler with a thousand running jobs reads
+# a hundred cgroups (or one kubelet summary per node) a second at most, never one job's files per cycle.
+SAMPLE_SECONDS = 10.0
+_sampled: dict[int, float] = {}  # job id -> monotonic time of its last sample (per reconciler process)
+_FORGET_AFTER = 10_000  # past this many remembered jobs, the ones not sampled lately are forgotten
+
+
+def record(job: Job, samples: dict[str, WorkerUsage]) -> None:
+    """Write each sampled worker's usage and add it to its history (one update per worker)."""
+    for worker in job.workers.all():
+        usage = samples.get(worker.name)
+        if usage is not None:
+            history = with_point(list(worker.usage_history or []), usage)
+            Worker.objects.filter(pk=worker.pk).update(usage=usage.to_json(), usage_history=history)
+
+
+def interval_of(job: Job) -> float:
+    """SAMPLE_SECONDS, or a third of the job's stall timeout where that is shorter (1 s at least): a trainer
+    that works silently is seen working before its silence could make it Stalled."""
+    timeout = stalls.timeout_of(job)
+    return max(1.0, min(SAMPLE_SECONDS, timeout / 3)) if timeout else SAMPLE_SECONDS
+
+
+def sample(job: Job, engine: Engine) -> bool:
+    """Sample a running job's workers through its engine, if due (whether it was); an engine out of reach is
+    tried next time."""
+    now = time.monotonic()
+    interval = interval_of(job)
+    if job.state != JobState.RUNNING or now - _sampled.get(job.pk, 0.0) < interval:
+        return False
+    if len(_sampled) >= _FORGET_AFTER:
+        for job_id in [key for key, at in _sampled.items() if now - at > 2 * SAMPLE_SECONDS]:
+            del _sampled[job_id]
+    _sampled[job.pk] = now
+    try:
+        samples = engine.sample_usage(job)
+    except TransientEngineError as exc:
+        log.info("cannot sample %s: %s", job.uid, exc)
+        return True
+    record(job, samples)
+    return True
+
+
+RUN_SECONDS = 1.0  # one run of the task stops after this long; what is left waits for the next tick
+_BATCH = 50  # jobs loaded (with owner and datacenter) at a time
+
+
+def sample_running() -> int:
+    """Sample the running jobs that are due, least recently sampled first, until RUN_SECONDS is spent; the number
+    of jobs sampled. Jobs are loaded a batch at a time, so thousands of running jobs cost a list of ids a run."""
+    stop_at = time.monotonic() + RUN_SECONDS
+    ids = list(Job.objects.filter(state=JobState.RUNNING).values_list("pk", flat=True))
+    ids.sort(key=lambda pk: _sampled.get(pk, 0.0))
+    engines: dict[int, Engine] = {}
+    done = 0
+    for start in range(0, len(ids), _BATCH):
+        batch = Job.objects.filter(pk__in=ids[start : start + _BATCH]).select_related("owner", "datacenter")
+        for job in sorted(batch, key=lambda job: _sampled.get(job.pk, 0.0)):
+            if time.monotonic() > stop_at:
+                return done
+            engine = engines.setdefault(job.datacenter_id, engine_for(job.datacenter))
+            done += sample(job, engine)
+    return done
+
+
+def forget(job_id: int) -> None:
+    _sampled.pop(job_id, None)
+
+
+def live(worker: Worker) -> dict[str, Any] | None:
+    """The usage the API shows: the latest sample while the worker runs; None before it and once it ended
+    (what it used over its run stays in its history and the ledger)."""
+    return worker.usage if worker.state == "running" else None
