@@ -110,3 +110,14 @@ def test_a_whole_image_build_needs_nothing_beyond_the_rbac_manifest(
         return build if build.state == "succeeded" and build.released else None
 
     wait_for(ended, "the build to succeed and be released", 30)
+
+
+def test_worker_usage_may_read_kubelet_stats_but_never_proxy_to_a_kubelet(
+    k8s_api: k8s.ApiClient, service_account_kubeconfig: str
+) -> None:
+    # What a kubelet asks the API server when the portal reads /stats/summary (jobs/engines/kubernetes/usage.py).
+    assert rbac_helpers.allowed(k8s_api, "", "nodes", "get", "stats")
+    # nodes/proxy would also reach every kubelet's exec endpoint; the node's address comes from the pod instead.
+    for verb in ("get", "create"):
+        assert not rbac_helpers.allowed(k8s_api, "", "nodes", verb, "proxy")
+    assert not rbac_helpers.allowed(k8s_api, "", "nodes", "get")

@@ -42,9 +42,13 @@ def _cert(
     issuer_key: ec.EllipticCurvePrivateKey,
     sans: list[x509.GeneralName] | None = None,
     usage: x509.ObjectIdentifier = ExtendedKeyUsageOID.SERVER_AUTH,
+    group: str = "",
 ) -> x509.Certificate:
     now = dt.datetime.now(dt.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, subject)]
+    if group:  # Kubernetes reads a client cert's O as the user's group
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, group))
+    name = x509.Name(attributes)
     builder = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -158,6 +162,18 @@ def issue_serving_cert(
     sans += [x509.DNSName(n) for n in dns_names]
     cert, key_path = directory / "tls.crt", directory / "tls.key"
     cert.write_bytes(_cert(dns_names[0], key, ca, issuer_key, sans).public_bytes(serialization.Encoding.PEM))
+    _write_key(key_path, key)
+    return cert, key_path
+
+
+def issue_client_cert(ca_cert: Path, ca_key: Path, directory: Path, name: str, group: str) -> tuple[Path, Path]:
+    """Write `<name>.crt`/`<name>.key`, a client cert for user `name` in `group`, signed by that CA."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca, issuer_key = _load_ca(ca_cert, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    client = _cert(name, key, ca, issuer_key, usage=ExtendedKeyUsageOID.CLIENT_AUTH, group=group)
+    cert, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+    cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
     _write_key(key_path, key)
     return cert, key_path
 

@@ -178,6 +178,10 @@ class Kube:
         """The same cluster, pace and connections, its requests counted in `calls` instead of CALLS."""
         return Kube(self.api, self.pace, calls)
 
+    def count(self, verb: str, kind: str) -> None:
+        """Count a request made beside this client (a kubelet's, jobs/engines/kubernetes/usage.py)."""
+        _count(self.calls, verb, kind)
+
     def _request(self, verb: str, kind: str, path: str, **kwargs: Any) -> bytes:
         """Send one request (`_send`) and read its whole body."""
         response = self._send(verb, kind, path, **kwargs)

@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tools.k8s.pki import make_pki
+from tools.k8s.pki import issue_client_cert, make_pki
 from tools.k8s.testcluster.components import ClusterError, Components
 from tools.k8s.testcluster.fake_nodes import DEFAULT_NODES, FakeNode, node_body, nodes_ready
 from tools.k8s.testcluster.kueue import KueueControllers, kueue_bin_dir, kueue_missing
@@ -212,6 +212,7 @@ class TestCluster(Components, KwokLogs, KueueControllers):
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
             *(self._kueue_apiserver_args() if self.kueue_bin_dir is not None else ()),
+            *(self._kubelet_client_args() if self.node is not None else ()),
         )
         self._wait_healthy("kube-apiserver", deadline)
 
@@ -269,6 +270,16 @@ class TestCluster(Components, KwokLogs, KueueControllers):
             self._start_kueue(deadline)
         if self.node is not None:
             self._start_node(deadline)
+
+    def _kubelet_client_args(self) -> tuple[str, ...]:
+        # The real node's kubelet authenticates and authorizes every caller (as a production one does, so the
+        # portal's `nodes/stats` right is what lets it read /stats/summary): the API server, fetching logs and
+        # exec'ing there, presents a client cert in system:masters.
+        pki = self.work_dir / "pki"
+        cert, key = issue_client_cert(
+            pki / "ca.crt", pki / "ca.key", pki, "kube-apiserver-kubelet-client", "system:masters"
+        )
+        return (f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}")
 
     def _start_node(self, deadline: float) -> None:
         node = self.node

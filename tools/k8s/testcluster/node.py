@@ -18,6 +18,7 @@ from kubernetes import client as k8s
 
 from tools.k8s.bin_dirs import netpol_bin_dir, node_bin_dir
 from tools.k8s.images import read_manifest
+from tools.k8s.pki import issue_serving_cert
 from tools.k8s.testcluster import host
 from tools.k8s.testcluster.node_config import CNI_BIN_DIR, NETPOL_BINARY, NodeConfig, NodeError, RealNode
 from tools.k8s.testcluster.processes import free_ports, kill_group
@@ -78,6 +79,10 @@ class NodeRunner:
         names = ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready", "netpol-health")
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self._bridge_up()
+        pki = self.dir.parent / "pki"  # the control plane's (TestCluster._start made it)
+        issue_serving_cert(
+            pki / "ca.crt", pki / "ca.key", self.dir / "kubelet-serving", [self.node.gateway], [self.node.name]
+        )
         config = NodeConfig(self.node, self.dir, self.run_dir, self.sock, self.ports, self.kubeconfig, self.context)
         return {
             "containerd": config.containerd_args(self.images["pause"]["ref"]),

@@ -175,9 +175,17 @@ state = "{self.run_dir / "state"}"
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": self.ports["kubelet-healthz"],
-            # The API server reaches the kubelet (logs) on the bridge address with no client cert: test-only trust.
-            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-            "authorization": {"mode": "AlwaysAllow"},
+            # As a production kubelet: callers authenticate (the API server with its kubelet client cert, the
+            # portal with its token) and are authorized by the API server (the portal's `get nodes/stats`); its
+            # serving cert is signed by the cluster CA (NodeRunner.prepare), so callers can check it.
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(self.dir.parent / "pki" / "ca.crt")},
+            },
+            "authorization": {"mode": "Webhook"},
+            "tlsCertFile": str(self.dir / "kubelet-serving" / "tls.crt"),
+            "tlsPrivateKeyFile": str(self.dir / "kubelet-serving" / "tls.key"),
             "clusterDNS": [self.node.gateway],
             "clusterDomain": "cluster.local",
             "resolvConf": str(self._pods_resolv_conf()),
