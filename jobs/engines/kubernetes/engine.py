@@ -31,7 +31,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -46,14 +45,25 @@ from datacenters.models import Admission
 from jobs import errorline, layout
 from jobs.engines.base import Engine, Observation, Recorder, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
-from jobs.engines.kubernetes import jobset, kueue, names, namespaces, podlogs, policies, spans, visibility, watch
+from jobs.engines.kubernetes import (
+    jobset,
+    kueue,
+    names,
+    podlogs,
+    policies,
+    revoked,
+    spans,
+    visibility,
+    watch,
+)
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
+from jobs.engines.kubernetes import usage as k8s_usage
 from jobs.engines.kubernetes.objects import ClusterObjects
 from jobs.logfiles import MAX_CHUNK, LogChunk, log_tail, parse_cursor, read_log_file
 from jobs.models import TERMINAL_STATES, Job, JobState, PriorityClass, Role
-from registry.models import RegistrySecret
+from jobs.usage_samples import WorkerUsage
 from storage import paths
 
 log = logging.getLogger(__name__)
@@ -147,8 +157,7 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
 
     def _poll(self, jobs: list[Job], recorder: Recorder) -> dict[int, Observation]:
         selector = names.datacenter_selector(self.datacenter.name)
-        kueue_kinds = self.datacenter.admission == Admission.KUEUE
-        mirror = watch.mirror_for(self.datacenter.pk, self.k8s, selector, kueue_kinds)
+        mirror = self._mirror()
         held = self._held(jobs, selector, mirror)
         admitted = [job for job in jobs if job.pk not in held]
         if not admitted:
@@ -178,8 +187,19 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             observations[job.pk] = k8s_status.explain(seen, partial(self._worker_reason, job))
             self._remember_pservers(job, objs, recorder)
         observations.update(held)
-        self._check_registry_secrets(jobs, observations, recorder)
+        revoked.check_registry_secrets(jobs, observations, recorder, self.ensure_current)
         return observations
+
+    def _mirror(self) -> watch.Mirror | None:
+        """The datacenter's watched copy where this process keeps one and it is current (watch.mirror_for)."""
+        selector, kueue_kinds = names.datacenter_selector(self.datacenter.name), self.datacenter.admission
+        return watch.mirror_for(self.datacenter.pk, self.k8s, selector, kueue_kinds == Admission.KUEUE)
+
+    def sample_usage(self, job: Job) -> dict[str, WorkerUsage]:
+        """Its workers' use, from the kubelets their pods run on (usage.py); the pods from the watched copy if any."""
+        mirror, ns = self._mirror(), self._namespace(job)
+        pods = mirror.items("Pod", [job.uid]) if mirror is not None else self._pods(job, ns) if ns else []
+        return k8s_usage.workers_usage(self.k8s, self.datacenter.kubelet_port, pods)
 
     def _held(self, jobs: list[Job], selector: str, mirror: watch.Mirror | None) -> dict[int, Observation]:
         """The JobSet-layout jobs Kueue has not admitted (or whose JobSet is gone): Kueue's reason (kueue.held)."""
@@ -212,37 +232,6 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             return {}
         queues = {ns for job in jobs if _layout(job) == jobset.LAYOUT and (ns := self._namespace(job))}
         return visibility.queue_positions(self.datacenter.pk, lambda: self.k8s, queues) if queues else {}
-
-    def _check_registry_secrets(
-        self, jobs: list[Job], observations: dict[int, Observation], recorder: Recorder
-    ) -> None:
-        """Jobs whose registry secret the user deleted: blank the namespace's copy once (the portal may
-        not delete Secrets, see deploy/base/rbac.yaml; the deleted login must not pull anything any more) and,
-        while the job still waits for its pods, say on the job why its image may not come."""
-        named = [job for job in jobs if job.spec.get("registry")]
-        if not named:
-            return
-        existing = set(
-            RegistrySecret.objects.filter(
-                owner_id__in={job.owner_id for job in named}, name__in={job.spec["registry"] for job in named}
-            ).values_list("owner_id", "name")
-        )
-        for job in named:
-            name = job.spec["registry"]
-            if (job.owner_id, name) in existing:
-                continue
-            ns = self._namespace(job)
-            if ns and not (job.engine_data or {}).get("registry_revoked"):
-                body = namespaces.revoked_registry_secret(ns, name, self.datacenter.name, job.owner.get_username())
-                self.ensure_current("Secret", body, readable=False)
-                recorder.keep(job, {"registry_revoked": True})
-            seen = observations.get(job.pk)
-            if seen is not None and seen.state == JobState.PENDING:
-                note = (
-                    f"registry secret {name!r} was deleted while the job was pending: its image cannot be "
-                    "pulled with it (add the secret again and submit the job again)"
-                )
-                observations[job.pk] = replace(seen, message=f"{note}; {seen.message}" if seen.message else note)
 
     def _worker_reason(self, job: Job, worker: WorkerStatus) -> str:
         """A failed worker's last error line, from the log its launcher wrote on the PFS (jobs.errorline)."""

@@ -35,11 +35,15 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterable
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 import urllib3
+from paddlecloud.contract.states import worker_name
 
 from jobs.engines.kubernetes.client import Kube
+from jobs.engines.kubernetes.pods import by_worker
+from jobs.usage_samples import WorkerUsage
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +227,22 @@ def read_pods_usage(kube: Kube, port: int, pods: Iterable[dict[str, Any]]) -> di
         for namespace, names in namespaces.items():
             usage.update(read_pod_usage(kube, node_ip, port, namespace, names))
     return usage
+
+
+def workers_usage(kube: Kube, port: int, pods: Iterable[dict[str, Any]]) -> dict[str, WorkerUsage]:
+    """One job's use by worker name (`trainer-0`), from the newest pod of each of its workers."""
+    newest = {worker_name(role, index): attempts[-1] for (role, index), attempts in by_worker(pods).items()}
+    read = read_pods_usage(kube, port, newest.values())
+    now = datetime.now(UTC)
+    result = {}
+    for worker, pod in newest.items():
+        used = read.get(str((pod.get("metadata") or {}).get("name")))
+        if used is not None:
+            result[worker] = WorkerUsage(
+                cpu_cores=used["cpu_cores"], memory_bytes=used["memory_bytes"], sampled_at=now,
+                gpu_util=used["gpu_util"], gpu_memory_bytes=used["gpu_memory_bytes"],
+            )  # fmt: skip
+    return result
 
 
 def forget() -> None:
