@@ -25,7 +25,7 @@ from paddlecloud.contract.units import human_bytes
 from core.locks import exclusive, job_lock
 from datacenters import quota
 from datacenters.models import Datacenter
-from jobs import events, signals, stalls
+from jobs import events, progress, signals, stalls
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
@@ -197,6 +197,7 @@ def _release(job: Job, engine: Engine) -> bool:
             ledger.record(job, engine.measured_usage(job), spans=engine.worker_spans(job))
     if released:
         stalls.forget(job.pk)
+        progress.finish(job)  # its files are final now: the last step it logged
         signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
         note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
         # The job wrote its output and logs straight onto the user's storage: count them in the quota.
@@ -263,6 +264,7 @@ def reconcile_datacenter(datacenter: Datacenter) -> None:
             if job.pk in observations:
                 apply(job, observations[job.pk], engine, workers[job.pk])
                 check_stall(job, engine)
+                progress.check(job)
     for job in Job.objects.filter(datacenter=datacenter, state__in=TERMINAL_STATES, released=False).select_related(
         "owner", "datacenter"
     ):

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from jobs import api, api_events, api_queue, api_usage
+from jobs import api, api_events, api_metrics, api_queue, api_usage
 
 urlpatterns = [
     path("jobs", api.JobListCreate.as_view(), name="api-jobs"),
@@ -11,7 +11,7 @@ urlpatterns = [
     path("jobs/<str:name>/workers", api.JobWorkers.as_view(), name="api-job-workers"),
     path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
     path("jobs/<str:name>/events", api_events.JobEvents.as_view(), name="api-job-events"),
-    path("jobs/<str:name>/metrics", api.JobMetrics.as_view(), name="api-job-metrics"),
+    path("jobs/<str:name>/metrics", api_metrics.JobMetrics.as_view(), name="api-job-metrics"),
     path("usage", api_usage.UsageView.as_view(), name="api-usage"),
     path("jobs/<str:name>/hold", api_queue.JobHold.as_view(), name="api-job-hold"),
     path("jobs/<str:name>/release", api_queue.JobRelease.as_view(), name="api-job-release"),

@@ -33,3 +33,15 @@ def percent(used: int | float | Decimal | str | None, limit: int | float | Decim
     if limit_f <= 0:
         return 100 if used_f > 0 else 0
     return max(0, min(100, round(100 * used_f / limit_f)))
+
+
+@register.filter
+def seconds(value: int | None) -> str:
+    """A count of seconds as `elapsed` shows a duration (an ETA); "" when unknown."""
+    return "" if value is None else elapsed(timedelta(seconds=int(value)))
+
+
+@register.filter
+def whole_percent(fraction: float | None) -> int:
+    """A fraction 0 to 1 as a whole percentage, floored (99.9 % is not shown done) and clamped."""
+    return max(0, min(100, int(100 * float(fraction or 0))))
