@@ -10,11 +10,16 @@ run at their own pace. Trainers that log no total are left out (many scripts log
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
+from core.errors import DomainError
 from jobs import metrics
 from jobs.models import Job, JobState
+from storage.backends import StorageUnavailable
+
+log = logging.getLogger(__name__)
 
 CHECK_SECONDS = 10.0  # a running job's metrics are read no more often than this
 MAX_TRAINERS = 16  # trainers read per look: a bounded cost for a job of 1000 trainers
@@ -88,7 +93,12 @@ def read(job: Job) -> dict[str, Any] | None:
     """The job's progress now, from its trainers' metrics files (None when none logged a total)."""
     found = []
     for index in range(min(job.trainers, MAX_TRAINERS)):
-        points = metrics.last_points(job, f"trainer-{index}", TAIL_POINTS, TAIL_BYTES)
+        try:
+            points = metrics.last_points(job, f"trainer-{index}", TAIL_POINTS, TAIL_BYTES)
+        except (OSError, DomainError, StorageUnavailable) as exc:
+            # Storage not mounted here, or refused: no progress from this one, and the reconciler goes on.
+            log.debug("job %s trainer-%d: metrics not read: %s", job.uid, index, exc)
+            continue
         if (progress := of_points(points)) is not None:
             found.append(progress)
     return combine(found)

@@ -150,3 +150,18 @@ def test_a_local_job_that_logs_its_total_shows_progress_then_done(
     assert ended["state"] == "succeeded", ended
     assert ended["progress"] == {**ended["progress"], "fraction": 1.0, "eta_seconds": None}
     assert progress_cell(ended) == "done"
+
+
+@pytest.mark.django_db
+def test_a_metrics_file_that_cannot_be_read_gives_no_progress_and_no_error(local_dc: Datacenter, alice: User) -> None:
+    job = make_job(local_dc, alice, state=JobState.RUNNING, released=False)
+    folder = Path(local_dc.storage_root, "home", "alice", "jobs", job.name, "output", job.uid)
+    (folder / "trainer_0").mkdir(parents=True)
+    (folder / "trainer_0" / "metrics.jsonl").mkdir()  # a directory where the file should be: refused
+    (folder / "trainer_1").mkdir()
+    (folder / "trainer_1" / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "time": 1000.0 + s, "values": {}, "total_steps": 10}) + "\n" for s in (2, 4))
+    )
+    progress.check(job)
+    job.refresh_from_db()
+    assert job.progress == {"step": 4, "total_steps": 10, "fraction": 0.4, "eta_seconds": 6, "rate_steps_per_s": 1.0}
