@@ -1,26 +1,21 @@
 """Progress and ETA (jobs.progress): the math from points, the line rules of total_steps, and the stored
-progress on the job list, the job page and `paddlectl get jobs`."""
+progress on the job list, the job page and `paddlectl get jobs` (a real job: tests/cli/test_describe.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from paddlecloud.ctl.output import jobs_table, progress_cell
+from paddlecloud.ctl.output import progress_cell
 
 from datacenters.models import Datacenter
 from jobs import progress
 from jobs.metrics import parse_line
 from jobs.models import Job, JobState
 from tests.pages.test_pages import make_job, page_client
-from tests.wait import wait_for
-from tests.workers import WorkerProcess
-
-TERMINAL = ("succeeded", "failed", "killed")
 
 
 def points(*steps: tuple[int, float], total: int | None = 100) -> list[dict[str, Any]]:
@@ -121,35 +116,6 @@ def test_the_api_gives_the_stored_progress(local_dc: Datacenter, alice: User, al
     assert alice_api.get(f"/api/v1/jobs/{job.uid}").json()["progress"] == RUNNING
     Job.objects.filter(pk=job.pk).update(progress=None)
     assert alice_api.get("/api/v1/jobs").json()["results"][0]["progress"] is None
-
-
-@pytest.mark.celery
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.timeout(180)
-def test_a_local_job_that_logs_its_total_shows_progress_then_done(
-    alice_api: Any, fake_package: Path, worker: WorkerProcess
-) -> None:
-    env = {"FAKE_STEPS": "40", "FAKE_STEP_SECONDS": "0.4", "FAKE_TOTAL_STEPS": "40"}
-    body = {"jobname": "fake", "entry": "python train.py", "parallelism": 2, "env": env}
-    created = alice_api.post("/api/v1/jobs", body, format="json")
-    assert created.status_code == 201, created.json()
-    uid = created.json()["uid"]
-    running = wait_for(
-        lambda: (j := alice_api.get(f"/api/v1/jobs/{uid}").json())["state"] == "running" and j["progress"] and j,
-        "progress while it runs", 90, interval=0.5, watch=worker,
-    )  # fmt: skip
-    shown = running["progress"]
-    assert shown["total_steps"] == 40 and 0 < shown["step"] <= 40 and shown["fraction"] == round(shown["step"] / 40, 4)
-    assert re.fullmatch(r"\d+%( eta \S+)?", progress_cell(running)), progress_cell(running)
-    assert "PROGRESS" in jobs_table([running]).splitlines()[0]
-    ended = wait_for(
-        lambda: (j := alice_api.get(f"/api/v1/jobs/{uid}").json())["state"] in TERMINAL and j["progress"]["step"] == 40
-        and j,
-        "the job's end with its last step", 90, interval=0.5, watch=worker,
-    )  # fmt: skip
-    assert ended["state"] == "succeeded", ended
-    assert ended["progress"] == {**ended["progress"], "fraction": 1.0, "eta_seconds": None}
-    assert progress_cell(ended) == "done"
 
 
 @pytest.mark.django_db
