@@ -36,9 +36,17 @@ def percent(used: int | float | Decimal | str | None, limit: int | float | Decim
 
 
 @register.filter
-def seconds(value: int | None) -> str:
-    """A count of seconds as `elapsed` shows a duration (an ETA); "" when unknown."""
-    return "" if value is None else elapsed(timedelta(seconds=int(value)))
+def eta(value: int | None) -> str:
+    """An estimate in seconds, no more precise than it is: 45s, 12m, 1h 30m, 2d 4h; "" when unknown."""
+    if value is None:
+        return ""
+    seconds = max(0, int(value))
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if hours < 1:
+        return f"{minutes}m"
+    return f"{hours}h {minutes % 60}m" if days < 1 else f"{days}d {hours % 24}h"
 
 
 @register.filter
