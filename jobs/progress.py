@@ -22,8 +22,8 @@ from storage.backends import StorageUnavailable
 log = logging.getLogger(__name__)
 
 CHECK_SECONDS = 10.0  # a running job's metrics are read no more often than this
-MAX_TRAINERS = 16  # trainers read per look: a bounded cost for a job of 1000 trainers
-TAIL_BYTES = 16 * 1024  # of each file: a few hundred points
+MAX_TRAINERS = 8  # trainers read per look: a bounded cost for a job of 1000 trainers (7 ms a look here)
+TAIL_BYTES = 8 * 1024  # of each file: about a hundred points, seconds to minutes of a run
 TAIL_POINTS = 500
 RATE_WINDOW = 300.0  # the rate is measured over the last points within this many seconds: it follows a change
 # of pace (a slower phase, a resumed run) without being thrown by one slow step
