@@ -1,4 +1,4 @@
-"""Jobs API: submit (or a dry run), list, get, kill (and remove), logs and metrics by cursor (workers: api_workers)."""
+"""Jobs API: submit (or a dry run), list, get, kill (and remove), logs by cursor (workers, metrics: their modules)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from rest_framework.views import APIView
 
 from core.api.errors import quote
 from core.api.params import by_state, flag
-from jobs import hooks, layout, logs, metrics, queue, services, waiting
+from jobs import hooks, layout, logs, queue, services, waiting
 from jobs.lookup import job_named, refuse_to_guess_which_run
 from jobs.models import ACTIVE_STATES, Job, JobState
+from jobs.progress_api import ProgressSerializer
 from jobs.spec import JobSpecSerializer
 
 MAX_TAIL = 100_000  # lines ?tail= may ask for
@@ -42,6 +43,9 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         "datacenter: in its owner's ClusterQueue while Kueue holds it); else null."
     )
     warnings = serializers.ListField(child=serializers.DictField(), read_only=True, help_text="e.g. Stalled.")
+    progress = ProgressSerializer(
+        read_only=True, allow_null=True, help_text="Where its trainers log total_steps (README, Metrics); else null."
+    )
     estimated_start = serializers.SerializerMethodField(
         help_text="A rough estimate of its start while it waits (GET of one job only; README, The queue); else null."
     )
@@ -58,6 +62,7 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "message",
             "exit_code",
             "warnings",
+            "progress",
             "priority",
             "queue_position",
             "estimated_start",
@@ -275,7 +280,7 @@ class JobDetail(APIView):
 
 
 # What every answer read by cursor (logs, metrics) ends with.
-_CURSOR_FIELDS: dict[str, serializers.Field] = {  # type: ignore[type-arg]
+CURSOR_FIELDS: dict[str, serializers.Field] = {  # type: ignore[type-arg]
     "cursor": serializers.CharField(),
     "complete": serializers.BooleanField(),
     "state": serializers.ChoiceField(JobState.choices),
@@ -306,12 +311,12 @@ class JobLogs(APIView):
                     "last line, whose time that was), and so does each character after a newline; null where "
                     "no time was kept (a log written before times were, or a pod's own log)",
                 ),
-                **_CURSOR_FIELDS,
+                **CURSOR_FIELDS,
             },
         ),
     )
     def get(self, request: Request, name: str) -> Response:
-        job, worker = _job_and_worker(request, name)
+        job, worker = job_and_worker(request, name)
         cursor = request.query_params.get("cursor", "")
         tail = request.query_params.get("tail")
         if tail is None:
@@ -333,7 +338,7 @@ class JobLogs(APIView):
         )
 
 
-def _job_and_worker(request: Request, name: str) -> tuple[Job, str]:
+def job_and_worker(request: Request, name: str) -> tuple[Job, str]:
     """The job of a logs or metrics request and its ?worker= (default trainer-0); a 400 naming it if the job
     has none such."""
     job = get_job(request, name)
@@ -344,39 +349,6 @@ def _job_and_worker(request: Request, name: str) -> tuple[Job, str]:
             {"worker": [f"{quote(worker)} is not a worker of {job.name}; it has {_listed(sorted(names))}"]}
         )
     return job, worker
-
-
-class JobMetrics(APIView):
-    """Metric points a worker logged with paddlecloud.metrics.log, after `cursor`: read like its log."""
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("worker", str, description="trainer-0 (default), trainer-1, ..."),
-            OpenApiParameter("cursor", str, description="from the previous answer; empty: from the start"),
-        ],
-        responses=inline_serializer(
-            "MetricPoints",
-            {
-                "job": serializers.CharField(),
-                "worker": serializers.CharField(),
-                "points": inline_serializer(
-                    "MetricPoint",
-                    {
-                        "step": serializers.IntegerField(),
-                        "time": serializers.FloatField(allow_null=True),
-                        "values": serializers.DictField(child=serializers.FloatField()),
-                    },
-                    many=True,
-                ),
-                "skipped": serializers.IntegerField(help_text="lines that were not metric points"),
-                **_CURSOR_FIELDS,
-            },
-        ),
-    )
-    def get(self, request: Request, name: str) -> Response:
-        job, worker = _job_and_worker(request, name)
-        answer = metrics.read_points(job, worker, request.query_params.get("cursor", ""))
-        return Response({"job": job.name, "worker": worker, **answer, "state": job.state})
 
 
 def _listed(names: list[str], limit: int = 10) -> str:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from paddlecloud.contract.layout import METRICS_NAME
-from paddlecloud.contract.metricline import MAX_VALUES, valid_name, valid_step, valid_value
+from paddlecloud.contract.metricline import MAX_VALUES, valid_name, valid_step, valid_total, valid_value
 
 from jobs import logfiles, logs
 from jobs.errors import LogRefused
@@ -21,7 +21,8 @@ MAX_LINE = 8 * 1024  # a valid line is far shorter (32 values of 64-character na
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
-    """One point {"step", "time", "values"}, or None when the line is not one paddlecloud.metrics writes."""
+    """One point {"step", "time", "values"} (and "total_steps" if the line has one), or None when the line is
+    not one paddlecloud.metrics writes."""
     if len(line) > MAX_LINE:
         return None
     try:
@@ -30,13 +31,20 @@ def parse_line(line: str) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict) or not valid_step(data.get("step")):
         return None
+    total = data.get("total_steps")
+    if total is not None and not valid_total(total):
+        return None  # a total of 0 or less (or not a whole number) is refused with its line, as a bad value is
     values = data.get("values")
-    if not isinstance(values, dict) or not 0 < len(values) <= MAX_VALUES:
+    least = 0 if total is not None else 1  # a line may carry progress alone
+    if not isinstance(values, dict) or not least <= len(values) <= MAX_VALUES:
         return None
     if not all(valid_name(k) and valid_value(v) for k, v in values.items()):
         return None
     when = data.get("time")
-    return {"step": data["step"], "time": when if valid_value(when) else None, "values": values}
+    point = {"step": data["step"], "time": when if valid_value(when) else None, "values": values}
+    if total is not None:
+        point["total_steps"] = total
+    return point
 
 
 def read_points(job: Job, worker: str, cursor: str, limit: int = logfiles.MAX_CHUNK) -> dict[str, Any]:

@@ -136,6 +136,9 @@ class Job(models.Model):
         blank=True,
         help_text="Since when no trainer wrote a log line or used CPU for its stall timeout (jobs.stalls).",
     )
+    progress = models.JSONField(
+        null=True, blank=True, help_text="Its slowest trainer's logged step of total_steps and the ETA (jobs.progress)."
+    )
     queue_boost = models.BooleanField(default=False, help_text="An operator moved it to the front of its priority.")
 
     created_at = models.DateTimeField(auto_now_add=True)

@@ -27,7 +27,7 @@ from paddlecloud.contract.units import human_bytes
 from core.locks import exclusive, job_lock
 from datacenters import quota
 from datacenters.models import Datacenter
-from jobs import events, reconcile_runs, signals, stalls, worker_usage
+from jobs import events, progress, reconcile_runs, signals, stalls, worker_usage
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
@@ -200,6 +200,7 @@ def _release(job: Job, engine: Engine) -> bool:
     if released:
         stalls.forget(job.pk)
         worker_usage.forget(job.pk)
+        progress.finish(job)  # its files are final now: the last step it logged
         signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
         note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
         # The job wrote its output and logs straight onto the user's storage: count them in the quota.

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.locks import exclusive, job_lock
 from datacenters.models import Datacenter
-from jobs import hooks, reconcile_runs, worker_usage
+from jobs import hooks, looks, reconcile_runs
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
@@ -210,11 +210,11 @@ def _reconcile_each(datacenters: Iterable[Datacenter], job_ids: set[int] | None 
 
 @shared_task(name="jobs.sample_usage", ignore_result=True)
 def sample_usage() -> None:
-    """Each running worker's CPU and memory (jobs/worker_usage.py): its own task and lock, so a slow kubelet
-    never holds up the reconciler."""
+    """Each running worker's CPU and memory, and each running job's progress (jobs/looks.py): its own task and
+    lock, so a slow kubelet or file never holds up the reconciler."""
     with exclusive("sample-usage") as held:
         if held:
-            worker_usage.sample_running()
+            looks.sample_running()
 
 
 @shared_task(name="jobs.storage_quota", ignore_result=True)

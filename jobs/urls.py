@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from jobs import api, api_events, api_queue, api_usage, api_workers
+from jobs import api, api_events, api_metrics, api_queue, api_usage, api_workers
 
 urlpatterns = [
     path("jobs", api.JobListCreate.as_view(), name="api-jobs"),
@@ -12,7 +12,7 @@ urlpatterns = [
     path("jobs/<str:name>/usage", api_workers.JobUsage.as_view(), name="api-job-usage"),
     path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
     path("jobs/<str:name>/events", api_events.JobEvents.as_view(), name="api-job-events"),
-    path("jobs/<str:name>/metrics", api.JobMetrics.as_view(), name="api-job-metrics"),
+    path("jobs/<str:name>/metrics", api_metrics.JobMetrics.as_view(), name="api-job-metrics"),
     path("usage", api_usage.UsageView.as_view(), name="api-usage"),
     path("jobs/<str:name>/hold", api_queue.JobHold.as_view(), name="api-job-hold"),
     path("jobs/<str:name>/release", api_queue.JobRelease.as_view(), name="api-job-release"),

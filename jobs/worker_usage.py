@@ -1,12 +1,10 @@
 """Live resource use per worker: how the portal samples and records it.
 
 An engine's `sample_usage(job)` returns a WorkerUsage (jobs.usage_samples) per running worker (the local engine
-reads each process's cgroup, the Kubernetes one the kubelet's summary API); the beat's `jobs.sample_usage` task
-(`sample_running`) samples each running job at most every SAMPLE_SECONDS, least recently sampled first, for at
-most RUN_SECONDS a run. Apart from the reconcile cycle on purpose: a kubelet that does not answer costs this
-task its timeout, never a job's state change. This module writes the rows: `Worker.usage` (the latest
-sample, shown while the worker runs) and `Worker.usage_history` (a bounded series for the job page's chart,
-kept after the job ends).
+reads each process's cgroup, the Kubernetes one the kubelet's summary API); the beat's `jobs.sample_usage`
+task (jobs/looks.py) samples each running job at most every SAMPLE_SECONDS. This module writes the rows:
+`Worker.usage` (the latest sample, shown while the worker runs) and `Worker.usage_history` (a bounded series
+for the job page's chart, kept after the job ends).
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import time
 from typing import Any
 
 from jobs import stalls
-from jobs.engines import engine_for
 from jobs.engines.base import Engine, TransientEngineError
 from jobs.models import Job, JobState, Worker
 from jobs.usage_samples import WorkerUsage, with_point
@@ -66,26 +63,9 @@ def sample(job: Job, engine: Engine) -> bool:
     return True
 
 
-RUN_SECONDS = 1.0  # one run of the task stops after this long; what is left waits for the next tick
-_BATCH = 50  # jobs loaded (with owner and datacenter) at a time
-
-
-def sample_running() -> int:
-    """Sample the running jobs that are due, least recently sampled first, until RUN_SECONDS is spent; the number
-    of jobs sampled. Jobs are loaded a batch at a time, so thousands of running jobs cost a list of ids a run."""
-    stop_at = time.monotonic() + RUN_SECONDS
-    ids = list(Job.objects.filter(state=JobState.RUNNING).values_list("pk", flat=True))
-    ids.sort(key=lambda pk: _sampled.get(pk, 0.0))
-    engines: dict[int, Engine] = {}
-    done = 0
-    for start in range(0, len(ids), _BATCH):
-        batch = Job.objects.filter(pk__in=ids[start : start + _BATCH]).select_related("owner", "datacenter")
-        for job in sorted(batch, key=lambda job: _sampled.get(job.pk, 0.0)):
-            if time.monotonic() > stop_at:
-                return done
-            engine = engines.setdefault(job.datacenter_id, engine_for(job.datacenter))
-            done += sample(job, engine)
-    return done
+def last_sampled(job_id: int) -> float:
+    """When this process last sampled the job (monotonic seconds; 0 never)."""
+    return _sampled.get(job_id, 0.0)
 
 
 def forget(job_id: int) -> None:

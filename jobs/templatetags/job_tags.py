@@ -33,3 +33,23 @@ def percent(used: int | float | Decimal | str | None, limit: int | float | Decim
     if limit_f <= 0:
         return 100 if used_f > 0 else 0
     return max(0, min(100, round(100 * used_f / limit_f)))
+
+
+@register.filter
+def eta(value: int | None) -> str:
+    """An estimate in seconds, no more precise than it is: 45s, 12m, 1h 30m, 2d 4h; "" when unknown."""
+    if value is None:
+        return ""
+    seconds = max(0, int(value))
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if hours < 1:
+        return f"{minutes}m"
+    return f"{hours}h {minutes % 60}m" if days < 1 else f"{days}d {hours % 24}h"
+
+
+@register.filter
+def whole_percent(fraction: float | None) -> int:
+    """A fraction 0 to 1 as a whole percentage, floored (99.9 % is not shown done) and clamped."""
+    return max(0, min(100, int(100 * float(fraction or 0))))

@@ -33,8 +33,10 @@ def test_the_favicon_is_shown_and_favicon_ico_is_an_icon(logged_in: Page) -> Non
 
 
 def portal_world(local_dc: Datacenter, alice: User) -> Job:
-    """A running job with a log and metrics, a registry secret and a file: every main page has content."""
+    """A running job with a log, metrics and progress, a registry secret and a file: every main page has content."""
     job = running_job(local_dc, alice)
+    job.progress = {"step": 30, "total_steps": 1000, "fraction": 0.03, "eta_seconds": 5400, "rate_steps_per_s": 0.18}
+    job.save(update_fields=["progress"])
     append_points(job, 0, range(30))
     log = Path(local_dc.storage_root, "home", "alice", "jobs", job.name, "output", job.uid, "trainer_0", "log.txt")
     log.write_text("".join(f"step {step} loss {1 / (step + 1):.4f}\n" for step in range(30)))

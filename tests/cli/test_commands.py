@@ -48,7 +48,8 @@ def history(portal: Portal) -> dict[str, Job]:
     """Four jobs of alice's in every kind of state, and one of bob's she must not see."""
     jobs = {
         "fit": make_job(portal, "fit", "running", timedelta(minutes=5, seconds=30), trainers_running=2,
-                        pservers_running=2),
+                        pservers_running=2, progress={"step": 41, "total_steps": 100, "fraction": 0.41,
+                                                      "eta_seconds": 190, "rate_steps_per_s": 0.31}),
         "new": make_job(portal, "new", "queued", timedelta(seconds=10), trainers=1, pservers=0),
         "bad": make_job(portal, "bad", "failed", timedelta(hours=2), reason="TrainerFailed",
                         message="trainer 1 exited with code 1: ValueError: bad learning rate 7", exit_code=1,

@@ -1,7 +1,9 @@
-"""paddlectl describe job and the Stalled warning in get jobs, on real local-engine jobs (the stand-in package)."""
+"""paddlectl describe job, the Stalled warning and PROGRESS in get jobs, on real local jobs (the fake package)."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,28 @@ def test_get_jobs_shows_a_stalled_job(portal: Portal, worker: WorkerProcess) -> 
     row = wait_for(stalled_row, "get jobs to show Stalled", 60, interval=1, watch=worker)
     assert "running" in row and "no trainer has written a log line or used CPU since" in row
     assert portal.run("kill", "quiet").exit_code == 0
+
+
+def test_get_jobs_and_describe_show_the_progress_a_job_logs_then_done(portal: Portal, worker: WorkerProcess) -> None:
+    fit = portal.run("submit", "-jobname", "fit", "-entry", "python train.py", "-parallelism", "2",
+                     "-env", "FAKE_STEPS=40", "-env", "FAKE_STEP_SECONDS=0.4", "-env", "FAKE_TOTAL_STEPS=40",
+                     str(FAKE))  # fmt: skip
+    assert fit.exit_code == 0, fit.stderr
+
+    def row_with_progress() -> str | None:
+        rows = portal.run("get", "jobs").stdout.splitlines()
+        return next((row for row in rows if re.match(r"fit +running .* \d+%", row)), None)
+
+    wait_for(row_with_progress, "get jobs to show a percentage", 90, interval=0.5, watch=worker)
+    (job,) = json.loads(portal.run("get", "jobs", "-o", "json").stdout)
+    if job["state"] == "running":  # the API's object behind the row (unless it ended in between)
+        assert job["progress"]["total_steps"] == 40 and 0 < job["progress"]["step"] <= 40, job
+        assert re.search(r"Progress: +\d+%.* \(step \d+ of 40\)", portal.run("describe", "job", "fit").stdout)
+
+    def done_row() -> str | None:
+        rows = portal.run("get", "jobs").stdout.splitlines()
+        return next((row for row in rows if row.startswith("fit ") and "succeeded" in row and " done" in row), None)
+
+    wait_for(done_row, "get jobs to show done", 90, interval=0.5, watch=worker)
+    (job,) = json.loads(portal.run("get", "jobs", "-o", "json").stdout)
+    assert job["progress"] == {**job["progress"], "step": 40, "fraction": 1.0, "eta_seconds": None}, job

@@ -142,3 +142,17 @@ def test_a_flush_waits_for_the_write_another_flush_has_begun(tmp_path: Path) -> 
     first.join(10)
     last.join(10)
     assert not first.is_alive() and not last.is_alive()
+
+
+def test_a_total_is_written_with_its_step_even_without_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    writer = metrics.MetricsWriter(tmp_path / "metrics.jsonl", flush_seconds=60)
+    writer.log(3, {"loss": 0.5}, total_steps=100)
+    writer.log(4, {}, total_steps=100)  # progress alone
+    writer.log(5, {"loss": 0.4}, total_steps=0)  # a bad total is dropped, the values kept
+    writer.log(6, {}, total_steps=-1)  # nothing left to write
+    writer.flush()
+    written = [(line["step"], line.get("total_steps"), line["values"]) for line in lines(tmp_path / "metrics.jsonl")]
+    assert written == [(3, 100, {"loss": 0.5}), (4, 100, {}), (5, None, {"loss": 0.4})]
+    assert capsys.readouterr().err.count("total_steps must be a whole number from 1") == 1  # said once

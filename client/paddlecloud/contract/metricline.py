@@ -2,7 +2,8 @@
 
 The in-job writer (paddlecloud.runtime.metrics) drops what breaks them; the portal (jobs.metrics)
 checks every line again when it reads the file, since job code may write the file by hand.
-A line: ``{"step": 10, "time": 1712345678.123, "values": {"loss": 0.25}}``.
+A line: ``{"step": 10, "time": 1712345678.123, "values": {"loss": 0.25}}``; a line may also carry
+``"total_steps": 1000`` (the job's progress, jobs.progress), and then its values may be empty.
 """
 
 from __future__ import annotations
@@ -27,3 +28,8 @@ def valid_value(value: object) -> bool:
 
 def valid_step(step: object) -> bool:
     return isinstance(step, numbers.Integral) and not isinstance(step, bool) and 0 <= int(step) < MAX_STEP
+
+
+def valid_total(total: object) -> bool:
+    """A job's total steps: a whole number from 1 (a total of 0 or less would make progress meaningless)."""
+    return isinstance(total, numbers.Integral) and not isinstance(total, bool) and 0 < int(total) < MAX_STEP

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from paddlecloud.ctl.app import AliasGroup, cli, complete_jobs, session_of
-from paddlecloud.ctl.output import table, workers_table
+from paddlecloud.ctl.output import progress_cell, table, workers_table
 from paddlecloud.sdk.jobs import job_path
 
 FAILED_LOG_LINES = 20  # of each failed worker's log
@@ -57,6 +57,9 @@ def _header(job: dict[str, Any]) -> str:
         ("Output:", job.get("output")),
     ]  # fmt: skip
     rows += [("Warning:", f"{w.get('reason')}: {w.get('message')}") for w in job.get("warnings") or []]
+    if progress := job.get("progress"):  # only where its trainers log total_steps
+        steps = f"step {progress.get('step')} of {progress.get('total_steps')}"
+        rows.append(("Progress:", f"{progress_cell(job)} ({steps})"))
     return _pairs([(label, "" if value is None else value) for label, value in rows])
 
 

@@ -185,10 +185,25 @@ def jobs_table(items: list[dict[str, Any]]) -> str:
     cut at MAX_CELL characters: `-o json` has it whole."""
     rows = [
         (j["name"], j["state"], _ready(j.get("trainers") or {}, True), _pservers(j), age(j.get("created_at")),
-         *_reason_and_message(j))
+         progress_cell(j), *_reason_and_message(j))
         for j in items
     ]
-    return table(("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "REASON", "MESSAGE"), rows, empty="No jobs.")
+    headers = ("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "PROGRESS", "REASON", "MESSAGE")
+    return table(headers, rows, empty="No jobs.")
+
+
+def progress_cell(job: dict[str, Any]) -> str:
+    """`41% eta 3m10s` while it runs, `done` once it succeeded, `-` for a job that logs no total_steps."""
+    if job["state"] == SUCCEEDED:
+        return "done"
+    progress = job.get("progress")
+    if not isinstance(progress, dict) or not isinstance(progress.get("fraction"), (int, float)):
+        return "-"
+    shown = f"{int(100 * min(1.0, max(0.0, float(progress['fraction']))))}%"  # floored: 99.9 % is not 100 %
+    eta = progress.get("eta_seconds")
+    if job["state"] == RUNNING and isinstance(eta, int):
+        shown += f" eta {human_duration(eta)}"
+    return shown
 
 
 def _reason_and_message(job: dict[str, Any]) -> tuple[str, str]:

@@ -5,7 +5,9 @@ Inside a job each process appends to ``<PADDLECLOUD_OUTPUT_DIR>/<role>_<index>/m
 loss curve on the job page). Outside a job the file is ``$PADDLECLOUD_METRICS_FILE`` if set, else
 ``./metrics.jsonl``.
 
-One line per call: ``{"step": 10, "time": 1712345678.123, "values": {"loss": 0.25}}``. Lines are kept in
+One line per call: ``{"step": 10, "time": 1712345678.123, "values": {"loss": 0.25}}``. With
+``total_steps=N`` the line also carries ``"total_steps": N`` and the portal shows the job's progress and ETA
+(``log(step=i, total_steps=N)`` alone is enough). Lines are kept in
 memory and written by a background thread at least every second, and at exit. The call never raises
 into training: a bad name or value is dropped with one warning on stderr, a write that fails (disk
 full, folder gone) is reported once and the lines are dropped.
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecloud.contract import layout
-from paddlecloud.contract.metricline import MAX_NAME, MAX_VALUES, valid_name, valid_step, valid_value
+from paddlecloud.contract.metricline import MAX_NAME, MAX_VALUES, valid_name, valid_step, valid_total, valid_value
 
 FILE_NAME = layout.METRICS_NAME  # in the worker folder, and ./metrics.jsonl outside a job
 MAX_BUFFERED = 10_000  # lines held while the writer is behind; more are dropped (and said once)
@@ -58,16 +60,30 @@ class MetricsWriter:
         self._warned: set[str] = set()
         self._pid = os.getpid()
 
-    def log(self, step: Any, values: dict[str, Any]) -> None:
+    def log(self, step: Any, values: dict[str, Any], total_steps: Any = None) -> None:
         try:
-            self._log(step, values)
+            self._log(step, values, total_steps)
         except Exception as exc:  # never into training
             self._warn("internal", f"paddlecloud.metrics: a metric line was dropped: {exc!r}")
 
-    def _log(self, step: Any, values: dict[str, Any]) -> None:
+    def _log(self, step: Any, values: dict[str, Any], total_steps: Any = None) -> None:
         if not valid_step(step):
             self._warn("step", f"paddlecloud.metrics: step must be a whole number from 0 to 2**53, got {step!r}")
             return
+        if total_steps is not None and not valid_total(total_steps):
+            self._warn("total", f"paddlecloud.metrics: total_steps must be a whole number from 1 to 2**53, "
+                       f"got {total_steps!r:.40}; dropped")
+            total_steps = None
+        kept = self._kept(values)
+        if not kept and total_steps is None:
+            return
+        point: dict[str, Any] = {"step": int(step), "time": round(time.time(), 3), "values": kept}
+        if total_steps is not None:
+            point["total_steps"] = int(total_steps)
+        self._append(json.dumps(point, allow_nan=False))
+
+    def _kept(self, values: dict[str, Any]) -> dict[str, float | int]:
+        """The values that keep the rules (metricline); each one dropped is said once."""
         kept: dict[str, float | int] = {}
         for name, value in list(values.items())[:MAX_VALUES]:
             if not valid_name(name):
@@ -80,9 +96,9 @@ class MetricsWriter:
                 kept[name] = int(value) if isinstance(value, numbers.Integral) else float(value)
         if len(values) > MAX_VALUES:
             self._warn("many", f"paddlecloud.metrics: at most {MAX_VALUES} metrics per call; the rest were dropped")
-        if not kept:
-            return
-        line = json.dumps({"step": int(step), "time": round(time.time(), 3), "values": kept}, allow_nan=False)
+        return kept
+
+    def _append(self, line: str) -> None:
         with self._lock:
             if os.getpid() != self._pid:  # a forked child: its own buffer and thread
                 self._lines, self._thread, self._pid = [], None, os.getpid()
@@ -142,10 +158,10 @@ def writer() -> MetricsWriter:
         return _writer
 
 
-def log(step: int, **values: float) -> None:
-    """Record `values` (name=number) at training step `step`; never raises."""
+def log(step: int, total_steps: int | None = None, **values: float) -> None:
+    """Record `values` (name=number) at training step `step`, and the run's `total_steps` if known; never raises."""
     with contextlib.suppress(Exception):  # metrics must never stop training
-        writer().log(step, values)
+        writer().log(step, values, total_steps)
 
 
 def flush() -> None:

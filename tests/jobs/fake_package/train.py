@@ -25,8 +25,13 @@ if role == "PSERVER":
 me = int(os.environ["PADDLE_TRAINER_ID"])
 steps = int(os.environ.get("FAKE_STEPS", "5"))
 fail_trainer = int(os.environ.get("FAKE_FAIL_TRAINER", "-1"))
+total = int(os.environ.get("FAKE_TOTAL_STEPS", "0"))  # log progress as paddlecloud.metrics users do
+if total:
+    from paddlecloud import metrics
 for step in range(steps):
     print(f"trainer {me} step {step} loss {10.0 / (step + 1):.4f}", flush=True)
+    if total:
+        metrics.log(step + 1, total_steps=total, loss=10.0 / (step + 1))
     if me == fail_trainer and step == steps // 2 and "FAKE_RAISE" in os.environ:
         raise ValueError(os.environ["FAKE_RAISE"])
     if me == fail_trainer and step == steps // 2:
