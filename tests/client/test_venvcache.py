@@ -118,3 +118,22 @@ def test_last_error_line_prefers_pips_error() -> None:
     assert venvcache.last_error_line(lines) == "ERROR: No matching distribution found for x==9"
     assert venvcache.last_error_line(["a", "b", " "]) == "b"
     assert venvcache.last_error_line([]) == "no output"
+
+
+def test_the_client_is_installed_from_its_sources_alone_never_a_stale_build_folder(tmp_path: Path) -> None:
+    client = tmp_path / "client"
+    for name, text in {
+        "pyproject.toml": "[project]\nname = 'paddlecloud'\n",
+        "README.md": "readme\n",
+        "paddlecloud/__init__.py": "",
+        "paddlecloud/runtime/metrics.py": "NEW = 1\n",
+        "build/lib/paddlecloud/metrics.py": "OLD = 1\n",  # what an earlier build left: pip would package it
+        "paddlecloud/__pycache__/metrics.cpython-311.pyc": "x",
+        "paddlecloud.egg-info/SOURCES.txt": "paddlecloud/metrics.py\n",
+    }.items():
+        (client / name).parent.mkdir(parents=True, exist_ok=True)
+        (client / name).write_text(text)
+    copy = venvcache._clean_copy(client, tmp_path / "copy")
+    found = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file())
+    assert found == ["README.md", "paddlecloud/__init__.py", "paddlecloud/runtime/metrics.py", "pyproject.toml"]
+    assert venvcache.client_hash(copy) == venvcache.client_hash(client)  # what is installed is what was hashed

@@ -19,6 +19,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -157,13 +158,29 @@ def base_site_dirs(base: Path) -> list[Path]:
     return [Path(d) for d in site.getsitepackages() if Path(d).is_dir()]
 
 
+def _client_sources(client_dir: Path) -> list[Path]:
+    return sorted([client_dir / "pyproject.toml", *(client_dir / "paddlecloud").rglob("*.py")])
+
+
 def client_hash(client_dir: Path) -> str:
     """Hash of the client package's sources, so a base gets the client it was asked for."""
     h = hashlib.sha256()
-    for path in sorted([client_dir / "pyproject.toml", *(client_dir / "paddlecloud").rglob("*.py")]):
+    for path in _client_sources(client_dir):
         h.update(f"{path.relative_to(client_dir)}\0".encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def _clean_copy(client_dir: Path, into: Path) -> Path:
+    """The client's sources alone (what client_hash covers, and its README), copied into `into`: pip builds a
+    local folder in place, and a `build/` left there by an earlier build would add its stale modules to the
+    install (seen: an old `paddlecloud/metrics.py` shadowing `paddlecloud.runtime.metrics` after an upgrade)."""
+    for path in [*_client_sources(client_dir), client_dir / "README.md"]:
+        if path.is_file():
+            target = into / path.relative_to(client_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    return into
 
 
 def ensure_base(
@@ -187,16 +204,18 @@ def ensure_base(
             return venv
         t0 = time.monotonic()
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--progress-bar", "off"]
-        if not _is_complete(venv):
-            log(f"building runtime {name!r} in {venv}")
-            _fresh_venv(venv, python, cache, log, with_pip=True)
-            reqs = cache / f"{venv.name}.requirements.txt"
-            reqs.write_text(requirements)
-            _run_logged([*pip, "-r", str(reqs), str(client_dir)], cache, log, "installing requirements")
-            (venv / COMPLETE_MARKER).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
-        else:
-            # The client is small: reinstalled in place when its sources changed (no Paddle download).
-            _run_logged([*pip, "--force-reinstall", str(client_dir)], client_dir, log, "installing the client")
+        with tempfile.TemporaryDirectory(prefix="paddlecloud-client-") as tmp:
+            client = str(_clean_copy(client_dir, Path(tmp)))
+            if not _is_complete(venv):
+                log(f"building runtime {name!r} in {venv}")
+                _fresh_venv(venv, python, cache, log, with_pip=True)
+                reqs = cache / f"{venv.name}.requirements.txt"
+                reqs.write_text(requirements)
+                _run_logged([*pip, "-r", str(reqs), client], cache, log, "installing requirements")
+                (venv / COMPLETE_MARKER).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
+            else:
+                # The client is small: reinstalled in place when its sources changed (no Paddle download).
+                _run_logged([*pip, "--force-reinstall", client], client_dir, log, "installing the client")
         (venv / CLIENT_MARKER).write_text(wanted + "\n")
         log(f"runtime {name!r} ready in {time.monotonic() - t0:.1f}s")
         return venv
