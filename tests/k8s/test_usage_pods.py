@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from jobs.engines.kubernetes import client as kube
-from jobs.engines.kubernetes import usage
+from jobs.engines.kubernetes import names, usage
 from tests.k8s import rbac_helpers
 from tests.k8s.conftest import node_datacenter
 from tests.wait import wait_for
@@ -41,8 +41,8 @@ def working_pod(k8s_node_cluster: TestCluster) -> Iterator[dict[str, Any]]:
     assert manifest is not None
     ns = f"usage-{uuid.uuid4().hex[:6]}"
     container = {"name": "c", "image": manifest["runtime"]["ref"], "command": ["python", "-c", WORK]}
-    body = {
-        "metadata": {"name": "busy"},
+    body = {  # labelled as a job's trainer 0, so the engine's per-worker mapping reads it too
+        "metadata": {"name": "busy", "labels": {names.ROLE_LABEL: "trainer", names.TRAINER_INDEX: "0"}},
         "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [container]},
     }
     with k8s_node_cluster.api_client() as api:
@@ -85,6 +85,9 @@ def test_a_working_pods_memory_and_cpu_come_from_its_kubelet_with_the_portals_ri
 
         busy = wait_for(sampled, "the busy pod's usage from its kubelet", 120)
         print(f"the busy pod, from its kubelet: {busy}")
+        # What the engine's sample_usage gives the portal: the same figures as the worker's WorkerUsage.
+        worker = usage.workers_usage(portal, dc.kubelet_port, [working_pod])["trainer-0"]
+        assert worker.memory_bytes > 64 * MIB and worker.cpu_cores > 0 and worker.sampled_at is not None
         assert busy["gpu_util"] is None and busy["gpu_memory_bytes"] is None  # kubelets report no GPU use now
         # The kubelet now checks every caller: the API server's own requests (logs) still pass, with its client cert.
         assert "working" in k8s.CoreV1Api(api).read_namespaced_pod_log("busy", working_pod["metadata"]["namespace"])
