@@ -21,10 +21,11 @@ from jobs import hooks, looks, reconcile_runs
 from jobs.engines import engine_for
 from jobs.engines.base import EngineError, TransientEngineError
 from jobs.models import TERMINAL_STATES, Job, JobState, Reason
-from jobs.reconcile import enforce_storage_quota, reconcile_datacenter, release, stuck_submissions
+from jobs.reconcile import reconcile_datacenter, release, stuck_submissions
 from jobs.records import RECORDS
 from jobs.scheduling import cycle
 from jobs.states import transition
+from jobs.storage_quota import enforce_storage_quota
 
 log = logging.getLogger(__name__)
 

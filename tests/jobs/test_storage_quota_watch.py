@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from datacenters.models import Datacenter, Quota
 from jobs.models import Job, JobState, Reason
-from jobs.reconcile import enforce_storage_quota
+from jobs.storage_quota import enforce_storage_quota
 from storage import usage
 from storage.models import StorageUsage
 
