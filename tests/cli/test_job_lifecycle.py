@@ -40,7 +40,7 @@ def test_submit_f_and_wait_exit_with_the_jobs_fate(portal: Portal, worker: Worke
     assert [(w["name"], w["state"], w["exit_code"]) for w in workers if w["name"] == "trainer-1"] == [
         ("trainer-1", "failed", 3)]
     table = portal.run("get", "workers", "bad").stdout.splitlines()
-    assert table[0].split() == ["NAME", "ROLE", "STATE", "START", "RESTARTS", "EXIT", "CODE", "MESSAGE"]
+    assert table[0].split() == ["NAME", "ROLE", "STATE", "START", "RESTARTS", "EXIT", "CODE", "CPU", "MEM", "MESSAGE"]
     assert table[2].split()[:3] == ["trainer-1", "trainer", "failed"] and " 3 " in table[2]
 
 
