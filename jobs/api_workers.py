@@ -49,6 +49,10 @@ class JobWorkers(generics.ListAPIView):  # type: ignore[type-arg]
         return get_job(self.request, self.kwargs["name"]).workers.defer("usage_history").order_by("role", "index")
 
 
+MAX_CHARTED = 64  # workers per answer (pservers, then trainers, by index): a 1,000-trainer job's chart stays a few
+# hundred KB, and no chart shows more lines legibly; `more_workers` says how many were left out
+
+
 class JobUsage(APIView):
     """Each worker's sampled CPU and memory over the job's run (HISTORY_POINTS at most each), for its chart."""
 
@@ -69,11 +73,14 @@ class JobUsage(APIView):
                     },
                     many=True,
                 ),
+                "more_workers": serializers.IntegerField(help_text=f"workers past the first {MAX_CHARTED}, left out"),
             },
         )
     )
     def get(self, request: Request, name: str) -> Response:
         job = get_job(request, name)
-        workers = job.workers.order_by("role", "index").only("role", "index", "usage_history")
-        series = [{"name": w.name, "points": (w.usage_history or [])[-HISTORY_POINTS:]} for w in workers]
-        return Response({"job": job.name, "state": job.state, "workers": series})
+        workers = job.workers.order_by("role", "index")
+        charted = workers.only("role", "index", "usage_history")[:MAX_CHARTED]
+        series = [{"name": w.name, "points": (w.usage_history or [])[-HISTORY_POINTS:]} for w in charted]
+        more = max(0, workers.count() - MAX_CHARTED)
+        return Response({"job": job.name, "state": job.state, "workers": series, "more_workers": more})

@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs import stalls
+from jobs import api_workers, stalls
 from jobs.engines.local import cgroups
 from jobs.engines.local import usage as local_usage
 from jobs.models import Job, Worker
@@ -142,3 +142,12 @@ def test_the_job_page_shows_a_running_workers_cpu_and_memory_and_the_usage_chart
     assert live.count('data-testid="worker-cpu"') == 1 and ">1.50<" in live and "700.0\xa0MB" in live
     page = client.get(f"/jobs/{job.uid}/").content.decode()
     assert 'data-testid="usage"' in page and f"/api/v1/jobs/{job.uid}/usage" in page
+
+
+@pytest.mark.django_db
+def test_the_usage_history_answer_is_bounded_in_workers(local_dc: Datacenter, alice: Any, alice_api: APIClient) -> None:
+    job = _silent_job(local_dc, alice, cpu=0.5)  # trainer 0, with one point
+    Worker.objects.bulk_create(Worker(job=job, role="trainer", index=i, state="running") for i in range(1, 70))
+    answer = alice_api.get(f"/api/v1/jobs/{job.name}/usage").json()
+    assert len(answer["workers"]) == api_workers.MAX_CHARTED and answer["more_workers"] == 70 - api_workers.MAX_CHARTED
+    assert answer["workers"][0] == {"name": "trainer-0", "points": job.workers.get(index=0).usage_history}
