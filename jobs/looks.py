@@ -33,7 +33,9 @@ def sample_running() -> int:
         for job in sorted(batch, key=lambda job: worker_usage.last_sampled(job.pk)):
             if time.monotonic() > stop_at:
                 return done
-            engine = engines.setdefault(job.datacenter_id, engine_for(job.datacenter))
+            if job.datacenter_id not in engines:  # one engine (and API client) per datacenter and run
+                engines[job.datacenter_id] = engine_for(job.datacenter)
+            engine = engines[job.datacenter_id]
             done += worker_usage.sample(job, engine)
             progress.check(job)
     return done
