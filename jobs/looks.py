@@ -25,12 +25,12 @@ def sample_running() -> int:
     of jobs sampled. Jobs are loaded a batch at a time, so thousands of running jobs cost a list of ids a run."""
     stop_at = time.monotonic() + RUN_SECONDS
     ids = list(Job.objects.filter(state=JobState.RUNNING).values_list("pk", flat=True))
-    ids.sort(key=lambda pk: worker_usage.last_sampled(pk))
+    ids.sort(key=lambda pk: worker_usage.sampled.last(pk))
     engines: dict[int, Engine] = {}
     done = 0
     for start in range(0, len(ids), _BATCH):
         batch = Job.objects.filter(pk__in=ids[start : start + _BATCH]).select_related("owner", "datacenter")
-        for job in sorted(batch, key=lambda job: worker_usage.last_sampled(job.pk)):
+        for job in sorted(batch, key=lambda job: worker_usage.sampled.last(job.pk)):
             if time.monotonic() > stop_at:
                 return done
             if job.datacenter_id not in engines:  # one engine (and API client) per datacenter and run

@@ -12,11 +12,11 @@ run at their own pace. Trainers that log no total are left out (many scripts log
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from core.errors import DomainError
 from jobs import metrics
+from jobs.look_times import LookTimes
 from jobs.models import Job, JobState
 from storage.backends import StorageUnavailable
 
@@ -28,8 +28,7 @@ TAIL_BYTES = 8 * 1024  # of each file: about a hundred points, seconds to minute
 TAIL_POINTS = 500
 RATE_WINDOW = 300.0  # the rate is measured over the last points within this many seconds: it follows a change
 # of pace (a slower phase, a resumed run) without being thrown by one slow step
-_checked: dict[int, float] = {}  # job id -> monotonic time of its last look (per reconciler process)
-_FORGET_AFTER = 10_000
+checked = LookTimes()  # per sampling process
 
 
 def _recent_run(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -113,19 +112,14 @@ def _store(job: Job, progress: dict[str, Any] | None) -> None:
 
 def check(job: Job) -> None:
     """Look at a running job's progress if due (every CHECK_SECONDS), and store it."""
-    now = time.monotonic()
-    if job.state != JobState.RUNNING or now - _checked.get(job.pk, 0.0) < CHECK_SECONDS:
+    if job.state != JobState.RUNNING or not checked.due(job.pk, CHECK_SECONDS):
         return
-    if len(_checked) >= _FORGET_AFTER:
-        for job_id in [key for key, at in _checked.items() if now - at > 2 * CHECK_SECONDS]:
-            del _checked[job_id]
-    _checked[job.pk] = now
     _store(job, read(job))
 
 
 def finish(job: Job) -> None:
     """The last look, as a finished job is released: it keeps its last progress, with no ETA left to give."""
-    _checked.pop(job.pk, None)
+    checked.forget(job.pk)
     progress = read(job)
     if progress is not None:
         progress["eta_seconds"] = None

@@ -11,12 +11,12 @@ fails it instead (reason Stalled).
 from __future__ import annotations
 
 import os
-import time
 from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
 from jobs import events, logfiles
+from jobs.look_times import LookTimes
 from jobs.models import EventKind, Job, JobState, Role
 from jobs.usage_samples import CPU_FLOOR
 from storage import backends
@@ -24,8 +24,7 @@ from storage import backends
 CHECK_SECONDS = 5.0  # a job's logs are looked at no more often than this...
 CHECKS_PER_TIMEOUT = 10  # ...nor more than this often per stall timeout: the default 1800 s looks every 180 s,
 # so thousands of running jobs cost the reconciler a few looks a second, not a query and stats per job per cycle
-_checked: dict[int, float] = {}  # job id -> monotonic time of its last look (per reconciler process)
-_FORGET_AFTER = 10_000  # past this many remembered jobs, the ones not looked at lately are forgotten
+_checked = LookTimes()  # per reconciler process
 
 
 def _logs_visible(job: Job) -> bool:
@@ -73,14 +72,9 @@ def last_sign_of_life(job: Job) -> datetime:
 def check(job: Job) -> str:
     """Look at a running job (if due): mark it stalled or not. The message to fail it with, "" to let it run."""
     timeout = timeout_of(job)
-    now = time.monotonic()
     interval = max(CHECK_SECONDS, timeout / CHECKS_PER_TIMEOUT)
-    if job.state != JobState.RUNNING or not timeout or now - _checked.get(job.pk, 0.0) < interval:
+    if job.state != JobState.RUNNING or not timeout or not _checked.due(job.pk, interval):
         return ""
-    if len(_checked) >= _FORGET_AFTER:
-        for job_id in [key for key, at in _checked.items() if now - at > 2 * interval]:
-            del _checked[job_id]
-    _checked[job.pk] = now
     if not _logs_visible(job):
         return ""
     last = last_sign_of_life(job)
@@ -100,4 +94,4 @@ def check(job: Job) -> str:
 
 def forget(job_id: int) -> None:
     """Drop a finished job's throttle entry, so the dict holds running jobs only."""
-    _checked.pop(job_id, None)
+    _checked.forget(job_id)

@@ -10,11 +10,11 @@ for the job page's chart, kept after the job ends).
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from jobs import stalls
 from jobs.engines.base import Engine, TransientEngineError
+from jobs.look_times import LookTimes
 from jobs.models import Job, JobState, Worker
 from jobs.usage_samples import WorkerUsage, with_point
 
@@ -23,8 +23,7 @@ log = logging.getLogger(__name__)
 # Every 10 s: the chart then resolves a minute-long phase, and a reconciler with a thousand running jobs reads
 # a hundred cgroups (or one kubelet summary per node) a second at most, never one job's files per cycle.
 SAMPLE_SECONDS = 10.0
-_sampled: dict[int, float] = {}  # job id -> monotonic time of its last sample (per reconciler process)
-_FORGET_AFTER = 10_000  # past this many remembered jobs, the ones not sampled lately are forgotten
+sampled = LookTimes()  # when each job was last sampled, per sampling process (jobs/looks.py orders by it)
 
 
 def record(job: Job, samples: dict[str, WorkerUsage]) -> None:
@@ -46,14 +45,8 @@ def interval_of(job: Job) -> float:
 def sample(job: Job, engine: Engine) -> bool:
     """Sample a running job's workers through its engine, if due (whether it was); an engine out of reach is
     tried next time."""
-    now = time.monotonic()
-    interval = interval_of(job)
-    if job.state != JobState.RUNNING or now - _sampled.get(job.pk, 0.0) < interval:
+    if job.state != JobState.RUNNING or not sampled.due(job.pk, interval_of(job)):
         return False
-    if len(_sampled) >= _FORGET_AFTER:
-        for job_id in [key for key, at in _sampled.items() if now - at > 2 * SAMPLE_SECONDS]:
-            del _sampled[job_id]
-    _sampled[job.pk] = now
     try:
         samples = engine.sample_usage(job)
     except TransientEngineError as exc:
@@ -63,13 +56,8 @@ def sample(job: Job, engine: Engine) -> bool:
     return True
 
 
-def last_sampled(job_id: int) -> float:
-    """When this process last sampled the job (monotonic seconds; 0 never)."""
-    return _sampled.get(job_id, 0.0)
-
-
 def forget(job_id: int) -> None:
-    _sampled.pop(job_id, None)
+    sampled.forget(job_id)
 
 
 def live(worker: Worker) -> dict[str, Any] | None:

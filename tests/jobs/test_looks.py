@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from datacenters.models import Datacenter
-from jobs import looks, worker_usage
+from jobs import looks, progress, worker_usage
 from jobs.models import Job
 
 
@@ -22,8 +21,8 @@ def _running(datacenter: Datacenter, owner: Any, name: str) -> Job:
 @pytest.fixture(autouse=True)
 def fresh() -> Any:
     yield
-    for job_id in list(worker_usage._sampled):
-        worker_usage.forget(job_id)
+    worker_usage.sampled.forget()
+    progress.checked.forget()  # a run looks at progress too: later tests' jobs may reuse these ids
 
 
 @pytest.mark.django_db
@@ -32,9 +31,9 @@ def test_a_run_looks_at_the_jobs_not_looked_at_lately_and_leaves_the_others_for_
 ) -> None:
     lately, never = _running(local_dc, alice, "lately"), _running(local_dc, alice, "never")
     Job.objects.create(owner=alice, datacenter=local_dc, name="done", uid="done-abc12", state="succeeded", spec={})
-    worker_usage._sampled[lately.pk] = time.monotonic()  # sampled a moment ago: not due yet
+    worker_usage.sampled.mark(lately.pk)  # sampled a moment ago: not due yet
     assert looks.sample_running() == 1
-    assert worker_usage.last_sampled(never.pk) > 0 and worker_usage.last_sampled(lately.pk) > 0
+    assert worker_usage.sampled.last(never.pk) > 0 and worker_usage.sampled.last(lately.pk) > 0
     assert looks.sample_running() == 0  # both were looked at within their interval
 
 
@@ -43,4 +42,4 @@ def test_a_run_stops_when_its_time_is_spent(local_dc: Datacenter, alice: Any, mo
     job = _running(local_dc, alice, "late")
     monkeypatch.setattr(looks, "RUN_SECONDS", -1.0)  # spent before the first job
     assert looks.sample_running() == 0
-    assert worker_usage.last_sampled(job.pk) == 0.0  # left for the next tick, first in line
+    assert worker_usage.sampled.last(job.pk) == 0.0  # left for the next tick, first in line
