@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from core.locks import exclusive, job_lock
 from datacenters.models import Datacenter
-from jobs import events, progress, reconcile_runs, signals, stalls, worker_usage
+from jobs import events, progress, reconcile_runs, settled, signals, stalls, worker_usage
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
@@ -129,8 +129,10 @@ def _note(job: Job, values: dict[str, Any]) -> None:
 def check_stall(job: Job, engine: Engine) -> None:
     """Mark a silent running job Stalled (jobs.stalls); with `stall_action: fail`, fail it (reason Stalled)."""
     message = stalls.check(job)
-    if message and _finish(job, engine) and transition(
-        job.pk, JobState.FAILED, from_states=[JobState.RUNNING], reason=Reason.STALLED, message=message
+    if (
+        message
+        and _finish(job, engine)
+        and transition(job.pk, JobState.FAILED, from_states=[JobState.RUNNING], reason=Reason.STALLED, message=message)
     ):
         workers_stopping(job.pk, JobState.FAILED)
         job.refresh_from_db()
@@ -190,6 +192,7 @@ def _release(job: Job, engine: Engine) -> bool:
             ledger.record(job, engine.measured_usage(job), spans=engine.worker_spans(job))
     if released:
         stalls.forget(job.pk)
+        settled.forget(job.pk)
         worker_usage.forget(job.pk)
         progress.finish(job)  # its files are final now: the last step it logged
         signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
@@ -236,7 +239,8 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
 
 def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None = None) -> None:
     """One cycle over the datacenter's jobs; with job_ids, over only those (what an event named: the
-    cost of following a change does not grow with the jobs the datacenter runs)."""
+    cost of following a change does not grow with the jobs the datacenter runs). A full cycle passes over
+    the running jobs nothing happened to since their last look (jobs/settled.py)."""
     engine = engine_for(datacenter)
     jobs = Job.objects.filter(datacenter=datacenter)
     preempting = cycle.preempting(datacenter).select_related("owner", "datacenter")
@@ -250,7 +254,7 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
             log.warning("cannot stop preempted %s: %s", job.uid, exc)
             reconcile_runs.engine_error(datacenter.pk, f"cannot stop preempted {job.uid}: {exc}")
     try:
-        _follow_started(jobs.filter(state__in=STARTED_STATES), datacenter, engine)
+        _follow_started(jobs.filter(state__in=STARTED_STATES), datacenter, engine, full=job_ids is None)
     except TransientEngineError as exc:
         log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
         reconcile_runs.engine_error(datacenter.pk, f"cannot reach the datacenter: {exc}")  # the health page
@@ -275,8 +279,16 @@ def _with_relations(jobs: list[Job], datacenter: Datacenter) -> list[Job]:
     return [job for job in jobs if job.owner_id in owners]
 
 
-def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine) -> None:
-    """Observe the started jobs (a queryset) through their engine and apply what it saw."""
+def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine, full: bool) -> None:
+    """Observe the started jobs (a queryset) through their engine and apply what it saw. A full cycle passes
+    over the running jobs nothing happened to since their last look (jobs/settled.py)."""
+    rows = _rows(started_jobs, datacenter)
+    # Before the objects are read (poll): a change landing in between shows as a new version at the next look.
+    versions = engine.versions([row.uid for row in rows])
+    if full and versions is not None:
+        looks = settled.due(rows, versions)
+        if len(looks) < len(rows):
+            started_jobs = started_jobs.filter(pk__in=looks)
     started = _with_relations(list(started_jobs), datacenter)
     if not started:
         return
@@ -286,8 +298,25 @@ def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine) -
         workers[worker.job_id][(worker.role, worker.index)] = worker
     for job in started:
         if job.pk in observations:
-            apply(job, observations[job.pk], engine, workers[job.pk])
+            seen = observations[job.pk]
+            apply(job, seen, engine, workers[job.pk])
             check_stall(job, engine)
+            counts = _counts(seen)
+            written = (seen.reason or "", *(counts[name] for name in COUNT_FIELDS))  # as _note left the row
+            settled.note(job.pk, (versions or {}).get(job.uid), job.state, seen, written)
+
+
+def _rows(started_jobs: Any, datacenter: Datacenter) -> list[settled.Row]:
+    """The few columns of each started job that settled.due decides on: one light query, whatever their number."""
+    columns = ("pk", "uid", "state", "owner_id", "spec__stall_timeout", "spec__registry")
+    rows = []
+    for pk, uid, state, owner, stall, registry, blanked, *written in started_jobs.values_list(
+        *columns, "engine_data__registry_revoked", "reason", *COUNT_FIELDS
+    ):
+        stall_timeout = int(stall or datacenter.stall_timeout)  # as stalls.timeout_of
+        registry = str(registry or "")
+        rows.append(settled.Row(pk, uid, state, owner, stall_timeout, registry, bool(blanked), tuple(written)))
+    return rows
 
 
 def stuck_submissions() -> list[int]:

@@ -11,6 +11,7 @@ fails it instead (reason Stalled).
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
@@ -69,11 +70,20 @@ def last_sign_of_life(job: Job) -> datetime:
     return max(signs)
 
 
+def _interval(timeout: int) -> float:
+    return max(CHECK_SECONDS, timeout / CHECKS_PER_TIMEOUT)
+
+
+def due(job_id: int, timeout: int) -> bool:
+    """Whether a running job with this stall timeout is due for its check (without noting a look): the full
+    reconcile cycle looks at a running job nothing happened to only then (jobs/settled.py)."""
+    return bool(timeout) and time.monotonic() - _checked.last(job_id) >= _interval(timeout)
+
+
 def check(job: Job) -> str:
     """Look at a running job (if due): mark it stalled or not. The message to fail it with, "" to let it run."""
     timeout = timeout_of(job)
-    interval = max(CHECK_SECONDS, timeout / CHECKS_PER_TIMEOUT)
-    if job.state != JobState.RUNNING or not timeout or not _checked.due(job.pk, interval):
+    if job.state != JobState.RUNNING or not timeout or not _checked.due(job.pk, _interval(timeout)):
         return ""
     if not _logs_visible(job):
         return ""

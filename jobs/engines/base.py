@@ -11,7 +11,7 @@ process can pick a job up after another one died.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -136,6 +136,11 @@ class Engine(ABC):
         the pservers). Engines whose workers write their logs to the PFS themselves need nothing.
         """
         return True
+
+    def versions(self, job_uids: list[str]) -> dict[str, Hashable] | None:
+        """Job uid -> a value that changes whenever anything the engine observes of the job changes, read before
+        the poll that uses it; None where the engine cannot tell (then every cycle looks at every job: settled.py)."""
+        return None
 
     def queue_positions(self, jobs: list[Job]) -> dict[str, int]:
         """Job uid -> 1-based position of those of `jobs` the cluster's own admission holds (Kueue), in the order it

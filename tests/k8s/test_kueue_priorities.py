@@ -11,11 +11,12 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
-from jobs.engines.kubernetes import names
+from jobs.engines.kubernetes import jobset, kueue, names
 from jobs.models import Job, JobState, PriorityClass, Reason
 from jobs.scheduling import cycle
 from jobs.tasks import submit_job
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, new_job, start
+from tests.wait import wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 
@@ -109,3 +110,40 @@ def test_kueue_preempts_a_low_job_for_a_high_one_and_the_low_job_runs_again_as_a
         assert env["PADDLECLOUD_ATTEMPT"] == "2", replicated["name"]
     low = drive(kueue_dc, lambda: finished(low), "the low job to run again and end", timeout=60)
     assert (low.state, low.attempt) == (JobState.SUCCEEDED, 2)
+
+
+def workload_of(kueue_api: k8s.ApiClient, job: Job) -> dict[str, Any] | None:
+    """The job's current JobSet's Workload (Kueue names it after the JobSet and owns it by the JobSet's uid)."""
+    jobsets = jobsets_of(kueue_api, job)
+    if not jobsets:
+        return None
+    ns, owner = jobsets[0]["metadata"]["namespace"], jobsets[0]["metadata"]["uid"]
+    found = k8s.CustomObjectsApi(kueue_api).list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+    owned = [w for w in found if any(ref.get("uid") == owner for ref in w["metadata"].get("ownerReferences", []))]
+    return owned[0] if owned else None
+
+
+def test_an_eviction_kueue_undid_before_the_portal_looked_is_still_a_preemption(
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
+) -> None:
+    """Kueue evicts the low job and admits it again (the high job went) with no reconcile in between: the JobSet
+    runs again as if nothing happened, but its pods were stopped. The Workload's schedulingStats count it, and the
+    portal requeues the job as any preemption (attempt 2), so the run is accounted and resumes from its checkpoint."""
+    low = submit_with(kueue_dc, alice, "low", "low")
+    drive(kueue_dc, lambda: admitted_by_kueue(low), "the low job running")
+    high = submit_with(kueue_dc, alice, "high", "high")
+    # From here no reconcile, until Kueue has evicted the low job, admitted the high one, and (once the high job
+    # is killed) admitted the low one again.
+    wait_for(lambda: not jobset.suspended(jobsets_of(kueue_api, high)[0]), "Kueue to admit the high job", 60)
+    kill(high)  # stops only the high job: its release looks at nothing else
+    again = wait_for(
+        lambda: (w := workload_of(kueue_api, low)) and not jobset.suspended(jobsets_of(kueue_api, low)[0])
+        and kueue.evictions(w) and w,
+        "Kueue to admit the evicted low job again", 60,
+    )  # fmt: skip
+    print("schedulingStats:", again["status"].get("schedulingStats"))
+    assert kueue.eviction(again) is None  # nothing on its conditions says it was evicted any more
+    low = drive(kueue_dc, lambda: job_in(low, JobState.QUEUED), "the low job seen preempted")
+    assert low.reason == Reason.PREEMPTED and "evicted and admitted again" in low.message, low.message
+    drive(kueue_dc, lambda: (found := job_in(low, JobState.QUEUED)) and found.attempt == 2 and found, "requeued")
+    kill(low)

@@ -15,12 +15,12 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
-from jobs import listener
+from jobs import listener, settled
 from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names, watch
 from jobs.engines.kubernetes.engine import KubernetesEngine
-from jobs.models import Job
+from jobs.models import Job, Worker
 from jobs.reconcile import reconcile_datacenter
 from tests.k8s.engine_helpers import FATE, drive, job_in, kill, new_job, start, submit
 from tests.wait import wait_for
@@ -132,6 +132,46 @@ def test_a_cycle_for_the_jobs_an_event_named_reads_and_writes_only_theirs(
     reconcile_datacenter(k8s_dc)
     assert Job.objects.get(pk=other.pk).trainers_running == 1
     for job in (named, other):
+        kill(job)
+
+
+@pytest.mark.django_db
+def test_a_full_cycle_passes_over_running_jobs_nothing_happened_to(
+    k8s_dc: Datacenter, alice: User, bob: User, heard: Heard, k8s_api: k8s.ApiClient
+) -> None:
+    quiet, touched = (
+        submit(k8s_dc, user, {"jobname": f"settle{i}"}, trainer_annotations=HANG) for i, user in enumerate([alice, bob])
+    )
+    drive(k8s_dc, lambda: job_in(quiet, "running") and job_in(touched, "running"), "both running")
+    mirror = _mirror(k8s_dc)
+    settled.forget()
+    reconcile_datacenter(k8s_dc)  # a look from the mirror: both settle
+    both = [quiet.pk, touched.pk]
+
+    def tampered() -> set[int]:  # the jobs whose worker rows still hold what no look would write
+        return set(Worker.objects.filter(job__in=both, message="tampered").values_list("job_id", flat=True))
+
+    Worker.objects.filter(job__in=both).update(message="tampered")
+    settled.CHOICES.clear()
+    reconcile_datacenter(k8s_dc)
+    assert settled.CHOICES == {"looked at": 0, "passed over": 2}
+    assert tampered() == set(both)  # passed over: nothing happened to their objects or rows
+    # A change of one job's pod reaches the mirror, and the next full cycle looks at that job (and only it).
+    before = mirror.versions([touched.uid])
+    (pod,) = [p for p in mirror.items("Pod", [touched.uid])]
+    patch = {"metadata": {"annotations": {"paddlecloud.test/touched": "yes"}}}
+    k8s.CoreV1Api(k8s_api).patch_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"], patch)
+    wait_for(lambda: mirror.versions([touched.uid]) != before, "the mirror to count the pod's change", 10)
+    settled.CHOICES.clear()
+    reconcile_datacenter(k8s_dc)
+    assert settled.CHOICES == {"looked at": 1, "passed over": 1}
+    assert tampered() == {quiet.pk}
+    # A row changed behind the cycle's back (its counts) is looked at too, and put right.
+    Job.objects.filter(pk=quiet.pk).update(trainers_running=0)
+    reconcile_datacenter(k8s_dc)
+    assert tampered() == set()
+    assert Job.objects.get(pk=quiet.pk).trainers_running == 1
+    for job in (quiet, touched):
         kill(job)
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from collections.abc import Hashable
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -195,6 +196,11 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         selector, kueue_kinds = names.datacenter_selector(self.datacenter.name), self.datacenter.admission
         return watch.mirror_for(self.datacenter.pk, self.k8s, selector, kueue_kinds == Admission.KUEUE)
 
+    def versions(self, job_uids: list[str]) -> dict[str, Hashable] | None:
+        """From the watched copy: its count of each job's changes (watch.Mirror.versions); None without one."""
+        mirror = self._mirror()
+        return None if mirror is None else dict(mirror.versions(job_uids))
+
     def sample_usage(self, job: Job) -> dict[str, WorkerUsage]:
         """Its workers' use, from the kubelets their pods run on (usage.py); the pods from the watched copy if any."""
         mirror, ns = self._mirror(), self._namespace(job)
@@ -211,12 +217,11 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         uids = [job.uid for job in queued]
         found = mirror.items("JobSet", uids) if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
         by_uid = {k8s_pods.labels(js).get(names.JOB_LABEL, ""): js for js in found}
-        workloads: dict[str, Any] = {}
-        # The watched copy costs no call, so admitted jobs' Workloads are read too (an eviction Kueue undid at once,
-        # kueue.held); without a watch only a suspended JobSet's cycle pays the list call.
-        if mirror is not None or any(jobset.suspended(by_uid.get(job.uid) or {}) for job in queued):
-            listed = mirror.items("Workload", uids) if mirror is not None else self.k8s.list("Workload")
-            workloads = kueue.workloads_by_jobset(listed)
+        # Admitted jobs' Workloads too: an eviction Kueue undid before this look (the high job that preempted it
+        # went) shows only there (kueue.held), and missing it would read the replaced pods as PserverLost. From the
+        # watched copy that costs no call; without one, the list is one more call of a cycle that lists anyway.
+        listed = mirror.items("Workload", uids) if mirror is not None else self.k8s.list("Workload")
+        workloads = kueue.workloads_by_jobset(listed)
         result = {}
         for job in queued:
             its_jobset = by_uid.get(job.uid)

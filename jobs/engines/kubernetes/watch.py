@@ -17,6 +17,7 @@ requests are counted in WATCH_CALLS, apart from the reconciler's own (client.CAL
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ IDLE_SECONDS = 300  # a mirror no poll asked for in this long stops
 MAX_MIRRORS = 16  # per process: past this, the least recently used mirror stops
 RELIST_AFTER_FAILURES = 3  # watches failing in a row before the informer lists again
 COALESCE_SECONDS = 0.05  # changes arriving together are handed on together
+MAX_COUNTED_JOBS = 100_000  # past this many jobs' change counts, a mirror starts counting afresh (a new serial)
 WATCH_CALLS: Counter[str] = Counter()  # the mirrors' requests ("LIST Pod", "WATCH Pod"), apart from CALLS
 
 Obj = dict[str, Any]
@@ -211,8 +213,12 @@ def _version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+_serials = itertools.count(1)
+
+
 class Mirror:
-    """A datacenter's sources, one informer thread each; `items(kind)` once `ready()`."""
+    """A datacenter's sources, one informer thread each; `items(kind)` once `ready()`; `versions(job uids)`: how
+    many changes it saw of each job's objects, so a reconcile can tell a job nothing happened to (jobs/settled.py)."""
 
     def __init__(
         self, client: kube.Kube, datacenter_selector: str, on_job: Callable[[str], None], kueue: bool = False
@@ -221,6 +227,8 @@ class Mirror:
         self.used_at = time.monotonic()
         self._stop = threading.Event()
         self._on_job = on_job
+        self._counts_lock = threading.Lock()
+        self._serial, self._counts = next(_serials), Counter[str]()
         self.informers = {
             s.kind: Informer(client, s, self._changed, self._stop) for s in sources(datacenter_selector, kueue)
         }
@@ -248,9 +256,19 @@ class Mirror:
     def items(self, kind: str, job_uids: Iterable[str] | None = None) -> list[Obj]:
         return self.informers[kind].items(job_uids)
 
+    def versions(self, job_uids: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """Each job's version: (this mirror's serial, its count of changes). Read it before reading the objects:
+        a change landing between the two then shows as a new version at the next look."""
+        with self._counts_lock:
+            return {uid: (self._serial, self._counts[uid]) for uid in job_uids}
+
     def _changed(self, obj: Obj) -> None:
         job_uid = job_of(obj)
         if job_uid:
+            with self._counts_lock:  # informers of several kinds count at once
+                if len(self._counts) >= MAX_COUNTED_JOBS:
+                    self._serial, self._counts = next(_serials), Counter()
+                self._counts[job_uid] += 1
             self._on_job(job_uid)
 
 
