@@ -286,7 +286,7 @@ def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine, f
     # Before the objects are read (poll): a change landing in between shows as a new version at the next look.
     versions = engine.versions([row.uid for row in rows])
     if full and versions is not None:
-        looks = settled.due(rows, versions)
+        looks = settled.due(datacenter.pk, rows, versions)
         if len(looks) < len(rows):
             started_jobs = started_jobs.filter(pk__in=looks)
     started = _with_relations(list(started_jobs), datacenter)
@@ -303,7 +303,7 @@ def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine, f
             check_stall(job, engine)
             counts = _counts(seen)
             written = (seen.reason or "", *(counts[name] for name in COUNT_FIELDS))  # as _note left the row
-            settled.note(job.pk, (versions or {}).get(job.uid), job.state, seen, written)
+            settled.note(datacenter.pk, job.pk, (versions or {}).get(job.uid), job.state, seen, written)
 
 
 def _rows(started_jobs: Any, datacenter: Datacenter) -> list[settled.Row]:

@@ -58,11 +58,18 @@ class _Settled:
     resync_at: float  # monotonic
 
 
-_settled: dict[int, _Settled] = {}  # job pk -> how its last look left it
+_settled: dict[int, dict[int, _Settled]] = {}  # datacenter pk -> job pk -> how its last look left it
 CHOICES: Counter[str] = Counter()  # "looked at" / "passed over", summed over full cycles (bench/reconcile_scale.py)
 
 
-def note(job_id: int, version: Hashable | None, job_state: str, seen: Observation, written: tuple[Any, ...]) -> None:
+def note(
+    datacenter_id: int,
+    job_id: int,
+    version: Hashable | None,
+    job_state: str,
+    seen: Observation,
+    written: tuple[Any, ...],
+) -> None:
     """After a look at a job (which wrote `written` into its row): remember it settled, or forget it (it needs
     its next look)."""
     quiet = (
@@ -71,10 +78,11 @@ def note(job_id: int, version: Hashable | None, job_state: str, seen: Observatio
         and seen.state == JobState.RUNNING
         and all(worker.state != WorkerState.PENDING for worker in seen.workers)
     )
+    its = _settled.setdefault(datacenter_id, {})
     if quiet:
-        _settled[job_id] = _Settled(version, written, time.monotonic() + RESYNC_SECONDS * _spread(job_id))
+        its[job_id] = _Settled(version, written, time.monotonic() + RESYNC_SECONDS * _spread(job_id))
     else:
-        _settled.pop(job_id, None)
+        its.pop(job_id, None)
 
 
 def _spread(job_id: int) -> float:
@@ -83,15 +91,17 @@ def _spread(job_id: int) -> float:
     return 0.5 + ((job_id * 0.6180339887) % 1.0) / 2
 
 
-def due(rows: list[Row], versions: dict[str, Hashable]) -> list[int]:
-    """The rows a full cycle must look at; forgets the settled jobs that are not among them (no longer started)."""
+def due(datacenter_id: int, rows: list[Row], versions: dict[str, Hashable]) -> list[int]:
+    """The rows (every started job of the datacenter) a full cycle must look at; forgets the datacenter's settled
+    jobs that are not among them (no longer started)."""
     now = time.monotonic()
-    for gone in _settled.keys() - {row.pk for row in rows}:
-        del _settled[gone]
+    its = _settled.setdefault(datacenter_id, {})
+    for gone in its.keys() - {row.pk for row in rows}:
+        del its[gone]
     revoked = _revoked_registry(rows)
     looks = []
     for row in rows:
-        settled = _settled.get(row.pk)
+        settled = its.get(row.pk)
         quiet = (
             settled is not None
             and row.state == JobState.RUNNING
@@ -125,5 +135,6 @@ def forget(job_id: int | None = None) -> None:
     """Forget one job (released), or all (tests)."""
     if job_id is None:
         _settled.clear()
-    else:
-        _settled.pop(job_id, None)
+        return
+    for its in _settled.values():
+        its.pop(job_id, None)
