@@ -136,11 +136,15 @@ def test_an_eviction_kueue_undid_before_the_portal_looked_is_still_a_preemption(
     # is killed) admitted the low one again.
     wait_for(lambda: not jobset.suspended(jobsets_of(kueue_api, high)[0]), "Kueue to admit the high job", 60)
     kill(high)  # stops only the high job: its release looks at nothing else
-    again = wait_for(
-        lambda: (w := workload_of(kueue_api, low)) and not jobset.suspended(jobsets_of(kueue_api, low)[0])
-        and kueue.evictions(w) and w,
-        "Kueue to admit the evicted low job again", 60,
-    )  # fmt: skip
+
+    def readmitted() -> dict[str, Any] | None:
+        # The JobSet first: Kueue clears Evicted on the Workload before it lets the JobSet run again.
+        if jobset.suspended(jobsets_of(kueue_api, low)[0]):
+            return None
+        workload = workload_of(kueue_api, low)
+        return workload if workload and kueue.evictions(workload) else None
+
+    again = wait_for(readmitted, "Kueue to admit the evicted low job again", 60)
     print("schedulingStats:", again["status"].get("schedulingStats"))
     assert kueue.eviction(again) is None  # nothing on its conditions says it was evicted any more
     low = drive(kueue_dc, lambda: job_in(low, JobState.QUEUED), "the low job seen preempted")

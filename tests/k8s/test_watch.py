@@ -137,8 +137,9 @@ def test_a_cycle_for_the_jobs_an_event_named_reads_and_writes_only_theirs(
 
 @pytest.mark.django_db
 def test_a_full_cycle_passes_over_running_jobs_nothing_happened_to(
-    k8s_dc: Datacenter, alice: User, bob: User, heard: Heard, k8s_api: k8s.ApiClient
+    k8s_dc: Datacenter, alice: User, bob: User, heard: Heard, k8s_api: k8s.ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(settled, "RESYNC_SECONDS", 3600.0)  # no resync within the test, however slow the cluster
     quiet, touched = (
         submit(k8s_dc, user, {"jobname": f"settle{i}"}, trainer_annotations=HANG) for i, user in enumerate([alice, bob])
     )
