@@ -284,7 +284,7 @@ def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine, f
     over the running jobs nothing happened to since their last look (jobs/settled.py)."""
     rows = _rows(started_jobs, datacenter)
     # Before the objects are read (poll): a change landing in between shows as a new version at the next look.
-    versions = engine.versions([row.uid for row in rows])
+    versions = engine.versions([row.uid for row in rows], complete=full)
     if full and versions is not None:
         looks = settled.due(datacenter.pk, rows, versions)
         if len(looks) < len(rows):

@@ -137,9 +137,10 @@ class Engine(ABC):
         """
         return True
 
-    def versions(self, job_uids: list[str]) -> dict[str, Hashable] | None:
+    def versions(self, job_uids: list[str], complete: bool = False) -> dict[str, Hashable] | None:
         """Job uid -> a value that changes whenever anything the engine observes of the job changes, read before
-        the poll that uses it; None where the engine cannot tell (then every cycle looks at every job: settled.py)."""
+        the poll that uses it; None where the engine cannot tell (then every cycle looks at every job: settled.py).
+        `complete`: these are every started job of the datacenter (the engine may forget the others')."""
         return None
 
     def queue_positions(self, jobs: list[Job]) -> dict[str, int]:

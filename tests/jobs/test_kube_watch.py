@@ -122,3 +122,23 @@ def test_watches_that_end_at_once_with_nothing_three_times_list_again() -> None:
     informer, client, _ = run([([pod("a", "1")], "1"), ([pod("a", "50")], "50")], [[], [], []])
     assert informer.lists == 2
     assert client.watched_from == ["1", "1", "1", "50"]
+
+
+def test_versions_change_with_each_change_of_a_jobs_objects_and_a_full_cycle_forgets_the_others() -> None:
+    mirror = watch.Mirror(Scripted([], [], threading.Event()), "sel", lambda uid: None)  # type: ignore[arg-type]
+    first = mirror.versions(["j1", "j2"])
+    assert first["j1"] == first["j2"] and first["j1"][1] == 0  # nothing seen of either yet
+    mirror._changed(pod("p1", "1", job="j1"))
+    mirror._changed(pod("p2", "2", job="j2"))
+    seen = mirror.versions(["j1", "j2"])
+    assert seen["j1"] != first["j1"] and seen["j2"] != first["j2"] and seen["j1"] != seen["j2"]
+    assert mirror.versions(["j1"]) == {"j1": seen["j1"]}  # unchanged while nothing happens
+    mirror._changed(pod("p1", "3", job="j1"))
+    assert mirror.versions(["j1", "j2"]) == {"j1": (seen["j1"][0], seen["j2"][1] + 1), "j2": seen["j2"]}
+    # A full cycle's jobs are all that matter: j2 (ended) is forgotten, and a change of it after that is
+    # numbered past every change before, so it never matches a version it had.
+    latest = mirror.versions(["j1"], complete=True)
+    assert mirror.versions(["j2"])["j2"][1] == 0
+    mirror._changed(pod("p2", "4", job="j2"))
+    assert mirror.versions(["j2"])["j2"][1] > latest["j1"][1] > seen["j2"][1]
+    assert mirror.versions(["j1"]) == latest

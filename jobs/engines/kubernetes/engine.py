@@ -196,10 +196,10 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         selector, kueue_kinds = names.datacenter_selector(self.datacenter.name), self.datacenter.admission
         return watch.mirror_for(self.datacenter.pk, self.k8s, selector, kueue_kinds == Admission.KUEUE)
 
-    def versions(self, job_uids: list[str]) -> dict[str, Hashable] | None:
-        """From the watched copy: its count of each job's changes (watch.Mirror.versions); None without one."""
+    def versions(self, job_uids: list[str], complete: bool = False) -> dict[str, Hashable] | None:
+        """From the watched copy: each job's last change it saw (watch.Mirror.versions); None without one."""
         mirror = self._mirror()
-        return None if mirror is None else dict(mirror.versions(job_uids))
+        return None if mirror is None else dict(mirror.versions(job_uids, complete))
 
     def sample_usage(self, job: Job) -> dict[str, WorkerUsage]:
         """Its workers' use, from the kubelets their pods run on (usage.py); the pods from the watched copy if any."""

@@ -37,7 +37,7 @@ IDLE_SECONDS = 300  # a mirror no poll asked for in this long stops
 MAX_MIRRORS = 16  # per process: past this, the least recently used mirror stops
 RELIST_AFTER_FAILURES = 3  # watches failing in a row before the informer lists again
 COALESCE_SECONDS = 0.05  # changes arriving together are handed on together
-MAX_COUNTED_JOBS = 100_000  # past this many jobs' change counts, a mirror starts counting afresh (a new serial)
+MAX_COUNTED_JOBS = 100_000  # past this many jobs' last changes, a mirror starts afresh (a new serial)
 WATCH_CALLS: Counter[str] = Counter()  # the mirrors' requests ("LIST Pod", "WATCH Pod"), apart from CALLS
 
 Obj = dict[str, Any]
@@ -217,8 +217,8 @@ _serials = itertools.count(1)
 
 
 class Mirror:
-    """A datacenter's sources, one informer thread each; `items(kind)` once `ready()`; `versions(job uids)`: how
-    many changes it saw of each job's objects, so a reconcile can tell a job nothing happened to (jobs/settled.py)."""
+    """A datacenter's sources, one informer thread each; `items(kind)` once `ready()`; `versions(job uids)`: which
+    change of each job's objects it saw last, so a reconcile can tell a job nothing happened to (jobs/settled.py)."""
 
     def __init__(
         self, client: kube.Kube, datacenter_selector: str, on_job: Callable[[str], None], kueue: bool = False
@@ -228,7 +228,9 @@ class Mirror:
         self._stop = threading.Event()
         self._on_job = on_job
         self._counts_lock = threading.Lock()
-        self._serial, self._counts = next(_serials), Counter[str]()
+        # Job uid -> the number of the last change seen of its objects, numbered over all the mirror's changes:
+        # an entry forgotten and made again can never come back with the number it had.
+        self._serial, self._seq, self._last = next(_serials), 0, dict[str, int]()
         self.informers = {
             s.kind: Informer(client, s, self._changed, self._stop) for s in sources(datacenter_selector, kueue)
         }
@@ -256,19 +258,25 @@ class Mirror:
     def items(self, kind: str, job_uids: Iterable[str] | None = None) -> list[Obj]:
         return self.informers[kind].items(job_uids)
 
-    def versions(self, job_uids: Iterable[str]) -> dict[str, tuple[int, int]]:
-        """Each job's version: (this mirror's serial, its count of changes). Read it before reading the objects:
-        a change landing between the two then shows as a new version at the next look."""
+    def versions(self, job_uids: Iterable[str], complete: bool = False) -> dict[str, tuple[int, int]]:
+        """Each job's version: (this mirror's serial, the number of its last change; 0 none seen). Read it before
+        reading the objects: a change landing between the two then shows as a new version at the next look.
+        `complete`: these are all the jobs that matter (a full cycle's started jobs), the others are forgotten,
+        so the mirror remembers no more jobs than run (the Workloads of other datacenters' JobSets included)."""
         with self._counts_lock:
-            return {uid: (self._serial, self._counts[uid]) for uid in job_uids}
+            found = {uid: (self._serial, self._last.get(uid, 0)) for uid in job_uids}
+            if complete:
+                self._last = {uid: last for uid, (_, last) in found.items() if last}
+            return found
 
     def _changed(self, obj: Obj) -> None:
         job_uid = job_of(obj)
         if job_uid:
             with self._counts_lock:  # informers of several kinds count at once
-                if len(self._counts) >= MAX_COUNTED_JOBS:
-                    self._serial, self._counts = next(_serials), Counter()
-                self._counts[job_uid] += 1
+                if len(self._last) >= MAX_COUNTED_JOBS:  # only without full cycles: never in the control worker
+                    self._serial, self._last = next(_serials), {}
+                self._seq += 1
+                self._last[job_uid] = self._seq
             self._on_job(job_uid)
 
 
