@@ -1,6 +1,7 @@
 """Progress and ETA of a job whose trainers log a total: ``paddlecloud.metrics.log(step=i, total_steps=n)``.
 
-The beat's sampling task (jobs/looks.py) looks at a running job at most every CHECK_SECONDS, the reconciler once
+The beat's sampling task (jobs/looks.py) looks at a running job at most every CHECK_SECONDS (FIRST_CHECK_SECONDS
+until its first progress in its first minute), the reconciler once
 more as the job is released, and stores the answer on the Job row (`progress`), so the job list and the API never
 read files. A look reads the
 last TAIL_BYTES of each of the first MAX_TRAINERS trainers' metrics.jsonl (jobs.metrics.last_points: the job
@@ -12,7 +13,10 @@ run at their own pace. Trainers that log no total are left out (many scripts log
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from core.errors import DomainError
 from jobs import metrics
@@ -22,7 +26,10 @@ from storage.backends import StorageUnavailable
 
 log = logging.getLogger(__name__)
 
-CHECK_SECONDS = 10.0  # a running job's metrics are read no more often than this
+CHECK_SECONDS = 10.0  # a running job's metrics are read no more often than this...
+FIRST_CHECK_SECONDS = 2.0  # ...except in its first minute running while it has shown no progress yet: the first
+FIRST_MINUTE = timedelta(seconds=60)  # percentage shows at once, not up to 10 s after the first line (a short job's
+# whole run), and a job that never logs a total is read this often only for a minute
 MAX_TRAINERS = 8  # trainers read per look: a bounded cost for a job of 1000 trainers (7 ms a look here)
 TAIL_BYTES = 8 * 1024  # of each file: about a hundred points, seconds to minutes of a run
 TAIL_POINTS = 500
@@ -110,9 +117,15 @@ def _store(job: Job, progress: dict[str, Any] | None) -> None:
         job.progress = progress
 
 
+def interval(job: Job) -> float:
+    """Seconds between two looks at a running job's progress."""
+    young = job.started_at is not None and timezone.now() - job.started_at < FIRST_MINUTE
+    return FIRST_CHECK_SECONDS if young and job.progress is None else CHECK_SECONDS
+
+
 def check(job: Job) -> None:
-    """Look at a running job's progress if due (every CHECK_SECONDS), and store it."""
-    if job.state != JobState.RUNNING or not checked.due(job.pk, CHECK_SECONDS):
+    """Look at a running job's progress if due (interval), and store it."""
+    if job.state != JobState.RUNNING or not checked.due(job.pk, interval(job)):
         return
     _store(job, read(job))
 

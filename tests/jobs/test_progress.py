@@ -4,11 +4,13 @@ progress on the job list, the job page and `paddlectl get jobs` (a real job: tes
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from paddlecloud.ctl.output import progress_cell
 
 from datacenters.models import Datacenter
@@ -139,3 +141,12 @@ def test_a_metrics_file_that_cannot_be_read_gives_no_progress_and_no_error(local
 )
 def test_the_pages_round_an_eta_to_what_it_can_tell(seconds: int | None, shown: str) -> None:
     assert job_tags.eta(seconds) == shown
+
+
+def test_a_young_job_without_progress_is_looked_at_often_then_as_usual() -> None:
+    job = Job(state=JobState.RUNNING, started_at=timezone.now() - timedelta(seconds=5), progress=None)
+    assert progress.interval(job) == progress.FIRST_CHECK_SECONDS  # the first percentage shows within 2 s
+    job.progress = {"step": 1, "total_steps": 40}
+    assert progress.interval(job) == progress.CHECK_SECONDS  # it has one: every 10 s
+    job.progress, job.started_at = None, timezone.now() - timedelta(seconds=61)
+    assert progress.interval(job) == progress.CHECK_SECONDS  # a job that never logs a total: often only a minute
