@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,5 +72,12 @@ def test_get_jobs_and_describe_show_the_progress_a_job_logs_then_done(portal: Po
         return next((row for row in rows if row.startswith("fit ") and "succeeded" in row and " done" in row), None)
 
     wait_for(done_row, "get jobs to show done", 90, interval=0.5, watch=worker)
-    (job,) = json.loads(portal.run("get", "jobs", "-o", "json").stdout)
+
+    def final_progress() -> dict[str, Any] | None:
+        # The row says done from the final state on; the stored progress is read once more as the job is
+        # released, a moment after (jobs.progress.finish).
+        (job,) = json.loads(portal.run("get", "jobs", "-o", "json").stdout)
+        return job if job["progress"]["step"] == 40 else None
+
+    job = wait_for(final_progress, "the last step as the job's progress", 30, interval=0.5, watch=worker)
     assert job["progress"] == {**job["progress"], "step": 40, "fraction": 1.0, "eta_seconds": None}, job
