@@ -14,11 +14,15 @@ class LookTimes:
     def __init__(self) -> None:
         self._at: dict[int, float] = {}
 
+    def waited(self, job_id: int, interval: float) -> bool:
+        """Whether the job was not looked at in the last `interval` seconds (noting nothing)."""
+        return time.monotonic() - self._at.get(job_id, 0.0) >= interval
+
     def due(self, job_id: int, interval: float) -> bool:
         """True (and noted as looked at now) when the job was not looked at in the last `interval` seconds."""
-        now = time.monotonic()
-        if now - self._at.get(job_id, 0.0) < interval:
+        if not self.waited(job_id, interval):
             return False
+        now = time.monotonic()
         if len(self._at) >= FORGET_AFTER:
             for stale in [key for key, at in self._at.items() if now - at > 2 * interval]:
                 del self._at[stale]

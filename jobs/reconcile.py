@@ -313,7 +313,7 @@ def _rows(started_jobs: Any, datacenter: Datacenter) -> list[settled.Row]:
     for pk, uid, state, owner, stall, registry, blanked, *written in started_jobs.values_list(
         *columns, "engine_data__registry_revoked", "reason", *COUNT_FIELDS
     ):
-        stall_timeout = int(stall or datacenter.stall_timeout)  # as stalls.timeout_of
+        stall_timeout = stalls.effective_timeout(stall, datacenter)
         registry = str(registry or "")
         rows.append(settled.Row(pk, uid, state, owner, stall_timeout, registry, bool(blanked), tuple(written)))
     return rows

@@ -11,11 +11,11 @@ fails it instead (reason Stalled).
 from __future__ import annotations
 
 import os
-import time
 from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
+from datacenters.models import Datacenter
 from jobs import events, logfiles
 from jobs.look_times import LookTimes
 from jobs.models import EventKind, Job, JobState, Role
@@ -39,7 +39,12 @@ def _logs_visible(job: Job) -> bool:
 
 def timeout_of(job: Job) -> int:
     """The job's stall timeout in seconds: its spec's, else its datacenter's default; 0 is off."""
-    return int(job.spec.get("stall_timeout") or job.datacenter.stall_timeout)
+    return effective_timeout(job.spec.get("stall_timeout"), job.datacenter)
+
+
+def effective_timeout(spec_timeout: int | str | None, datacenter: Datacenter) -> int:
+    """A spec's `stall_timeout` (None or 0: not set) as it applies in this datacenter."""
+    return int(spec_timeout or datacenter.stall_timeout)
 
 
 def _last_log_line(job: Job, trainer: int) -> datetime | None:
@@ -77,7 +82,7 @@ def _interval(timeout: int) -> float:
 def due(job_id: int, timeout: int) -> bool:
     """Whether a running job with this stall timeout is due for its check (without noting a look): the full
     reconcile cycle looks at a running job nothing happened to only then (jobs/settled.py)."""
-    return bool(timeout) and time.monotonic() - _checked.last(job_id) >= _interval(timeout)
+    return bool(timeout) and _checked.waited(job_id, _interval(timeout))
 
 
 def check(job: Job) -> str:
