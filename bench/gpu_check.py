@@ -56,9 +56,9 @@ def main() -> None:
     from datacenters.models import Datacenter, Engine, StorageKind
     from jobs.engines import engine_for
     from jobs.engines.local import gpus
+    from jobs.follow.reconcile import reconcile_datacenter
+    from jobs.follow.records import RECORDS
     from jobs.models import TERMINAL_STATES, Job, Runtime
-    from jobs.reconcile import reconcile_datacenter
-    from jobs.records import RECORDS
 
     found = args.assume_gpus.split(",") if args.assume_gpus else gpus.detect()
     print(f"GPUs given to the datacenter: {found or 'none'}")

@@ -64,7 +64,7 @@ def sandbox_cost(repeat: int = 20) -> tuple[float, float]:
     from datacenters.models import Datacenter
     from jobs.engines.local import sandbox
     from jobs.engines.local import world as local_world
-    from jobs.runtimes import RuntimePaths
+    from jobs.engines.local.runtimes import RuntimePaths
     from storage import paths
 
     probe = sandbox.probe()
@@ -103,9 +103,9 @@ def run_ours(package: Path, steps: int, run: str) -> float:
 
     from datacenters.models import Datacenter, Engine, StorageKind
     from jobs.engines import engine_for
+    from jobs.follow.reconcile import reconcile_datacenter
+    from jobs.follow.records import RECORDS
     from jobs.models import TERMINAL_STATES, Job
-    from jobs.reconcile import reconcile_datacenter
-    from jobs.records import RECORDS
     from jobs.spec import JobSpecSerializer
 
     user, _ = User.objects.get_or_create(username="bench")
@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
 
-    from paddlecloud.runtime import venvcache
+    from paddlecloud.contract import venvcache
 
     # The local engine's default runtime (the same base venv jobs run in).
     requirements = "paddlepaddle==3.0.0\nprotobuf<7\n"

@@ -65,7 +65,7 @@ def main() -> None:
         from rest_framework.test import APIClient
 
         from datacenters.models import Datacenter, Engine, StorageKind
-        from jobs import layout
+        from jobs.files import layout
         from jobs.models import Job, JobState
         from tests.workers import start_worker
 

@@ -105,7 +105,7 @@ def main() -> None:
         from rest_framework.test import APIClient
 
         from accounts.models import issue_token
-        from jobs import views
+        from jobs.web import views
 
         user = populate(args.jobs, Path(tmp) / "pfs")
         page = Client()

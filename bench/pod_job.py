@@ -42,9 +42,9 @@ def run_once(dc: Any, user: Any, spec: dict[str, Any]) -> tuple[float, float, st
     from django.utils import timezone
 
     from jobs.engines import engine_for
+    from jobs.follow.reconcile import reconcile_datacenter
+    from jobs.follow.records import RECORDS
     from jobs.models import TERMINAL_STATES, Job, JobState
-    from jobs.reconcile import reconcile_datacenter
-    from jobs.records import RECORDS
     from jobs.spec import JobSpecSerializer
     from jobs.states import transition
 

@@ -13,7 +13,7 @@ per job: linear in N when the per-job figure stays flat), calls, time and DB que
 cycle when the reconciler lists (a process without watches), then the same cycles as the control
 worker runs them, from the watched mirror: `list calls per cycle: N` (goal 0), the first cycle (it looks at
 every job), then `--steady` seconds of cycles at the beat's cadence, longer than a resync period, where a
-full cycle looks only at the jobs due (jobs/settled.py): their time, median/p95/max (goal <= 1 s at 5,000
+full cycle looks only at the jobs due (jobs/follow/settled.py): their time, median/p95/max (goal <= 1 s at 5,000
 jobs) and how many jobs each looked at; then a table of all counts. Prints figures; it is
 not a test. Each count is its own cluster, so the figures of one do not carry the objects of another.
 
@@ -142,7 +142,7 @@ def reconcile_loop(dc_name: str, count: int, timeout: float, profile: bool) -> N
     """The beat's reconcile, every second, in a process of its own (as a worker runs it), until every job
     runs; prints progress, then `DONE <seconds> <cycles> <median cycle>` (or `TIMEOUT`)."""
     from datacenters.models import Datacenter
-    from jobs.reconcile import reconcile_datacenter
+    from jobs.follow.reconcile import reconcile_datacenter
 
     dc = Datacenter.objects.get(name=dc_name)
     began = last_print = time.monotonic()
@@ -248,9 +248,9 @@ def cycles(dc: Any, count: int, rounds: int, figures: Figures, profile: bool, st
 
     from jobs.engines import engine_for
     from jobs.engines.kubernetes import client as kube
+    from jobs.follow.reconcile import reconcile_datacenter
+    from jobs.follow.records import RECORDS
     from jobs.models import Job
-    from jobs.reconcile import reconcile_datacenter
-    from jobs.records import RECORDS
 
     engine = engine_for(dc)
     active = list(Job.objects.filter(datacenter=dc, state="running").select_related("owner", "datacenter"))
@@ -288,17 +288,17 @@ def cycles(dc: Any, count: int, rounds: int, figures: Figures, profile: bool, st
 
 def watched_cycles(dc: Any, count: int, rounds: int, figures: Figures, steady: float, profile: bool = False) -> None:
     """The same cycles as the control worker runs them: from the datacenter's watched mirror, the first (every
-    job looked at) and then `steady` seconds of them at the beat's cadence (only the jobs due: jobs/settled.py).
-    Then the cycle a watch event starts, over only the job it named (jobs/tasks.py reconcile_promptly)."""
+    job looked at) and then `steady` seconds of them at the beat's cadence (only the jobs due: jobs/follow/settled.py).
+    Then the cycle a watch event starts, over only the job it named (jobs/follow/tasks.py reconcile_promptly)."""
     from django.conf import settings
 
     from bench.pages import percentile
-    from jobs import settled
     from jobs.engines import engine_for
     from jobs.engines.kubernetes import client as kube
     from jobs.engines.kubernetes import names, watch
+    from jobs.follow import settled
+    from jobs.follow.reconcile import reconcile_datacenter
     from jobs.models import Job
-    from jobs.reconcile import reconcile_datacenter
 
     watch.enable()
     try:

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from paddlecloud.contract import venvcache
 from paddlecloud.contract.jobenv import PREFIX, JobEnv
-from paddlecloud.runtime import venvcache
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REQUIREMENTS = "paddlepaddle==3.0.0\nprotobuf<7\n"

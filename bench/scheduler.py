@@ -94,14 +94,14 @@ def cycle_figures(queued: int, users: int, work: Path) -> None:
 
 
 def fairness_figures() -> None:
-    from jobs.scheduling import policy
+    from jobs.scheduling import policy, shapes
 
     weights = {1: 1.0, 2: 1.0, 3: 2.0, 4: 4.0}
     capacity, duration, half_life, horizon = 8.0, 10.0, 400.0, 2500.0
     backlog = {owner: 0 for owner in weights}
     ids = iter(range(1, 10**9))
     # More than the horizon can run, so every user always waits (fairness is about who goes next).
-    queue = [policy.Candidate(next(ids), o, 100, 0.0, policy.Amount(1.0, 0, 0)) for o in weights for _ in range(1500)]
+    queue = [shapes.Candidate(next(ids), o, 100, 0.0, shapes.Amount(1.0, 0, 0)) for o in weights for _ in range(1500)]
     running: list[tuple[float, int, int]] = []  # (ends, job, owner)
     past = dict.fromkeys(weights, 0.0)  # decayed core-seconds
     used = dict.fromkeys(weights, 0.0)
@@ -109,13 +109,13 @@ def fairness_figures() -> None:
     while now < horizon and queue:
         while running and running[0][0] <= now:
             heapq.heappop(running)
-        world = policy.World(capacity=policy.Bound(capacity, None, None), scale=policy.Amount(capacity, 1, 1))
+        world = shapes.World(capacity=shapes.Bound(capacity, None, None), scale=shapes.Amount(capacity, 1, 1))
         for _, _, owner in running:
-            world.owner_in_use[owner] = world.owner_in_use.get(owner, policy.Amount()) + policy.Amount(1.0, 0, 0)
-            world.in_use = world.in_use + policy.Amount(1.0, 0, 0)
+            world.owner_in_use[owner] = world.owner_in_use.get(owner, shapes.Amount()) + shapes.Amount(1.0, 0, 0)
+            world.in_use = world.in_use + shapes.Amount(1.0, 0, 0)
         world.weights = dict(weights)
         world.past_share = {o: past[o] / capacity / half_life for o in weights}
-        heads: dict[int, list[policy.Candidate]] = {}
+        heads: dict[int, list[shapes.Candidate]] = {}
         for candidate in queue:  # as the cycle does: each user's first jobs, not the whole queue
             if len(heads.setdefault(candidate.owner_id, [])) < 20:
                 heads[candidate.owner_id].append(candidate)

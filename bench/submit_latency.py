@@ -317,7 +317,7 @@ def report(broker: str, engine: str, args: argparse.Namespace, succeeded: list[f
 
     rows = Job.objects.filter(name__startswith="job").values_list("created_at", "submitted_at")
     queued = [(s - c).total_seconds() for c, s in rows if s]
-    discarded = log.count("Discarding revoked task: jobs.reconcile")
+    discarded = log.count("Discarding revoked task: jobs.follow.reconcile")
     from django.conf import settings
 
     watching = f", watch {'on' if settings.PADDLECLOUD_K8S_WATCH else 'off'}" if engine == "kubernetes" else ""

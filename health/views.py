@@ -16,7 +16,7 @@ from django.utils import timezone
 from datacenters.capacity import capacity
 from datacenters.models import Datacenter
 from health.models import WorkerHeartbeat
-from jobs import reconcile_runs
+from jobs.follow import reconcile_runs
 from jobs.models import Job, JobState
 from jobs.scheduling.cycle import holding
 

@@ -1,8 +1,9 @@
 """The builder in the cluster: start its Job, follow it (one list of Jobs and one of pods per datacenter),
 archive its log into the build row, and delete it. Idempotent: every step may run again after a crash.
 
-The cluster is the datacenter's engine's, asked through its capability (Engine.image_builder): the user's
-namespace and registry secret, the builder's egress, and its API client; the manifests are images.kaniko's.
+The cluster is the datacenter's engine's, asked through its capability (jobs.engines.capabilities.ImageBuilds):
+the user's namespace and registry secret, the builder's egress, and its API client; the manifests are
+images.kaniko's.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from images import kaniko as b
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from jobs.engines import engine_for
-from jobs.engines.base import EngineError, ImageBuilderSupport, TransientEngineError
+from jobs.engines.base import EngineError, TransientEngineError
+from jobs.engines.capabilities import ImageBuilds
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.manifests import owner_reference
 from jobs.engines.kubernetes.storage import Storage
-from jobs.logfiles import LogChunk, parse_cursor, read_chunk
+from jobs.files.logfiles import LogChunk, parse_cursor, read_chunk
 from storage import paths
 
 log = logging.getLogger(__name__)
@@ -41,10 +43,10 @@ STUCK_START = timedelta(minutes=5)
 REAP_GRACE = timedelta(seconds=60)
 
 
-def cluster_of(datacenter: Datacenter) -> ImageBuilderSupport:
+def cluster_of(datacenter: Datacenter) -> ImageBuilds:
     """What the datacenter's engine offers builds; EngineError where its engine builds none."""
-    cluster = engine_for(datacenter).image_builder()
-    if cluster is None:
+    cluster = engine_for(datacenter)
+    if not isinstance(cluster, ImageBuilds):
         raise EngineError(f"{datacenter.name} cannot build images (its engine is {datacenter.engine})")
     return cluster
 
@@ -229,7 +231,7 @@ def _reap(k8s: kube.Kube, jobs: dict[str, list[dict[str, Any]]], now: datetime) 
 
 def read_log(build: ImageBuild, cursor: str) -> LogChunk:
     """The builder's log after `cursor`: live from the pod, then from the archive, with the job logs'
-    cursor rule (jobs.logfiles.read_chunk). Offsets count from the log's first byte in both, so a
+    cursor rule (jobs.files.logfiles.read_chunk). Offsets count from the log's first byte in both, so a
     follower crosses from live to archived without losing or repeating a line."""
     offset = parse_cursor(cursor)
     if build.log_archived:

@@ -25,7 +25,7 @@ from datacenters.models import Datacenter, rules_for
 from images.models import ACTIVE_BUILD_STATES, BuildState, ImageBuild
 from images.states import transition
 from images.tasks import start_build, stop_build
-from jobs.layout import package_place
+from jobs.files.layout import package_place
 from jobs.services import choose_datacenter
 from registry.models import RegistrySecret
 from storage import paths

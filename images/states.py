@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from core import transitions
 from images.models import TERMINAL_BUILD_STATES, BuildState, ImageBuild
+from jobs.follow.tasks import submit_job
 from jobs.models import Job, JobState
-from jobs.tasks import submit_job
 
 # Which states each state may be entered from (the build's state machine, in one place).
 ALLOWED_FROM: dict[BuildState, tuple[BuildState, ...]] = {

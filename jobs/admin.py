@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -12,8 +13,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core.errors import Conflict
-from jobs import admin_display, queue, services
-from jobs.models import GpuAssignment, Job, JobEvent, Runtime, UsageRecord, Worker
+from jobs import services
+from jobs.models import GpuAssignment, Job, JobEvent, Runtime, SchedulingPolicy, UsageRecord, Worker
+from jobs.scheduling import strategies
+from jobs.web import admin_display
 
 
 class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -53,7 +56,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "page", "owner", "datacenter", "state", "reason", "exit_code", "created_at", "finished_at"]
     list_filter = ["state", "reason", "datacenter"]
     search_fields = ["name", "uid", "owner__username"]
-    # The JSON fields are shown as tables (jobs/admin_display.py), not as raw JSON; everything is read-only.
+    # The JSON fields are shown as tables (jobs/web/admin_display.py), not as raw JSON; everything is read-only.
     readonly_fields = ["links", *(f.name for f in Job._meta.fields if f.name not in JSON_FIELDS), "spec_table",
                        "engine_data_table"]
     fields = tuple(readonly_fields)
@@ -85,7 +88,7 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         self.message_user(request, f"Killed {killed} job(s).", messages.SUCCESS)
 
     def _queue_verb(self, request: HttpRequest, queryset: QuerySet[Job], verb: Callable[[Job], Job], done: str) -> None:
-        """One of jobs/queue.py's verbs on each selected job; those not waiting in the queue are counted apart."""
+        """One queue verb (jobs.services) on each selected job; those not waiting in the queue are counted apart."""
         changed = skipped = 0
         for job in queryset:
             try:
@@ -98,15 +101,15 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Hold selected queued jobs")
     def hold(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._queue_verb(request, queryset, queue.hold, "Held")
+        self._queue_verb(request, queryset, services.hold, "Held")
 
     @admin.action(description="Release selected held jobs")
     def release(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._queue_verb(request, queryset, queue.release, "Released")
+        self._queue_verb(request, queryset, services.release, "Released")
 
     @admin.action(description="Move selected queued jobs to the front of their priority")
     def front(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._queue_verb(request, queryset, queue.front, "Moved to the front")
+        self._queue_verb(request, queryset, services.front, "Moved to the front")
 
 
 @admin.register(Runtime)
@@ -171,3 +174,36 @@ class UsageRecordAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 f"{record.seconds:.3f}",
             ])  # fmt: skip
         return response
+
+
+def _choices(registry: Mapping[str, object]) -> list[tuple[str, str]]:
+    return [(name, name) for name in sorted(registry)]
+
+
+class SchedulingPolicyForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The strategies by name from their registries, and the settings checked by the strategies chosen."""
+
+    order = forms.ChoiceField(choices=_choices(strategies.ORDERS))
+    backfill = forms.ChoiceField(choices=_choices(strategies.BACKFILLS))
+    victims = forms.ChoiceField(choices=_choices(strategies.VICTIMS))
+
+    class Meta:
+        model = SchedulingPolicy
+        fields = ["datacenter", "order", "backfill", "victims", "settings"]
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        if not self.errors:
+            try:
+                strategies.build(data["order"], data["backfill"], data["victims"], data.get("settings"))
+            except strategies.StrategyError as exc:
+                self.add_error(exc.field, exc.message)
+        return data
+
+
+@admin.register(SchedulingPolicy)
+class SchedulingPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """How each datacenter's portal scheduler decides (jobs.scheduling.strategies: each rule and its settings)."""
+
+    form = SchedulingPolicyForm
+    list_display = ["datacenter", "order", "backfill", "victims", "settings"]

@@ -11,16 +11,18 @@ class JobsConfig(AppConfig):
         # In ready(), not at the top: these import models, which Django allows only once its app registry is ready.
         # checks registers the system checks, registry_logins connects its signal.
         from datacenters.quota import register_usage_provider  # noqa: PLC0415
-        from jobs import checks, quota_sync, registry_logins  # noqa: F401, PLC0415
-        from jobs.usage import compute_in_use  # noqa: PLC0415
+        from jobs import checks  # noqa: F401, PLC0415
+        from jobs.follow import quota_sync, registry_logins  # noqa: F401, PLC0415
+        from jobs.scheduling.usage import compute_in_use  # noqa: PLC0415
 
         register_usage_provider(compute_in_use)
         from celery.signals import worker_ready, worker_shutdown  # noqa: PLC0415
 
-        from jobs import listener  # noqa: PLC0415
+        from jobs.follow import listener  # noqa: PLC0415
 
         worker_ready.connect(listener.start_if_control, weak=False)
-        from jobs import signals, tasks  # noqa: PLC0415
+        from jobs import signals  # noqa: PLC0415
+        from jobs.follow import tasks  # noqa: PLC0415
 
         signals.job_released.connect(tasks.wake_scheduler, weak=False)
         worker_shutdown.connect(listener.stop, weak=False)

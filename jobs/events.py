@@ -1,7 +1,7 @@
 """A job's timeline: one JobEvent per change the domain decides, kept to the first MAX_EVENTS of each job.
 
 Written here only, called where the changes are decided (jobs.states' transitions, the scheduler's cycle,
-jobs.records when the reconciler writes an observed worker state, the stall check); engines never write
+jobs.follow.records when the reconciler writes an observed worker state, the stall check); engines never write
 events, as they write no row.
 """
 

@@ -1,4 +1,5 @@
-"""Every write to jobs goes through here: submit (check, then a short transaction), dry run, kill and remove.
+"""Every write to jobs goes through here: submit (check, then a short transaction), dry run, kill and remove, and
+the operators' queue verbs (hold, release, front).
 
 Check-then-do: `submit_request` (what the API and the submit page both call) validates the spec with its
 serializer, `check` turns the valid spec into a typed `Checked` (every check that needs no lock), and
@@ -17,6 +18,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from paddlecloud.contract.units import quantity_bytes
@@ -24,13 +26,14 @@ from paddlecloud.contract.units import quantity_bytes
 from core.errors import Conflict, Invalid
 from datacenters import quota
 from datacenters.models import Datacenter, rules_for, team_of, usable_datacenter
-from jobs import events, hooks, layout, spec
+from jobs import events, hooks, spec
+from jobs.files import layout
+from jobs.follow.reconcile import workers_stopping
+from jobs.follow.tasks import kill_job, schedule
 from jobs.models import ACTIVE_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason
-from jobs.reconcile import workers_stopping
 from jobs.scheduling import cycle, priorities
 from jobs.spec import JobSpecSerializer
 from jobs.states import remove_when_released, transition
-from jobs.tasks import kill_job, schedule
 from registry.models import RegistrySecret
 
 log = logging.getLogger(__name__)
@@ -295,3 +298,46 @@ def remove(job: Job) -> None:
         return
     remove_when_released(job.pk)  # first, so the release that kill() leads to sees it
     kill(job)
+
+
+# --- operators' queue verbs: conditional UPDATEs of a queued, not yet admitted job; a job the scheduler admits
+# meanwhile is not changed, and the verb answers 409 naming `state`.
+
+HELD_MESSAGE = "held by an operator"
+
+
+def _waiting_row(job: Job) -> QuerySet[Job]:
+    return cycle.unadmitted(job.datacenter_id).filter(pk=job.pk)  # type: ignore[no-any-return]
+
+
+def _changed(job: Job, rows: int, verb: str, wake: bool) -> Job:
+    """The job as it is now; a 409 naming `state` if no row was changed (it no longer waits)."""
+    job.refresh_from_db()
+    if not rows:
+        state = job.state if job.state != JobState.QUEUED else "already admitted (starting)"
+        raise Conflict(f"job {job.name} is {state}; only a job waiting in the queue can be {verb}", "state")
+    if wake:  # what it changed may let a job start now: a cycle looks at once (beat is the safety net)
+        datacenter_id = job.datacenter_id
+        transaction.on_commit(lambda: wake_scheduler(datacenter_id))
+    return job
+
+
+def hold(job: Job) -> Job:
+    """Keep a waiting job out of admission until released; its reason says so (holding twice is no change)."""
+    # A conditional UPDATE: only the hold that changed the row writes the timeline's event.
+    newly = _waiting_row(job).filter(held=False).update(held=True, reason=Reason.HELD, message=HELD_MESSAGE)
+    if newly:
+        events.record(job.pk, EventKind.QUEUED, f"{Reason.HELD}: {HELD_MESSAGE}")
+    rows = newly or _waiting_row(job).update(held=True, reason=Reason.HELD, message=HELD_MESSAGE)
+    return _changed(job, rows, "held", wake=False)
+
+
+def release(job: Job) -> Job:
+    """Let a held job be admitted again; a waiting job not held stays as it is."""
+    _waiting_row(job).filter(held=True).update(held=False, reason=Reason.NONE, message="")
+    return _changed(job, _waiting_row(job).count(), "released", wake=True)
+
+
+def front(job: Job) -> Job:
+    """Move a waiting job to the front of its priority (ahead of fair share and age, not of higher priorities)."""
+    return _changed(job, _waiting_row(job).update(queue_boost=True), "moved to the front", wake=True)

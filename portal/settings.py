@@ -330,7 +330,7 @@ PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, mini
 # The control worker watches Kubernetes datacenters instead of listing them every cycle
 # (jobs/engines/kubernetes/watch.py); off, every cycle lists (3 calls per datacenter) as before.
 PADDLECLOUD_K8S_WATCH = env_bool("PADDLECLOUD_K8S_WATCH", True)
-# Requests that may wait for a job's change at once, per web process (jobs/waiting.py): half of
+# Requests that may wait for a job's change at once, per web process (jobs/api/waiting.py): half of
 # `make run`'s 4 threads, so waiting clients never hold every thread.
 PADDLECLOUD_LONG_POLL_SLOTS = env_int("PADDLECLOUD_LONG_POLL_SLOTS", 2, minimum=0)
 PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, minimum=0)
@@ -360,7 +360,7 @@ CELERY_BEAT_SCHEDULE.update(
             "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
             "options": {"expires": 2 * PADDLECLOUD_RECONCILE_SECONDS},
         },
-        # Running workers' CPU and memory, each job every 10 s at most (jobs/worker_usage.py).
+        # Running workers' CPU and memory, each job every 10 s at most (jobs/follow/worker_usage.py).
         "usage-samples": {
             "task": "jobs.sample_usage",
             "schedule": float(PADDLECLOUD_RECONCILE_SECONDS),
@@ -369,7 +369,7 @@ CELERY_BEAT_SCHEDULE.update(
         "cleanup": {"task": "jobs.cleanup", "schedule": 60.0, "options": {"expires": 60}},
         # What each user stores, hourly: the accounting's storage GiB-days (jobs/scheduling/accounting.py).
         "storage-samples": {"task": "storage.sample_usage", "schedule": 3600.0, "options": {"expires": 600}},
-        # Homes of users with started jobs, each measured at most every 5 s (jobs/reconcile.py).
+        # Homes of users with started jobs, each measured at most every 5 s (jobs/follow/reconcile.py).
         "storage-quota": {"task": "jobs.storage_quota", "schedule": 3.0, "options": {"expires": 6}},
         # In-cluster image builds follow the same tick as jobs (images/tasks.py).
         "poll-builds": {

@@ -1,10 +1,10 @@
-"""Storage API routes, mounted at /api/v1/files/."""
+"""Storage's routes, mounted by the portal like every app's: the file browser's pages and the files API."""
 
-from django.urls import URLPattern, path
+from django.urls import URLPattern, URLResolver, include, path
 
-from storage import api
+from storage import api, views
 
-urlpatterns: list[URLPattern] = [
+file_api: list[URLPattern] = [
     path("ls", api.ListView.as_view(), name="files-ls"),
     path("stat", api.StatView.as_view(), name="files-stat"),
     path("mkdir", api.MkdirView.as_view(), name="files-mkdir"),
@@ -16,3 +16,11 @@ urlpatterns: list[URLPattern] = [
     path("uploads/<str:upload_id>/chunks/<str:index>", api.UploadChunkView.as_view(), name="files-upload-chunk"),
     path("uploads/<str:upload_id>/complete", api.UploadCompleteView.as_view(), name="files-upload-complete"),
 ]
+
+page_urlpatterns: list[URLPattern] = [
+    path("files/", views.browser, name="file-browser"),
+    path("files/mkdir", views.make_folder, name="file-mkdir"),
+    path("files/rm", views.remove, name="file-rm"),
+]
+
+api_urlpatterns: list[URLResolver] = [path("files/", include(file_api))]

@@ -2,8 +2,9 @@
 
 - `ctl`: paddlectl, click commands over the SDK (the `paddlectl` script runs `paddlecloud.cli:main`);
 - `sdk`: the library a script uses (session, jobs, files, image builds, errors);
-- `runtime`: what runs inside a job (launcher, launch env, gloo store, venv cache, metrics, log cap, data tools);
-- `contract`: every rule both sides of the wire know (spec, quantities, job env, states, log times, ...).
+- `runtime`: what runs inside a job (launcher, launch env, gloo store, metrics, data tools);
+- `contract`: every rule both sides of the wire know (spec, quantities, job env, states, log times, the log cap and
+  the venv cache that the portal and the launcher both use, ...).
 
 User code keeps its documented names: `from paddlecloud import PaddleJob, metrics`, `paddlecloud.trainer_id()`,
 `from paddlecloud.dataset import split` (MOVED below says where each documented module now lives).

@@ -1,9 +1,13 @@
-"""The engine interface: what every engine (local processes, Kubernetes) offers the job tasks.
+"""The engine interface: the lifecycle every engine (local processes, Kubernetes) offers the job tasks.
+
+Required: start, poll, stop, finish, cleanup and read_log. Anything more an engine may offer (usage samples,
+queue positions, image builds, registry logins, quota sync, ...) is a capability of its own, a protocol in
+jobs.engines.capabilities that callers ask for; the base class holds no defaults for them.
 
 Engines report, the domain records: an engine writes no Job or Worker row. `poll` returns what it saw
 (an Observation per job); what an engine did and must not forget (a process it spawned, the ports it
 chose, a stop it asked for) it reports, at once and before it acts on it, to the `Recorder` the caller
-hands it (jobs.records writes it), so a worker process that dies mid-start leaves no stranger behind.
+hands it (jobs.follow.records writes it), so a worker process that dies mid-start leaves no stranger behind.
 What an engine must remember about a job is its own (`job.engine_data`, merged key by key); any worker
 process can pick a job up after another one died.
 """
@@ -11,7 +15,7 @@ process can pick a job up after another one died.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,10 +23,9 @@ from typing import Any, Protocol
 
 from core.errors import DomainError, Invalid
 from datacenters.models import Datacenter
-from jobs import layout
-from jobs.logfiles import LogChunk
+from jobs.files import layout
+from jobs.files.logfiles import LogChunk
 from jobs.models import Job, JobState, Role, WorkerState
-from jobs.usage_samples import WorkerUsage
 
 
 class EngineError(Exception):
@@ -58,7 +61,7 @@ class Observation:
 
 
 class Recorder(Protocol):
-    """Where an engine reports what it did, as it goes; the domain (jobs.records) writes the rows."""
+    """Where an engine reports what it did, as it goes; the domain (jobs.follow.records) writes the rows."""
 
     def keep(self, job: Job, changes: Mapping[str, Any]) -> None:
         """Keep these engine-private keys in the job's engine data (key by key) and in `job.engine_data`."""
@@ -71,23 +74,6 @@ class Recorder(Protocol):
 
     def note(self, job: Job, worker: str, message: str) -> None:
         """Tell the owner something about one worker ("trainer-0") on its row."""
-
-
-class ImageBuilderSupport(Protocol):
-    """What an engine that can run image builders in its cluster offers images.builder (Engine.image_builder)."""
-
-    @property
-    def k8s(self) -> Any:
-        """The cluster's API client (jobs.engines.kubernetes.client.Kube)."""
-
-    def ensure_user_namespace(self, user: Any, ns: str) -> None:
-        """The user's namespace, its quota and policies, made or brought up to date."""
-
-    def ensure_registry_secret(self, user: Any, name: str, ns: str) -> None:
-        """The user's registry secret `name` in their namespace (the builder pushes with it)."""
-
-    def ensure_builder_egress(self, user: Any, registry: str, ns: str, uid: str, owner: dict[str, Any]) -> None:
-        """Build `uid`'s builder pod may reach its registry; the policy is owned by `owner` (its Job)."""
 
 
 class Engine(ABC):
@@ -124,10 +110,7 @@ class Engine(ABC):
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         """The log text of one worker ("trainer-0", "pserver-1") after `cursor`."""
 
-    def started(self, job: Job) -> None:
-        """The job is recorded started (pending): an engine that hears its workers' events may look at once."""
-        return
-
+    @abstractmethod
     def finish(self, job: Job, recorder: Recorder) -> bool:
         """Keep the logs and stop the workers of a job that is about to get its final state; True once done.
 
@@ -135,56 +118,7 @@ class Engine(ABC):
         before its logs are safe (the kubernetes engine archives pod logs to the PFS here, then stops
         the pservers). Engines whose workers write their logs to the PFS themselves need nothing.
         """
-        return True
 
-    def versions(self, job_uids: list[str], complete: bool = False) -> dict[str, Hashable] | None:
-        """Job uid -> a value that changes whenever anything the engine observes of the job changes, read before
-        the poll that uses it; None where the engine cannot tell (then every cycle looks at every job: settled.py).
-        `complete`: these are every started job of the datacenter (the engine may forget the others')."""
-        return None
-
-    def queue_positions(self, jobs: list[Job]) -> dict[str, int]:
-        """Job uid -> 1-based position of those of `jobs` the cluster's own admission holds (Kueue), in the order it
-        admits them (per owner's queue); {} where the portal's gate is the queue. Never raises: {} on any error."""
-        return {}
-
-    def final_workers(self, job: Job) -> list[WorkerStatus]:
-        """How each worker of a stopped job ended (state, exit code, message); [] where the engine cannot tell."""
-        return []
-
-    def measured_usage(self, job: Job) -> dict[str, tuple[float | None, int | None]]:
-        """What each worker of a stopped job used, by name: (cpu seconds, peak memory bytes), None where the
-        engine cannot tell; {} where it measures nothing (the ledger then holds requests only)."""
-        return {}
-
-    def sample_usage(self, job: Job) -> dict[str, WorkerUsage]:
-        """What each running worker of a running job uses now, by name ("trainer-0"); {} where the engine cannot
-        tell. Called by jobs.worker_usage at most every few seconds per job; quick, and raises nothing but
-        TransientEngineError."""
-        return {}
-
-    def worker_spans(self, job: Job) -> dict[str, tuple[datetime | None, datetime | None]]:
-        """When each worker of a stopped job held its resources, by name: (start, end), None where the engine
-        cannot tell (the ledger then uses the worker's started_at and the job's end); {} by default."""
-        return {}
-
+    @abstractmethod
     def cleanup(self, job: Job, recorder: Recorder) -> bool:
         """Delete what is left of a finished job after the datacenter's TTL; True when done."""
-        return self.stop(job, recorder)
-
-    def reap(self) -> int:
-        """Delete engine objects whose job row is gone or finished past its TTL; how many were deleted."""
-        return 0
-
-    def image_builder(self) -> ImageBuilderSupport | None:
-        """What the engine offers image builds (a namespace, a registry secret, an API client); None: no builds."""
-        return None
-
-    def apply_quotas(self, users: Iterable[Any]) -> None:
-        """An operator changed quotas, teams or weights: bring what the engine keeps of them (for these users, who
-        have jobs here) up to date. Nothing here: the portal's scheduler reads the rows themselves."""
-        return
-
-    def revoke_registry_secret(self, username: str, name: str) -> None:
-        """The user deleted registry secret `name`: remove what the engine copied of it (nothing here)."""
-        return

@@ -23,9 +23,10 @@ from datacenters import quota
 from datacenters.capacity import Capacity, capacity
 from datacenters.models import Admission, Datacenter, Quota, TeamQuota
 from jobs import events
-from jobs.models import EventKind, FairShareUsage, Job, JobState, Reason
-from jobs.scheduling import policy
+from jobs.models import EventKind, FairShareUsage, Job, JobState, Reason, SchedulingPolicy
+from jobs.scheduling import policy, shapes
 from jobs.scheduling.ledger import decay
+from jobs.scheduling.strategies import DEFAULT, Strategies, StrategyError, build
 from jobs.states import transition
 
 log = logging.getLogger(__name__)
@@ -58,25 +59,25 @@ def _bound(value: Decimal | int | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _scale(datacenter: Datacenter, room: Capacity) -> policy.Amount:
+def _scale(datacenter: Datacenter, room: Capacity) -> shapes.Amount:
     """What "all of it" is per resource, for shares: the capacity; where unbounded, the default quota."""
     defaults = quota.limits(None, datacenter)
-    return policy.Amount(
+    return shapes.Amount(
         float(room.cpu if room.cpu is not None else defaults.cpu),
         float(room.memory if room.memory is not None else defaults.memory),
         float(room.gpu if room.gpu is not None else max(defaults.gpu, 1)),
     )
 
 
-def _request(row: dict[str, Any]) -> policy.Amount:
-    return policy.Amount(float(row["cpu_request"]), float(row["memory_request"]), float(row["gpu_request"]))
+def _request(row: dict[str, Any]) -> shapes.Amount:
+    return shapes.Amount(float(row["cpu_request"]), float(row["memory_request"]), float(row["gpu_request"]))
 
 
-def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
+def load(datacenter: Datacenter) -> tuple[list[shapes.Candidate], shapes.World]:
     now = timezone.now()
     room = capacity(datacenter)
-    world = policy.World(
-        capacity=policy.Bound(_bound(room.cpu), _bound(room.memory), _bound(room.gpu)),
+    world = shapes.World(
+        capacity=shapes.Bound(_bound(room.cpu), _bound(room.memory), _bound(room.gpu)),
         scale=_scale(datacenter, room),
         reserve_after=float(datacenter.reserve_after),
     )
@@ -85,7 +86,7 @@ def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
         .values("owner_id")
         .annotate(cpu=Sum("cpu_request"), memory=Sum("memory_request"), gpu=Sum("gpu_request"), jobs=Count("id"))
     ):
-        amount = policy.Amount(float(row["cpu"] or 0), float(row["memory"] or 0), float(row["gpu"] or 0))
+        amount = shapes.Amount(float(row["cpu"] or 0), float(row["memory"] or 0), float(row["gpu"] or 0))
         world.owner_in_use[row["owner_id"]] = amount
         world.owner_jobs[row["owner_id"]] = row["jobs"]
         world.in_use = world.in_use + amount
@@ -106,7 +107,7 @@ def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
         .order_by("-priority", "created_at")[:MAX_CANDIDATES]
     )
     candidates = [
-        policy.Candidate(
+        shapes.Candidate(
             job_id=row["id"], owner_id=row["owner_id"], priority=row["priority"], boosted=row["queue_boost"],
             created=row["created_at"].timestamp(),
             waited=(now - (row["queued_at"] or row["created_at"])).total_seconds(),
@@ -119,13 +120,13 @@ def load(datacenter: Datacenter) -> tuple[list[policy.Candidate], policy.World]:
     return candidates, world
 
 
-def _load_teams(datacenter: Datacenter, world: policy.World) -> None:
+def _load_teams(datacenter: Datacenter, world: shapes.World) -> None:
     """The datacenter's teams (datacenters.TeamQuota): their quotas, and what their admitted jobs hold."""
     for team in TeamQuota.objects.filter(datacenter=datacenter):
         cpu = quantity.parse(team.cpu or "0", quantity.CPU, "cpu")
         memory = quantity.parse(team.memory or "0", quantity.MEMORY, "memory")
-        world.teams[team.group_id] = policy.Team(
-            policy.Bound(float(cpu), float(memory), float(team.gpu)), team.may_borrow, float(team.weight)
+        world.teams[team.group_id] = shapes.Team(
+            shapes.Bound(float(cpu), float(memory), float(team.gpu)), team.may_borrow, float(team.weight)
         )
     rows = holding(datacenter).exclude(team=None).values("team_id", "owner_id")
     for row in rows.annotate(cpu=Sum("cpu_request"), memory=Sum("memory_request"), gpu=Sum("gpu_request")):
@@ -137,11 +138,11 @@ def _load_teams(datacenter: Datacenter, world: policy.World) -> None:
             )
 
 
-def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: policy.World, now: Any) -> None:
+def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: shapes.World, now: Any) -> None:
     overrides = {q.user_id: q for q in Quota.objects.filter(datacenter=datacenter, user_id__in=owners)}
     for owner in owners:
         limits = quota.limits(owner, datacenter) if owner in overrides else quota.limits(None, datacenter)
-        world.owner_limits[owner] = policy.Bound(
+        world.owner_limits[owner] = shapes.Bound(
             float(limits.cpu), float(limits.memory), float(limits.gpu), limits.jobs
         )
         world.weights[owner] = float(overrides[owner].weight) if owner in overrides else 1.0
@@ -151,14 +152,28 @@ def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: p
         held = {"cpu": row.cpu_seconds, "memory": row.memory_seconds, "gpu": row.gpu_seconds}
         past = [
             decay(held[name], row.as_of, now, half_life) / getattr(world.scale, name)
-            for name in policy.RESOURCES
+            for name in shapes.RESOURCES
             if getattr(world.scale, name) > 0  # a datacenter without GPUs: nobody's share counts them
         ]
         world.past_share[row.owner_id] = max(past, default=0.0) / half_life
 
 
+def strategies_of(datacenter: Datacenter) -> Strategies:
+    """The datacenter's scheduling strategies (its SchedulingPolicy row; the defaults without one). A row written
+    around the admin's checks (a shell, a bad migration) must not stop the scheduler: it runs on the defaults."""
+    chosen = SchedulingPolicy.objects.filter(datacenter=datacenter).first()
+    if chosen is None:
+        return DEFAULT
+    try:
+        return build(chosen.order, chosen.backfill, chosen.victims, chosen.settings)
+    except StrategyError as exc:
+        log.error("datacenter %s: its scheduling policy is refused (%s: %s); the defaults decide", datacenter.name,
+                  exc.field, exc.message)  # fmt: skip
+        return DEFAULT
+
+
 def _explain(reason: str, short: list[str]) -> str:
-    if reason == policy.QUOTA_EXHAUSTED:
+    if reason == shapes.QUOTA_EXHAUSTED:
         return f"waiting for your running jobs to free quota ({', '.join(short)}); it starts as they end"
     return f"waiting for free {', '.join(short)} in the datacenter; it starts as running jobs end"
 
@@ -175,11 +190,12 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
         if datacenter.admission == Admission.KUEUE:
             # Kueue queues, shares and gangs them in the cluster (each job a suspended JobSet): the portal's
             # gate lets every waiting job through to it, in the order the policy would have taken them.
-            result = policy.Plan(admit=[c.job_id for c in candidates])
+            result = shapes.Plan(admit=[c.job_id for c in candidates])
             return [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
-        result = policy.plan(candidates, world)
+        strategies = strategies_of(datacenter)
+        result = policy.plan(candidates, world, strategies=strategies)
         admitted = [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
-        preempt(datacenter, candidates, result, world)
+        preempt(datacenter, candidates, result, world, strategies)
         by_note: dict[tuple[str, str], list[int]] = {}
         for job_id, (reason, short) in result.waiting.items():
             by_note.setdefault((reason, _explain(reason, short)), []).append(job_id)
@@ -192,7 +208,7 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
         return admitted
 
 
-def _admit(datacenter: Datacenter, job_id: int, result: policy.Plan) -> bool:
+def _admit(datacenter: Datacenter, job_id: int, result: shapes.Plan) -> bool:
     """Admit one waiting job (a conditional UPDATE: never twice); False if it no longer waits."""
     admitted = bool(
         waiting(datacenter)
@@ -205,11 +221,15 @@ def _admit(datacenter: Datacenter, job_id: int, result: policy.Plan) -> bool:
 
 
 def preempt(
-    datacenter: Datacenter, candidates: list[policy.Candidate], result: policy.Plan, world: policy.World
+    datacenter: Datacenter,
+    candidates: list[shapes.Candidate],
+    result: shapes.Plan,
+    world: shapes.World,
+    strategies: Strategies = DEFAULT,
 ) -> None:
     """The first job waiting for capacity past the preemption delay stops the fewest lower-priority jobs needed.
 
-    One preemption at a time per datacenter: while one's victims are stopping (jobs/reconcile.py requeues
+    One preemption at a time per datacenter: while one's victims are stopping (jobs/follow/reconcile.py requeues
     them once nothing of them runs), no other is started, so a waiting job never stops more than it needs.
     """
     if preempting(datacenter).exists():
@@ -219,12 +239,12 @@ def preempt(
     for job_id in result.order:
         reason = result.waiting.get(job_id, ("", []))[0]
         candidate = by_id[job_id]
-        if reason == policy.WAITING_FOR_CAPACITY and candidate.waited >= delay:
+        if reason == shapes.WAITING_FOR_CAPACITY and candidate.waited >= delay:
             break
     else:
         return
     running = [
-        policy.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"],
+        shapes.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"],
                        row["team_id"], row["borrowing"])
         for row in holding(datacenter).filter(state__in=[JobState.PENDING, JobState.RUNNING]).values(
             "id", "priority", "admitted_at", "cpu_request", "memory_request", "gpu_request", "preemptible", "team_id",
@@ -234,7 +254,7 @@ def preempt(
         f"preempted by a job of higher priority (or of a team taking back its quota); its workers got SIGTERM and have "
         f"{datacenter.preemption_grace} s to save a checkpoint before SIGKILL, then it waits to run again"
     )
-    for victim in policy.victims(candidate, running, world):
+    for victim in policy.victims(candidate, running, world, strategies=strategies):
         mark_preempted(victim, message)
 
 
@@ -248,7 +268,7 @@ def mark_preempted(job_id: int, message: str) -> None:
 def positions(datacenter: Datacenter) -> list[int]:
     """Every waiting job looked at, in the order the scheduler would admit them were there room for all."""
     candidates, world = load(datacenter)
-    return policy.plan(candidates, world, dry=True).order
+    return policy.plan(candidates, world, dry=True, strategies=strategies_of(datacenter)).order
 
 
 def never_fits(datacenter: Datacenter, request: tuple[Decimal, int, int]) -> list[str]:

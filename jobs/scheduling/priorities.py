@@ -1,4 +1,10 @@
-"""Priority classes: which one a submit names, and whether its user may use it (staff may use every class)."""
+"""Priority classes: which one a submit names, and whether its user may use it (staff may use every class).
+
+A class's value is read once, at submit, and kept on the job (`Job.priority`): an operator who changes a class
+changes the jobs submitted after, never the order of those already waiting. Both admissions rank by the kept
+value: the portal's scheduler orders by it, and the Kubernetes engine gives Kueue's WorkloadPriorityClass the
+job's kept value as it makes the job's Workload.
+"""
 
 from __future__ import annotations
 

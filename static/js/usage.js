@@ -1,4 +1,4 @@
-// Job page: each worker's CPU cores and memory over the run, from /api/v1/jobs/<uid>/usage (jobs.worker_usage),
+// Job page: each worker's CPU cores and memory over the run, from /api/v1/jobs/<uid>/usage (jobs.follow.worker_usage),
 // as two uPlot charts (vendored, loaded by _metrics.html): one line per worker, values on hover, drag to zoom.
 // Read again every 10 s while the job is active (what the reconciler samples at most). Labels are text only.
 (function () {

@@ -522,7 +522,7 @@ CASES.append(
         url="/api/v1/quota/" + "d" * 20_000 + "/alice",
     )
 )
-# --- the queue, priorities, operators' verbs and capacities (jobs/api_queue.py, datacenters/api.py) ----
+# --- the queue, priorities, operators' verbs and capacities (jobs/api/queue.py, datacenters/api.py) ----
 QUEUE = ("GET", "/api/v1/queue")
 CASES.append(
     C(*QUEUE, "datacenter unknown", 400, "datacenter", url="/api/v1/queue?datacenter=nope", field="datacenter")

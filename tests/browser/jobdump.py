@@ -8,7 +8,7 @@ from typing import Any
 import psutil
 from paddlecloud.contract.layout import METRICS_NAME as METRICS_FILE
 
-from jobs import logfiles
+from jobs.files import logfiles
 from jobs.models import Job
 
 LOG_LINES = 20

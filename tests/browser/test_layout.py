@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from datacenters.models import Datacenter
 from health.models import WorkerHeartbeat
-from jobs import reconcile_runs
+from jobs.follow import reconcile_runs
 from jobs.models import Job, Worker
 from registry.models import RegistrySecret
 from tests.browser.conftest import Page, login

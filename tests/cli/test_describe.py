@@ -75,7 +75,7 @@ def test_get_jobs_and_describe_show_the_progress_a_job_logs_then_done(portal: Po
 
     def final_progress() -> dict[str, Any] | None:
         # The row says done from the final state on; the stored progress is read once more as the job is
-        # released, a moment after (jobs.progress.finish).
+        # released, a moment after (jobs.follow.progress.finish).
         (job,) = json.loads(portal.run("get", "jobs", "-o", "json").stdout)
         return job if job["progress"]["step"] == 40 else None
 

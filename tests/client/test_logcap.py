@@ -12,8 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from paddlecloud.contract import logtimes
-from paddlecloud.runtime import logcap
+from paddlecloud.contract import logcap, logtimes
 
 from .conftest import LAUNCHER, base_facts, launch_env
 

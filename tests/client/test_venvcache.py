@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from paddlecloud.runtime import venvcache
+from paddlecloud.contract import venvcache
 
 from .conftest import run_launcher
 
@@ -35,7 +35,7 @@ def test_activate_puts_venv_first() -> None:
 CONCURRENT = """
 import sys
 from pathlib import Path
-from paddlecloud.runtime.venvcache import ensure_layer
+from paddlecloud.contract.venvcache import ensure_layer
 ensure_layer(Path(sys.argv[1]), Path(sys.argv[2]), log=lambda m: print(m, flush=True))
 """
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from datacenters.models import Datacenter, Engine, StorageKind
 from health.models import WorkerHeartbeat
-from jobs import reconcile_runs
+from jobs.follow import reconcile_runs
+from jobs.follow.tasks import _reconcile_each
 from jobs.models import JobState
-from jobs.tasks import _reconcile_each
 from tests.conftest import PASSWORD
 from tests.jobs.test_queue_api import make_job
 

@@ -16,8 +16,8 @@ from datacenters.models import Datacenter
 from images import builder, services, states
 from images.models import BuildState, ImageBuild
 from jobs import hooks
+from jobs.follow.tasks import submit_job
 from jobs.models import Job, JobState, Reason
-from jobs.tasks import submit_job
 from registry.models import RegistrySecret
 from tests.images import REGISTRY
 from tests.images.conftest import PACKAGE, build_request

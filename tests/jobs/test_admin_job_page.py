@@ -8,8 +8,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from datacenters.models import Datacenter
-from jobs import admin_display, events
+from jobs import events
 from jobs.models import EventKind, Job
+from jobs.web import admin_display
 from tests.conftest import PASSWORD
 from tests.jobs.test_queue_api import make_job
 

@@ -77,4 +77,4 @@ def test_a_burst_of_submits_on_the_embedded_broker_all_end_and_no_reconcile_is_d
     assert set(Job.objects.filter(name__in=names).values_list("state", flat=True)) == {"succeeded"}
     log = control.log()
     assert "jobs.reconcile" in log, "the worker ran no reconcile: its log is not the one expected"
-    assert log.count("Discarding revoked task: jobs.reconcile") == 0
+    assert log.count("Discarding revoked task: jobs.follow.reconcile") == 0

@@ -10,8 +10,21 @@ from pathlib import Path
 
 import jobs.engines
 from jobs.engines.base import Engine
+from jobs.engines.capabilities import (
+    ChangeVersions,
+    FinalWorkers,
+    ImageBuilds,
+    QueueVisibility,
+    QuotaSync,
+    Reaper,
+    RegistryLogins,
+    UsageMeter,
+    UsageSampler,
+    WorkerEvents,
+    WorkerSpans,
+)
 from jobs.engines.kubernetes.engine import KubernetesEngine
-from jobs.engines.kubernetes.objects import ClusterObjects
+from jobs.engines.local.engine import LocalEngine
 
 ENGINES = Path(jobs.engines.__file__).parent
 ROW_WRITES = {"save", "delete", "update", "create", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
@@ -50,9 +63,32 @@ def test_no_engine_module_writes_a_row() -> None:
     assert writes == []
 
 
-def test_the_kubernetes_engine_s_cluster_methods_win_over_the_base_s_defaults() -> None:
-    """Engine's no-op defaults (image_builder, revoke_registry_secret) must not hide the cluster's own."""
-    shared = set(vars(Engine)) & set(vars(ClusterObjects)) - {"__dict__", "__weakref__", "__module__", "__doc__"}
-    assert shared, "the base and the cluster mixin share capabilities"
-    for name in shared:
-        assert getattr(KubernetesEngine, name) is not getattr(Engine, name), name
+CAPABILITIES = [
+    ChangeVersions, FinalWorkers, ImageBuilds, QueueVisibility, QuotaSync, Reaper, RegistryLogins, UsageMeter,
+    UsageSampler, WorkerEvents, WorkerSpans,
+]  # fmt: skip
+
+
+def _members(protocol: type) -> set[str]:
+    return {name for name in vars(protocol) if not name.startswith("_")}
+
+
+def _offers(engine: type, protocol: type) -> bool:
+    """What isinstance(engine_object, protocol) answers, read from the class (no datacenter needed)."""
+    return all(hasattr(engine, name) for name in _members(protocol))
+
+
+def test_the_base_holds_no_capability_so_none_can_hide_an_engine_s_own() -> None:
+    """Capabilities are protocols an engine implements (jobs.engines.capabilities), not base-class defaults: the
+    Kubernetes engine's cluster methods (builds, registry logins, quotas) were once hidden by no-op defaults."""
+    offered = {name for proto in CAPABILITIES for name in _members(proto)}
+    assert offered, "the capabilities name their methods"
+    assert not offered & set(vars(Engine)), "a capability has a default on the base class"
+
+
+def test_each_engine_offers_the_capabilities_it_implements() -> None:
+    kubernetes = {proto.__name__ for proto in CAPABILITIES if _offers(KubernetesEngine, proto)}
+    local = {proto.__name__ for proto in CAPABILITIES if _offers(LocalEngine, proto)}
+    assert {"ImageBuilds", "RegistryLogins", "QuotaSync", "QueueVisibility", "ChangeVersions", "Reaper"} <= kubernetes
+    assert {"UsageSampler", "UsageMeter", "FinalWorkers", "WorkerEvents"} <= local
+    assert not {"ImageBuilds", "RegistryLogins", "QuotaSync", "QueueVisibility", "Reaper"} & local

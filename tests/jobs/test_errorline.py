@@ -1,8 +1,8 @@
-"""The rule that finds a failed worker's error line in its log's tail (jobs.errorline): plain unit tests."""
+"""The rule that finds a failed worker's error line in its log's tail (jobs.files.errorline): plain unit tests."""
 
 from __future__ import annotations
 
-from jobs import errorline
+from jobs.files import errorline
 
 TRACEBACK = """\
 === attempt started 2026-01-01T00:00:00Z (trainer 0, host h) ===

@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 from datacenters.models import Datacenter
 from jobs.engines.kubernetes import manifests
 from jobs.engines.local.engine import LocalEngine
+from jobs.follow.records import RECORDS
 from jobs.models import Job, Role
-from jobs.records import RECORDS
 from tests.jobs.test_local_engine import finished
 from tests.jobs.test_log_links import kube_dc  # noqa: F401 - a fixture
 from tests.workers import WorkerProcess

@@ -12,9 +12,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs import tasks
+from jobs.follow import tasks
+from jobs.follow.reconcile import stuck_submissions
 from jobs.models import Job, Worker
-from jobs.reconcile import stuck_submissions
 from jobs.scheduling import cycle
 from tests.jobs.conftest import alive
 

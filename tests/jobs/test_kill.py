@@ -16,11 +16,11 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from core.locks import exclusive, job_lock
-from jobs import tasks
 from jobs.engines import engine_for
 from jobs.engines.local import processes
+from jobs.follow import tasks
+from jobs.follow.records import RECORDS
 from jobs.models import Job, JobState, Worker
-from jobs.records import RECORDS
 from jobs.scheduling import cycle
 from jobs.states import transition
 from tests.wait import wait_for

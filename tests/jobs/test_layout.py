@@ -1,4 +1,4 @@
-"""jobs.layout on the contract's layout: the portal reads a worker's files where the job writes them."""
+"""jobs.files.layout on the contract's layout: the portal reads a worker's files where the job writes them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from paddlecloud import metrics
 
 from datacenters.models import Datacenter
-from jobs import layout
+from jobs.files import layout
 from tests.pages.test_pages import make_job
 
 

@@ -7,9 +7,9 @@ from django.contrib.auth.models import User
 from datacenters.models import Datacenter
 from jobs.engines.kubernetes import manifests
 from jobs.engines.local.engine import LocalEngine
-from jobs.logfiles import log_limit
+from jobs.files.logfiles import log_limit
+from jobs.follow.records import RECORDS
 from jobs.models import Job, Role
-from jobs.records import RECORDS
 from tests.jobs.test_log_links import kube_dc  # noqa: F401 - a fixture
 
 SPEC = {"parallelism": 1, "pservers": 0, "entry": "python train.py"}

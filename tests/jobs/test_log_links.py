@@ -1,6 +1,6 @@
 """A job that turns its log into a symlink (or a FIFO) gets a 403 naming the rule, never the file behind it.
 
-Reading writes nothing: the worker's row says it once the reconciler looked (jobs.records.note_refused_logs).
+Reading writes nothing: the worker's row says it once the reconciler looked (jobs.follow.records.note_refused_logs).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter, Engine
-from jobs.logfiles import write_archive
+from jobs.files.logfiles import write_archive
+from jobs.follow.records import note_refused_logs, note_worker
 from jobs.models import Job, JobState, Role, Worker
-from jobs.records import note_refused_logs, note_worker
 
 SECRET = "the portal's private key: do-not-show-me"
 

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 
 from datacenters.models import Datacenter
 from jobs.engines.local.engine import LocalEngine
-from jobs.logfiles import open_log, open_log_fd, write_archive
+from jobs.files.logfiles import open_log, open_log_fd, write_archive
 from jobs.models import Job, JobState, Worker
 from storage.beneath import NotRegularFile
 from tests.jobs.test_log_links import SECRET, log_dir, make_job

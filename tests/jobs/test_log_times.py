@@ -9,7 +9,7 @@ import pytest
 from paddlecloud.contract import logtimes
 from rest_framework.test import APIClient
 
-from jobs.logfiles import line_count
+from jobs.files.logfiles import line_count
 from tests.jobs.test_local_engine import SPEC, finished
 from tests.workers import WorkerProcess
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import Invalid
-from jobs.logfiles import LogChunk, parse_cursor, read_chunk
+from jobs.files.logfiles import LogChunk, parse_cursor, read_chunk
 
 
 def read_after(path: Path, cursor: str, final: bool, limit: int = 256 * 1024) -> LogChunk:

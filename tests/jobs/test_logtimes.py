@@ -9,7 +9,7 @@ from pathlib import Path
 from paddlecloud.contract import logtimes
 from paddlecloud.runtime.launcher import Tee
 
-from jobs.logfiles import line_count, read_chunk
+from jobs.files.logfiles import line_count, read_chunk
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""The beat's looks at running jobs (jobs/looks.py): least recently sampled first, never past a run's time."""
+"""The beat's looks at running jobs (jobs/follow/looks.py): least recently sampled first, never past a run's time."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from datacenters.models import Datacenter
-from jobs import looks, progress, worker_usage
+from jobs.follow import looks, progress, worker_usage
 from jobs.models import Job
 
 

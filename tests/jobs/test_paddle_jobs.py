@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs import layout
+from jobs.files import layout
 from jobs.models import Job
 from tests.jobs.conftest import EXAMPLES, alive, put_package
 from tests.jobs.test_local_engine import finished

@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter, TeamQuota
 from jobs.models import Job, JobState, UsageRecord
-from jobs.scheduling.policy import Amount, Bound, Candidate, Running, World, victims
+from jobs.scheduling.policy import victims
+from jobs.scheduling.shapes import Amount, Bound, Candidate, Running, World
 from tests.jobs.conftest import put_package
 from tests.wait import wait_for
 from tests.workers import WorkerProcess

@@ -1,4 +1,4 @@
-"""Progress and ETA (jobs.progress): the math from points, the line rules of total_steps, and the stored
+"""Progress and ETA (jobs.follow.progress): the math from points, the line rules of total_steps, and the stored
 progress on the job list, the job page and `paddlectl get jobs` (a real job: tests/cli/test_describe.py)."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from django.utils import timezone
 from paddlecloud.ctl.output import progress_cell
 
 from datacenters.models import Datacenter
-from jobs import progress
-from jobs.metrics import parse_line
+from jobs.follow import progress
+from jobs.follow.metrics import parse_line
 from jobs.models import Job, JobState
 from jobs.templatetags import job_tags
 from tests.pages.test_pages import make_job, page_client
 
 
 def points(*steps: tuple[int, float], total: int | None = 100) -> list[dict[str, Any]]:
-    """(step, time) pairs as jobs.metrics parses them, each with `total` if given."""
+    """(step, time) pairs as jobs.follow.metrics parses them, each with `total` if given."""
     made = []
     for step, when in steps:
         point: dict[str, Any] = {"step": step, "time": when, "values": {}}

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from datacenters.models import Datacenter
 from images.models import BuildState, ImageBuild
-from jobs import hooks, queue
+from jobs import hooks, services
 from jobs.models import EventKind, Job, JobEvent, Reason
 from jobs.scheduling import cycle
 from tests.jobs.test_queue_api import make_job
@@ -24,15 +24,15 @@ def test_holding_a_job_is_one_event_however_often_it_is_held_or_looked_at(
     local_dc: Datacenter, alice: User
 ) -> None:
     job = make_job(local_dc, alice, "held-one")
-    queue.hold(job)
-    queue.hold(job)  # an operator's second click is no change
+    services.hold(job)
+    services.hold(job)  # an operator's second click is no change
     for _ in range(3):
         cycle.schedule(local_dc)  # the scheduler's cycles pass a held job by
     job.refresh_from_db()
     assert (job.held, job.reason) == (True, Reason.HELD)
     assert [m.split(":")[0] for m in queued_events(job)] == ["Held"]
-    queue.release(job)
-    queue.hold(job)  # held again after a release: it entered the reason again
+    services.release(job)
+    services.hold(job)  # held again after a release: it entered the reason again
     assert [m.split(":")[0] for m in queued_events(job)] == ["Held", "Held"]
 
 

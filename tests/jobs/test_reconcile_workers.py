@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
 from jobs.engines.local.engine import LocalEngine
-from jobs.logfiles import open_log_fd
+from jobs.files.logfiles import open_log_fd
 from jobs.models import Job
 from tests.jobs.conftest import EXAMPLES, put_package
 from tests.jobs.test_local_engine import finished

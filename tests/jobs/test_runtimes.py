@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from paddlecloud.runtime import venvcache
+from paddlecloud.contract import venvcache
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter, Engine, rules_for
-from jobs import runtimes
+from jobs.engines.local import runtimes
 from jobs.models import Job, Runtime
 from tests.jobs.test_local_engine import finished
 from tests.workers import WorkerProcess

@@ -16,8 +16,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
+from jobs.follow.reconcile import STUCK_AFTER, stuck_submissions
 from jobs.models import Job, JobState
-from jobs.reconcile import STUCK_AFTER, stuck_submissions
 from jobs.scheduling import cycle
 from tests.jobs.conftest import put_package
 from tests.wait import wait_for

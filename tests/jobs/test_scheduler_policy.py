@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from jobs.scheduling.policy import Amount, Bound, Candidate, Running, Team, World, plan, victims
+from jobs.scheduling.policy import plan, victims
+from jobs.scheduling.shapes import Amount, Bound, Candidate, Running, Team, World
 
 _ids = itertools.count(1)
 

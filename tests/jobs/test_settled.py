@@ -1,4 +1,4 @@
-"""jobs.settled: which running jobs a full reconcile cycle passes over, and every rule that makes one due again."""
+"""jobs.follow.settled: which running jobs a full reconcile cycle passes over, and each rule that makes one due."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from django.contrib.auth.models import User
 
-from jobs import settled, stalls
 from jobs.engines.base import Observation, WorkerStatus
+from jobs.follow import settled, stalls
 from jobs.models import JobState, Role, WorkerState
 from registry.models import RegistrySecret
 

@@ -1,4 +1,4 @@
-"""Stall detection (jobs.stalls) on real local jobs: a silent trainer is Stalled in time, `fail` fails it, a
+"""Stall detection (jobs.follow.stalls) on real local jobs: a silent trainer is Stalled in time, `fail` fails it, a
 talkative one never is; the spec's bounds are the API's 400s."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs import stalls
+from jobs.follow import stalls
 from jobs.models import Job
 from tests.wait import wait_for
 from tests.workers import WorkerProcess

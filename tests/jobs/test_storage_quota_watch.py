@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from datacenters.models import Datacenter, Quota
+from jobs.follow.storage_quota import enforce_storage_quota
 from jobs.models import Job, JobState, Reason
-from jobs.storage_quota import enforce_storage_quota
 from storage import usage
 from storage.models import StorageUsage
 

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from datacenters.models import Datacenter
 from jobs.engines.base import Observation, WorkerStatus
 from jobs.engines.kubernetes import names, spans
+from jobs.follow.records import record_workers
 from jobs.models import Job, JobState, Role, Worker, WorkerState
-from jobs.records import record_workers
 from jobs.scheduling import ledger
 
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)

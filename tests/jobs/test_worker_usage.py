@@ -1,4 +1,4 @@
-"""Live resource use per worker (jobs.worker_usage, jobs.engines.local.usage): a real local job shows its CPU and
+"""Live resource use per worker (jobs.follow.worker_usage, jobs.engines.local.usage): a real local job shows its CPU and
 memory in the API and its history, a stranger sees none of it, a silent trainer that computes is not stalled;
 the cgroup readers, the CPU rate, the GPU query and the history's bound on their own."""
 
@@ -15,11 +15,12 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs import api_workers, stalls
+from jobs.api import workers as api_workers
 from jobs.engines.local import cgroups
 from jobs.engines.local import usage as local_usage
+from jobs.engines.usage_samples import HISTORY_POINTS, WorkerUsage, with_point
+from jobs.follow import stalls
 from jobs.models import Job, Worker
-from jobs.usage_samples import HISTORY_POINTS, WorkerUsage, with_point
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
 

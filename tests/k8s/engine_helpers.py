@@ -13,9 +13,9 @@ from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
 from jobs.engines import engine_for
+from jobs.follow.reconcile import reconcile_datacenter, release
+from jobs.follow.records import RECORDS
 from jobs.models import TERMINAL_STATES, Job, JobState
-from jobs.reconcile import reconcile_datacenter, release
-from jobs.records import RECORDS
 from jobs.spec import JobSpecSerializer
 from jobs.states import transition
 from tests.wait import wait_for

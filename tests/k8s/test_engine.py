@@ -21,11 +21,12 @@ from kubernetes import client as k8s
 from datacenters.models import Datacenter
 from jobs.engines import engine_for
 from jobs.engines.base import TransientEngineError
+from jobs.engines.capabilities import Reaper
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes.engine import KubernetesEngine
+from jobs.follow.reconcile import reconcile_datacenter
+from jobs.follow.records import RECORDS
 from jobs.models import Job, JobState
-from jobs.reconcile import reconcile_datacenter
-from jobs.records import RECORDS
 from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import (
     DELAY,
@@ -295,7 +296,9 @@ def test_the_reaper_deletes_objects_whose_job_row_is_gone(
     orphan = submit(k8s_dc, alice, {"jobname": "orphan", "pservers": 1}, trainer_annotations=HANG)
     Job.objects.filter(pk=orphan.pk).delete()
     monkeypatch.setattr("jobs.engines.kubernetes.engine.REAP_GRACE_SECONDS", 0)
-    assert engine_for(k8s_dc).reap() == 1  # its Service; the garbage collector takes the rest
+    engine = engine_for(k8s_dc)
+    assert isinstance(engine, Reaper)
+    assert engine.reap() == 1  # its Service; the garbage collector takes the rest
     wait_for(lambda: nothing_left(k8s_api, orphan.uid), "the orphan to be gone")
     assert objects_of(k8s_api, keep.uid)["Service"] == [keep.uid]
     kill(keep)

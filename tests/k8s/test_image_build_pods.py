@@ -21,9 +21,9 @@ from images import builder
 from images.models import TERMINAL_BUILD_STATES, ImageBuild
 from images.tasks import start_build
 from jobs.engines.kubernetes.policies import REGISTRY_CIDRS_ENV
+from jobs.follow.tasks import submit_job
 from jobs.models import Job
 from jobs.scheduling import cycle
-from jobs.tasks import submit_job
 from tests.k8s.conftest import node_datacenter
 from tests.k8s.engine_helpers import drive, finished
 from tests.wait import wait_for

@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs import layout
+from jobs.files import layout
 from jobs.models import Job, JobState, PriorityClass, Reason, UsageRecord
 from jobs.scheduling.priorities import ensure_classes
 from tests.k8s.engine_helpers import nothing_left

@@ -12,9 +12,9 @@ from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
 from jobs.engines.kubernetes import jobset, kueue, names
+from jobs.follow.tasks import submit_job
 from jobs.models import Job, JobState, PriorityClass, Reason
 from jobs.scheduling import cycle
-from jobs.tasks import submit_job
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, new_job, start
 from tests.wait import wait_for
 

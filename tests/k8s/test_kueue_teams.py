@@ -17,8 +17,8 @@ from kubernetes.client.exceptions import ApiException
 
 from datacenters.models import Datacenter, Quota, TeamQuota
 from jobs.engines.kubernetes import kueue, names
+from jobs.follow.reconcile import reconcile_datacenter
 from jobs.models import Job, JobState, Reason
-from jobs.reconcile import reconcile_datacenter
 from portal.celery import app as celery_app
 from tests.k8s.engine_helpers import DELAY, FATE, drive, job_in, kill, new_job, start
 

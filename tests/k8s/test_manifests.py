@@ -16,7 +16,7 @@ from jobs.engines import engine_for
 from jobs.engines.base import EngineError
 from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import names
-from jobs.records import RECORDS
+from jobs.follow.records import RECORDS
 from registry.models import RegistrySecret
 from tests.k8s.engine_helpers import kill, new_job, start
 from tests.wait import wait_for

@@ -19,8 +19,8 @@ from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names, policies, watch
 from jobs.engines.kubernetes.engine import KubernetesEngine
+from jobs.follow.records import RECORDS
 from jobs.models import Job
-from jobs.records import RECORDS
 from registry.models import RegistrySecret
 from tests.k8s import rbac_helpers
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, nothing_left, submit

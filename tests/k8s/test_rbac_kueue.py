@@ -50,7 +50,7 @@ def test_a_kueue_job_with_the_longest_name_its_size_allows_runs_as_the_service_a
     job = drive(dc, lambda: finished(job), "success", 60)
     assert job.state == JobState.SUCCEEDED, job.message
     wait_for(lambda: nothing_left(kueue_api, job.uid), "the JobSet and its pods gone", timeout=90)
-    # Teams' Cohorts (jobs.quota_sync deletes a removed team's); the queue's visibility API is the web pods' to
+    # Teams' Cohorts (jobs.follow.quota_sync deletes a removed team's); the queue's visibility API is the web pods' to
     # read (rbac-web.yaml), never the workers'.
     for verb in ("get", "list", "create", "update", "delete"):
         assert rbac_helpers.allowed(kueue_api, "kueue.x-k8s.io", "cohorts", verb)

@@ -15,13 +15,13 @@ from django.contrib.auth.models import User
 from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
-from jobs import listener, settled
 from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names, watch
 from jobs.engines.kubernetes.engine import KubernetesEngine
+from jobs.follow import listener, settled
+from jobs.follow.reconcile import reconcile_datacenter
 from jobs.models import Job, Worker
-from jobs.reconcile import reconcile_datacenter
 from tests.k8s.engine_helpers import FATE, drive, job_in, kill, new_job, start, submit
 from tests.wait import wait_for
 

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.core import mail
 from django.test import Client
 
-from jobs.forms import initial_from_spec
+from jobs.web.forms import initial_from_spec
 from notifications.models import NotifyPreference
 from tests.conftest import PASSWORD
 

@@ -10,7 +10,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs.logfiles import read_chunk
+from jobs.files.logfiles import read_chunk
 from jobs.models import Job, JobState, Role, Worker
 from registry.models import RegistrySecret
 

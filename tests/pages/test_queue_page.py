@@ -2,7 +2,7 @@
 messages; the usage page.
 
 Jobs are written directly and the real scheduling cycle admits what fits (one core: one job at a time),
-so the order shown is the scheduler's own (jobs.queue); no worker runs here.
+so the order shown is the scheduler's own (jobs.scheduling.queue); no worker runs here.
 """
 
 from __future__ import annotations

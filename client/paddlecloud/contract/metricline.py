@@ -1,9 +1,9 @@
 """One line of a worker's metrics file (layout.METRICS_NAME): the rules of its step, names and values.
 
-The in-job writer (paddlecloud.runtime.metrics) drops what breaks them; the portal (jobs.metrics)
+The in-job writer (paddlecloud.runtime.metrics) drops what breaks them; the portal (jobs.follow.metrics)
 checks every line again when it reads the file, since job code may write the file by hand.
 A line: ``{"step": 10, "time": 1712345678.123, "values": {"loss": 0.25}}``; a line may also carry
-``"total_steps": 1000`` (the job's progress, jobs.progress), and then its values may be empty.
+``"total_steps": 1000`` (the job's progress, jobs.follow.progress), and then its values may be empty.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class Facts:
     pserver_wait_timeout: float
     pod_ip: str | None
     rendezvous_timeout: float = 300.0  # PS mode: seconds the trainers' gloo rendezvous may take (rendezvous.py)
-    log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.runtime.logcap); None: unbounded
+    log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.contract.logcap); None: unbounded
     node_ip: str | None = None  # k8s: the node's address (status.hostIP), the isolation wait's target
     isolation_port: int | None = None  # k8s: wait until node_ip:isolation_port is out of reach (isolation.py)
     isolation_timeout: float = 60.0  # seconds that wait may take

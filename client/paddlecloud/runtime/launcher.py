@@ -12,7 +12,7 @@ What it does, in order:
    when it arrived to ``log.times`` beside it (``paddlecloud.contract.logtimes``: the portal shows each
    line's time from it; the log itself stays plain text). With ``PADDLECLOUD_LOG_LIMIT`` the file
    stays under that many bytes: the head and the end are kept, with a line saying how many bytes
-   were dropped between them (``paddlecloud.runtime.logcap``).
+   were dropped between them (``paddlecloud.contract.logcap``).
    The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
    With ``PADDLECLOUD_ISOLATION_PORT`` (Kubernetes) it then waits until the pod's NetworkPolicies are in
    force, before anything else runs (``isolation``): past ``PADDLECLOUD_ISOLATION_TIMEOUT`` it fails (exit 73).
@@ -58,9 +58,9 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from paddlecloud.contract import exitcodes, jobenv, layout, logtimes
+from paddlecloud.contract import exitcodes, jobenv, layout, logcap, logtimes, venvcache
 from paddlecloud.contract.layout import LOG_NAME
-from paddlecloud.runtime import isolation, launch_env, logcap, reaper, rendezvous, venvcache
+from paddlecloud.runtime import isolation, launch_env, reaper, rendezvous
 from paddlecloud.runtime.gloo_store import GlooStore
 from paddlecloud.runtime.launch_env import Facts, FactsError
 

@@ -40,7 +40,7 @@ def package_dir(session: Session, datacenter: str, jobname: str) -> str:
     return layout.default_package(datacenter, session.username, jobname)
 
 
-LONG_POLL_SECONDS = 10.0  # the portal's bound on one waiting request (jobs/waiting.py)
+LONG_POLL_SECONDS = 10.0  # the portal's bound on one waiting request (jobs/api/waiting.py)
 
 
 def get(session: Session, name: str, unless_state: str = "", wait: float = 0.0) -> dict[str, Any]:

@@ -43,7 +43,6 @@ from paddlecloud.contract.states import worker_name
 from paddlecloud.contract.units import parse_time
 
 from datacenters.models import Admission
-from jobs import errorline, layout
 from jobs.engines.base import Engine, Observation, Recorder, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import (
@@ -62,9 +61,10 @@ from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.engines.kubernetes import usage as k8s_usage
 from jobs.engines.kubernetes.objects import ClusterObjects
-from jobs.logfiles import MAX_CHUNK, LogChunk, log_tail, parse_cursor, read_log_file
-from jobs.models import TERMINAL_STATES, Job, JobState, PriorityClass, Role
-from jobs.usage_samples import WorkerUsage
+from jobs.engines.usage_samples import WorkerUsage
+from jobs.files import errorline, layout
+from jobs.files.logfiles import MAX_CHUNK, LogChunk, log_tail, parse_cursor, read_log_file
+from jobs.models import TERMINAL_STATES, Job, JobState, Role
 from storage import paths
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ QUOTA_GRACE_SECONDS = 30  # a quota rejection lasting this long (or half the pen
 REAP_GRACE_SECONDS = 60  # objects younger than this are never reaped (their row may not be visible yet)
 
 
-class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before the base's defaults
+class KubernetesEngine(ClusterObjects, Engine):
     def _namespace(self, job: Job) -> str | None:
         ns = (job.engine_data or {}).get("namespace")
         return str(ns) if ns else None
@@ -110,8 +110,9 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
             recorder.keep(job, {"layout": layout})
         if layout == jobset.LAYOUT:
             # Suspended until Kueue admits it, so no pod starts before its NetworkPolicy exists.
-            value = PriorityClass.objects.filter(name=job.priority_class).values_list("value", flat=True).first()
-            priority_class = self.ensure_priority_class(job.priority_class, job.priority if value is None else value)
+            # The class's value as it was at submit (Job.priority), as the portal's scheduler ranks it: Kueue copies
+            # the WorkloadPriorityClass's value into the Workload as it is made, so it is set to this job's own.
+            priority_class = self.ensure_priority_class(job.priority_class, job.priority)
             owner = self.ensure("JobSet", jobset.jobset(plan, priority_class), read_existing=True)
         else:
             owner = self.ensure("Service", m.service(plan), read_existing=True)  # its uid is the owner reference
@@ -125,10 +126,6 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         recorder.planned(job, [(Role.TRAINER, index) for index in range(plan.trainers)])
 
     # ----- poll -----
-
-    def image_builder(self) -> KubernetesEngine:
-        """Builds run in the user's namespace of this cluster (images.builder), as the user's jobs do."""
-        return self
 
     def _facts(self, job: Job) -> k8s_status.Facts:
         submitted = job.submitted_at or job.created_at or timezone.now()
@@ -239,7 +236,7 @@ class KubernetesEngine(ClusterObjects, Engine):  # its cluster methods before th
         return visibility.queue_positions(self.datacenter.pk, lambda: self.k8s, queues) if queues else {}
 
     def _worker_reason(self, job: Job, worker: WorkerStatus) -> str:
-        """A failed worker's last error line, from the log its launcher wrote on the PFS (jobs.errorline)."""
+        """A failed worker's last error line, from the log its launcher wrote on the PFS (jobs.files.errorline)."""
         return errorline.worker_reason(log_tail(job, worker_name(worker.role, worker.index)), worker.role)
 
     def _remember_pservers(self, job: Job, objs: k8s_pods.JobObjects, recorder: Recorder) -> None:

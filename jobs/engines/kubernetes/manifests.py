@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from paddlecloud.contract.jobenv import JobEnv, env_name
+from paddlecloud.contract.jobenv import env_name
 
 from datacenters.models import Datacenter, StorageKind
-from jobs import layout, logfiles
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.storage import Storage
+from jobs.engines.launch import Launch, Peers
+from jobs.files import layout, logfiles
 from jobs.models import Job
 
 LAUNCHER = "paddlecloud-launch"
@@ -90,6 +91,25 @@ class Plan:
     def public_mount(self) -> str:
         return f"/pfs/{self.datacenter}/{self.storage.public_path}"
 
+    @property
+    def launch(self) -> Launch:
+        """What every worker's launcher is told about the job (jobs.engines.launch: the same on both engines)."""
+        return Launch(
+            job_name=self.name,
+            datacenter=self.datacenter,
+            username=self.username,
+            trainers=self.trainers,
+            pservers=self.pservers,
+            entry=self.entry,
+            passes=self.passes,
+            attempt=self.attempt,
+            package_dir=self.package_dir,
+            home=self.home_mount,
+            output_dir=self.output_dir,
+            log_limit=self.log_limit,
+            isolation_port=self.isolation_port,
+        )
+
 
 def pull_policy(image: str, datacenter: Datacenter) -> str:
     """`Always` for an image the user chose: the kubelet then asks the registry, with this job's own
@@ -114,8 +134,8 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         username=username,
         datacenter=datacenter.name,
         namespace=namespace or names.namespace_name(datacenter.namespace_prefix, username),
-        trainers=int(spec["parallelism"]),
-        pservers=int(spec["pservers"]),
+        trainers=job.trainers,
+        pservers=job.pservers,
         image=image,
         pull_policy=pull_policy(image, datacenter),
         cpu=str(spec.get("cpu") or "1"),
@@ -255,32 +275,17 @@ def hosts(plan: Plan) -> Hosts:
 
 
 def env(plan: Plan, role: str, where: Hosts | None = None) -> list[dict[str, Any]]:
-    """The launcher's env contract (client/paddlecloud/runtime/launcher.py), with the user's own variables first."""
+    """The launcher's env (jobs.engines.launch), with the user's own variables first and the pod's own fields."""
     where = where or hosts(plan)
-    facts = JobEnv(
-        role=role,
-        trainers=plan.trainers,
-        pservers=plan.pservers,
+    peers = Peers(
         pserver_hosts=where.pservers,
         pserver_ports=(PSERVER_PORT,),
         trainer_hosts=where.trainers,
         trainer_ports=(TRAINER_PORT,),
         gloo_port=GLOO_PORT,
         master_port=MASTER_PORT,
-        job_name=plan.name,
-        datacenter=plan.datacenter,
-        username=plan.username,
-        package_dir=plan.package_dir,
-        home=plan.home_mount,
-        entry=plan.entry,
-        output_dir=plan.output_dir,
-        passes=plan.passes,
-        log_limit=plan.log_limit,
-        rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
-        attempt=plan.attempt,
-        preempted=1 if plan.attempt > 1 else None,  # attempts grow only by preemption
-        isolation_port=plan.isolation_port,
-    ).to_env()
+    )
+    facts = plan.launch.env(role, peers)
     result: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
     result += [{"name": k, "value": v} for k, v in facts.items()]
     # The index comes from what the controller set on the pod (the launcher also falls back to

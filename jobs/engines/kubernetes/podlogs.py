@@ -13,7 +13,7 @@ from paddlecloud.contract.states import worker_name
 from jobs.engines.base import TransientEngineError
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import pods as k8s_pods
-from jobs.logfiles import write_archive
+from jobs.files.logfiles import write_archive
 from jobs.models import Job
 from storage.errors import StorageUnavailable
 

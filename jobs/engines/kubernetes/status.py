@@ -321,7 +321,7 @@ def _not_ended(f: Facts, objs: JobObjects, problems: list[_Problem], statuses: l
 
 def explain(seen: Observation, reason_of: Callable[[WorkerStatus], str]) -> Observation:
     """A failed job's observation with its failing worker's last error line (`reason_of` reads it from the
-    worker's log on the PFS: jobs.errorline) in the worker's and the job's message; others unchanged."""
+    worker's log on the PFS: jobs.files.errorline) in the worker's and the job's message; others unchanged."""
     role = _EXPLAINED.get(seen.reason)
     if seen.state != JobState.FAILED or role is None:
         return seen

@@ -43,12 +43,12 @@ from paddlecloud.contract.states import worker_name
 
 from jobs.engines.kubernetes.client import Kube
 from jobs.engines.kubernetes.pods import by_worker
-from jobs.usage_samples import WorkerUsage
+from jobs.engines.usage_samples import WorkerUsage
 
 log = logging.getLogger(__name__)
 
 READ_TIMEOUT = (2, 3)  # (connect, read) seconds: a reconcile cycle must not wait on one slow node
-CACHE_SECONDS = 10.0  # the portal samples each job every 10 s (jobs/worker_usage.py): one read serves them all
+CACHE_SECONDS = 10.0  # the portal samples each job every 10 s (jobs/follow/worker_usage.py): one read serves them all
 MAX_SUMMARY_BYTES = 4 * 1024 * 1024  # a pod is ~3 KB of it (test node, kubelet 1.36): 110 pods well under 1 MiB
 MAX_NODES = 5000  # kubelets remembered per process; past it the oldest read is forgotten
 LOG_EVERY_SECONDS = 300.0

@@ -5,7 +5,7 @@ Listing them every reconcile cycle cost three calls and most of a cycle decoding
 from the list's resourceVersion (bookmarks keep it fresh while nothing changes), and lists again only
 when the API server answers 410 Gone (it no longer keeps that version) or three watches in a row
 fail. A steady cluster costs no list call per cycle, and a change reaches the handler as soon as the
-API server sends it: the control worker reconciles that job's datacenter at once (jobs/listener.py).
+API server sends it: the control worker reconciles that job's datacenter at once (jobs/follow/listener.py).
 
 Mirrors run only in a process that enabled them (the control worker, at start; tests and benchmarks
 that ask); elsewhere `mirror_for` answers None and the engine lists as before. A mirror is trusted
@@ -218,7 +218,7 @@ _serials = itertools.count(1)
 
 class Mirror:
     """A datacenter's sources, one informer thread each; `items(kind)` once `ready()`; `versions(job uids)`: which
-    change of each job's objects it saw last, so a reconcile can tell a job nothing happened to (jobs/settled.py)."""
+    change of each job's objects it saw last, so a reconcile can tell a job nothing happened to (follow/settled.py)."""
 
     def __init__(
         self, client: kube.Kube, datacenter_selector: str, on_job: Callable[[str], None], kueue: bool = False

@@ -20,9 +20,9 @@ from jobs.engines.base import Engine, EngineError, Observation, Recorder, Worker
 from jobs.engines.local import events, gpus, processes, usage
 from jobs.engines.local.judge import Judge, Tally
 from jobs.engines.local.supervisor import HOST, Supervisor
-from jobs.logfiles import LogChunk, parse_cursor, read_log_file
+from jobs.engines.usage_samples import WorkerUsage
+from jobs.files.logfiles import LogChunk, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
-from jobs.usage_samples import WorkerUsage
 
 
 def _plan(job: Job) -> list[tuple[Role, int]]:

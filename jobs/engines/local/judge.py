@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from paddlecloud.contract import exitcodes
 
-from jobs import errorline
 from jobs.engines.base import Observation, WorkerStatus
 from jobs.engines.local import processes
 from jobs.engines.local.supervisor import STOPPED_AFTER_SUCCESS, Supervisor
-from jobs.logfiles import log_tail
+from jobs.files import errorline
+from jobs.files.logfiles import log_tail
 from jobs.models import Job, JobState, Reason, Role, Worker, WorkerState
 
 
@@ -54,7 +54,7 @@ class Judge:
         self.supervisor = supervisor
 
     def log_reason(self, job: Job, worker: Worker) -> str:
-        """What the worker's log's end says of its failure (jobs.errorline.worker_reason); "" without a log."""
+        """What the worker's log's end says of its failure (jobs.files.errorline.worker_reason); "" without a log."""
         return errorline.worker_reason(log_tail(job, worker.name), worker.role)
 
     def ended(self, job: Job, worker: Worker, code: int | None) -> tuple[WorkerState, str]:

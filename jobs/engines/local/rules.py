@@ -10,7 +10,7 @@ import psutil
 
 from core.errors import Invalid
 from datacenters.models import Datacenter
-from jobs import runtimes
+from jobs.engines.local import runtimes
 from jobs.engines.local.gpus import detect
 from jobs.engines.rules import EngineRules
 from jobs.models import Runtime

@@ -16,16 +16,16 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from paddlecloud.contract.jobenv import JobEnv
 from paddlecloud.contract.layout import worker_folder
 from paddlecloud.contract.units import free_ports
 
 from datacenters.models import Datacenter
-from jobs import layout, runtimes
 from jobs.engines.base import EngineError, Recorder, WorkerStatus
-from jobs.engines.local import gpus, network, processes, sandbox
+from jobs.engines.launch import Launch, Peers
+from jobs.engines.local import gpus, network, processes, runtimes, sandbox
 from jobs.engines.local import world as local_world
-from jobs.logfiles import log_limit, open_log_fd
+from jobs.files import layout
+from jobs.files.logfiles import log_limit, open_log_fd
 from jobs.models import Job, Role, Worker, WorkerState
 from storage import paths
 
@@ -172,33 +172,17 @@ class Supervisor:
             home = str(layout.home_dir(self.datacenter, username))
         else:
             home = paths.places(self.datacenter, username).home_inside
-        env.update(
-            JobEnv(
-                role=role.value,
-                index=index,
-                trainers=job.trainers,
-                pservers=job.pservers,
-                pserver_hosts=(loopback,) * job.pservers,
-                pserver_ports=tuple(ports["pservers"]),
-                trainer_hosts=(loopback,) * job.trainers,
-                trainer_ports=tuple(ports["trainers"]),
-                gloo_port=ports["gloo"],
-                master_port=ports["master"],
-                pod_ip=loopback,
-                job_name=job.name,
-                datacenter=self.datacenter.name,
-                username=username,
-                package_dir=package,
-                home=home,
-                entry=spec["entry"],
-                output_dir=output,
-                passes=spec.get("passes", 1),
-                log_limit=log_limit(self.datacenter),
-                rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
-                attempt=job.attempt,
-                preempted=1 if job.attempt > 1 else None,  # attempts grow only by preemption
-            ).to_env()
+        peers = Peers(
+            pserver_hosts=(loopback,) * job.pservers,
+            pserver_ports=tuple(ports["pservers"]),
+            trainer_hosts=(loopback,) * job.trainers,
+            trainer_ports=tuple(ports["trainers"]),
+            gloo_port=ports["gloo"],
+            master_port=ports["master"],
+            pod_ip=loopback,
         )
+        launch = Launch.of(job, self.datacenter.name, package, home, output, log_limit(self.datacenter))
+        env.update(launch.env(role.value, peers, index))
         if role == Role.TRAINER:
             env.update(gpus.gpu_env(job, index))
         return env

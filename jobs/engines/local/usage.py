@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from jobs.engines.local import cgroups, gpus
 from jobs.engines.local import world as local_world
+from jobs.engines.usage_samples import WorkerUsage
 from jobs.models import Job, Role, Worker, WorkerState
-from jobs.usage_samples import WorkerUsage
 
 _READINGS_KEPT = 10_000  # previous readings remembered (the oldest go first): a few per running worker
 _previous: OrderedDict[str, tuple[float, float]] = OrderedDict()  # reading key -> (cpu seconds, monotonic time)

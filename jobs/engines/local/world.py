@@ -17,7 +17,7 @@ from paddlecloud.contract import quantity
 from datacenters.models import Datacenter
 from jobs.engines.base import EngineError
 from jobs.engines.local import cgroups, network, sandbox
-from jobs.runtimes import RuntimePaths
+from jobs.engines.local.runtimes import RuntimePaths
 from storage.paths import Places
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def build(
     enter: tuple[str, ...],
     egress: bool,
 ) -> sandbox.Sandbox:
-    """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.runtimes) read-only,
+    """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.engines.local.runtimes) read-only,
     the user's own layer cache writable only while a layer must still be installed, its GPUs, run as
     the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv; ``egress``
     as that network was made)."""
@@ -80,7 +80,7 @@ def build(
     uid, gid = ids
     cache = Path(runtime.writable_cache) if runtime.writable_cache else None
     if cache is not None and root:
-        # The user's own layer directory (jobs.runtimes keys it per user): the job's pip writes there.
+        # The user's own layer directory (jobs.engines.local.runtimes keys it per user): the job's pip writes there.
         os.chown(cache, uid, gid)
     etc_dir = Path(settings.VAR_DIR) / "sandbox" / "etc" / f"{uid}-{'egress' if egress else 'closed'}"
     etc = sandbox.identity_files(etc_dir, uid, gid, network.resolv_conf(egress))

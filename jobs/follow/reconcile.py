@@ -1,0 +1,341 @@
+"""The reconciler: observe every started job through its engine and move it through the state machine.
+
+The engines report (an Observation per job, and what they did to the Recorder, jobs.follow.records); this
+module and jobs.states decide what a job and its workers are, and jobs.follow.records writes the rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from core.locks import exclusive, job_lock
+from datacenters.models import Datacenter
+from jobs import events, signals
+from jobs.engines import engine_for
+from jobs.engines.base import Engine, Observation, TransientEngineError
+from jobs.engines.capabilities import ChangeVersions, FinalWorkers, UsageMeter, WorkerSpans
+from jobs.follow import progress, reconcile_runs, settled, stalls, worker_usage
+from jobs.follow.records import RECORDS, note_refused_logs, record_workers
+from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
+from jobs.scheduling import cycle, ledger
+from jobs.states import transition
+from storage.tasks import recompute_usage
+
+log = logging.getLogger(__name__)
+
+COUNT_FIELDS = (
+    "trainers_pending", "trainers_running", "trainers_succeeded", "trainers_failed",
+    "pservers_pending", "pservers_running", "pservers_failed",
+)  # fmt: skip
+STUCK_AFTER = timedelta(seconds=30)  # an admitted job not started and not touched for this long is submitted again
+
+
+def _counts(observation: Observation) -> dict[str, Any]:
+    counts = {
+        "trainers_pending": 0,
+        "trainers_running": 0,
+        "trainers_succeeded": 0,
+        "trainers_failed": 0,
+        "pservers_pending": 0,
+        "pservers_running": 0,
+        "pservers_failed": 0,
+    }
+    for status in observation.workers:
+        key = f"{status.role}s_{status.state}"
+        if status.state == WorkerState.KILLED:
+            key = f"{status.role}s_failed"
+        if key in counts:
+            counts[key] += 1
+    return counts
+
+
+def _finish(job: Job, engine: Engine) -> bool:
+    """Let the engine keep the logs and stop the workers before the final state is written."""
+    try:
+        return engine.finish(job, RECORDS)
+    except TransientEngineError as exc:
+        log.warning("cannot finish %s yet: %s", job.uid, exc)
+        return False
+
+
+def apply(
+    job: Job, observation: Observation, engine: Engine, workers: dict[tuple[str, int], Worker] | None = None
+) -> None:
+    if observation.state == JobState.QUEUED and observation.reason == Reason.PREEMPTED:
+        # The admission engine (Kueue) stopped it: requeued as the portal's own preemption does.
+        cycle.mark_preempted(job.pk, observation.message)
+        return
+    record_workers(job, observation, workers)
+    counts = _counts(observation)
+    if observation.state in (JobState.SUCCEEDED, JobState.FAILED):
+        if not _finish(job, engine):
+            return  # the next cycle tries again; the job keeps its state meanwhile
+        with transaction.atomic():  # the job and its workers become final together
+            moved = transition(
+                job.pk,
+                observation.state,
+                reason=observation.reason,
+                message=observation.message,
+                exit_code=observation.exit_code,
+                **counts,
+            )
+            if moved:
+                workers_stopping(job.pk, observation.state)
+        if moved:
+            log.info("job %s %s %s", job.uid, observation.state, observation.reason)
+            job.refresh_from_db()
+            release(job, engine)
+        return
+    if observation.state == JobState.RUNNING and job.state == JobState.PENDING:
+        transition(job.pk, JobState.RUNNING, reason="", message="", **counts)
+    else:
+        _note(job, {"reason": observation.reason or "", "message": observation.message, **counts})
+    timeout = int(job.spec.get("pending_timeout") or job.datacenter.pending_timeout)
+    if (
+        job.state == JobState.PENDING
+        and observation.state == JobState.PENDING  # not a job that started running in this very cycle
+        and job.submitted_at
+        and timezone.now() - job.submitted_at > timedelta(seconds=timeout)
+    ):
+        why = f" ({observation.message})" if observation.message else ""
+        if _finish(job, engine) and transition(
+            job.pk,
+            JobState.FAILED,
+            from_states=[JobState.PENDING],
+            reason=Reason.PENDING_TIMEOUT,
+            message=f"still pending after {timeout}s{why}",
+        ):
+            job.refresh_from_db()
+            release(job, engine)
+
+
+def _note(job: Job, values: dict[str, Any]) -> None:
+    """Write the observed reason and counts if they changed; a new reason (Unschedulable, ...) is an event."""
+    if not any(getattr(job, name) != value for name, value in values.items()):
+        return
+    written = Job.objects.filter(pk=job.pk, state=job.state).update(**values)
+    if written and values["reason"] and values["reason"] != job.reason:
+        events.record(job.pk, EventKind.WAITING, f"{values['reason']}: {values['message']}")
+
+
+def check_stall(job: Job, engine: Engine) -> None:
+    """Mark a silent running job Stalled (jobs.follow.stalls); with `stall_action: fail`, fail it (reason Stalled)."""
+    message = stalls.check(job)
+    if (
+        message
+        and _finish(job, engine)
+        and transition(job.pk, JobState.FAILED, from_states=[JobState.RUNNING], reason=Reason.STALLED, message=message)
+    ):
+        workers_stopping(job.pk, JobState.FAILED)
+        job.refresh_from_db()
+        release(job, engine)
+
+
+def workers_stopping(job_id: int, state: str) -> None:
+    """Once a job is final no worker shows running or pending, also while its processes are being stopped."""
+    stopping = Worker.objects.filter(job_id=job_id, state__in=[WorkerState.RUNNING, WorkerState.PENDING])
+    message = f"stopped because the job {state}"
+    names = [worker.name for worker in stopping.only("role", "index")]
+    if stopping.update(state=WorkerState.KILLED, message=message):
+        for name in names:  # the timeline names each worker the job's end stopped
+            events.record(job_id, EventKind.WORKER_KILLED, message, name)
+
+
+def release(job: Job, engine: Engine) -> bool:
+    """Stop whatever of a finished job still runs; mark it released once nothing does.
+
+    Under the job's lock, which its start holds while it starts processes: a release never looks at a
+    job half started (it would miss what is started next), it tries again at its next look instead.
+    """
+    with exclusive(job_lock(job.pk)) as held:
+        if not held:
+            return False
+        current = Job.objects.filter(pk=job.pk).values("engine_data", "remove_when_released").first()
+        if current is None:
+            return True  # removed meanwhile
+        job.engine_data = current["engine_data"]  # what the start recorded up to now, not this copy's
+        job.remove_when_released = current["remove_when_released"]  # a `kill -rm` sets it before its kill
+        return _release(job, engine)
+
+
+def _measured(engine: Engine, job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the workers of a stopped job used and when they held it, as far as its engine can tell ({}: not)."""
+    measured = engine.measured_usage(job) if isinstance(engine, UsageMeter) else {}
+    return measured, engine.worker_spans(job) if isinstance(engine, WorkerSpans) else {}
+
+
+def _release(job: Job, engine: Engine) -> bool:
+    workers_stopping(job.pk, job.state)
+    if not engine.stop(job, RECORDS):
+        return False
+    if not job.released:
+        # How each one really ended: a trainer that exited 0 meanwhile is succeeded, a killed one shows its code.
+        told = engine.final_workers(job) if isinstance(engine, FinalWorkers) else []
+        final = [w for w in told if w.state not in (WorkerState.RUNNING, WorkerState.PENDING)]
+        if job.state == JobState.KILLED:
+            # A kill is final: no worker of a killed job shows succeeded (its exit code still says how it ended).
+            final = [replace(w, state=WorkerState.KILLED) if w.state == WorkerState.SUCCEEDED else w for w in final]
+        record_workers(job, Observation(JobState(job.state), workers=final))
+    if job.state == JobState.SUCCEEDED:
+        # pservers never exit by themselves: the engine stopped them because the trainers were done.
+        job.workers.filter(role="pserver").update(
+            state=WorkerState.SUCCEEDED, message="stopped after every trainer succeeded"
+        )
+    job.workers.filter(state__in=[WorkerState.RUNNING, WorkerState.PENDING]).update(state=WorkerState.KILLED)
+    with transaction.atomic():
+        released = Job.objects.filter(pk=job.pk, released=False).update(
+            released=True, pservers_running=0, trainers_running=0, pservers_pending=0, trainers_pending=0
+        )
+        if released:
+            # What its workers held (and used), once; the same transaction, so never lost nor doubled.
+            measured, spans = _measured(engine, job)
+            ledger.record(job, measured, spans=spans)
+    if released:
+        stalls.forget(job.pk)
+        settled.forget(job.pk)
+        worker_usage.forget(job.pk)
+        progress.finish(job)  # its files are final now: the last step it logged
+        signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
+        note_refused_logs(job)  # its logs are final now: a link or a non-file there is said once, here
+        # The job wrote its output and logs straight onto the user's storage: count them in the quota.
+        owner, datacenter = job.owner_id, job.datacenter_id
+        transaction.on_commit(lambda: recompute_usage.delay(owner, datacenter))
+    if job.remove_when_released:
+        Job.objects.filter(pk=job.pk).delete()
+    return True
+
+
+def requeue_preempted(job: Job, engine: Engine) -> bool:
+    """Once nothing of a preempted job runs: account its run, forget its workers, and let it wait again (attempt + 1).
+
+    Its output folder stays (a checkpoint saved there is what the next attempt resumes from).
+    """
+    with exclusive(job_lock(job.pk)) as held:
+        if not held:
+            return False
+        job.refresh_from_db()
+        if job.state != JobState.QUEUED or job.preempted_at is None:
+            return True
+        if not engine.stop(job, RECORDS, grace=job.datacenter.preemption_grace):
+            return False
+        measured, spans = _measured(engine, job)  # before the cleanup removes what the engine measured
+        if not engine.cleanup(job, RECORDS):
+            return False
+        with transaction.atomic():
+            ledger.record(job, measured, spans=spans)
+            job.workers.all().delete()
+            moved = Job.objects.filter(pk=job.pk, state=JobState.QUEUED, preempted_at__isnull=False).update(
+                preempted_at=None, admitted_at=None, borrowing=False, attempt=F("attempt") + 1, engine_data={},
+                submitted_at=None, stalled_at=None,
+                started_at=None, queued_at=timezone.now(), cleaned=False,
+                message=f"preempted; waiting to run again as attempt {job.attempt + 1}",
+                **dict.fromkeys(COUNT_FIELDS, 0),
+            )  # fmt: skip
+    if moved:
+        signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)
+    return True
+
+
+def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None = None) -> None:
+    """One cycle over the datacenter's jobs; with job_ids, over only those (what an event named: the
+    cost of following a change does not grow with the jobs the datacenter runs). A full cycle passes over
+    the running jobs nothing happened to since their last look (jobs/follow/settled.py)."""
+    engine = engine_for(datacenter)
+    jobs = Job.objects.filter(datacenter=datacenter)
+    preempting = cycle.preempting(datacenter).select_related("owner", "datacenter")
+    if job_ids is not None:
+        ids = list(job_ids)
+        jobs, preempting = jobs.filter(pk__in=ids), preempting.filter(pk__in=ids)
+    for job in preempting:
+        try:
+            requeue_preempted(job, engine)
+        except TransientEngineError as exc:
+            log.warning("cannot stop preempted %s: %s", job.uid, exc)
+            reconcile_runs.engine_error(datacenter.pk, f"cannot stop preempted {job.uid}: {exc}")
+    try:
+        _follow_started(jobs.filter(state__in=STARTED_STATES), datacenter, engine, full=job_ids is None)
+    except TransientEngineError as exc:
+        log.warning("cannot reach datacenter %s: %s", datacenter.name, exc)
+        reconcile_runs.engine_error(datacenter.pk, f"cannot reach the datacenter: {exc}")  # the health page
+        return
+    for job in _with_relations(list(jobs.filter(state__in=TERMINAL_STATES, released=False)), datacenter):
+        try:
+            release(job, engine)
+        except TransientEngineError as exc:
+            log.warning("cannot release %s: %s", job.uid, exc)
+            reconcile_runs.engine_error(datacenter.pk, f"cannot release {job.uid}: {exc}")
+
+
+def _with_relations(jobs: list[Job], datacenter: Datacenter) -> list[Job]:
+    """Give the datacenter's jobs their owner and datacenter, each loaded once: select_related would build
+    (and decrypt the credentials of) one Datacenter and one User per job, most of a watched cycle's time at
+    thousands of jobs (bench/reconcile_scale.py --profile). A job whose owner went meanwhile went with them."""
+    owners = User.objects.in_bulk({job.owner_id for job in jobs}) if jobs else {}
+    for job in jobs:
+        job.datacenter = datacenter
+        if job.owner_id in owners:
+            job.owner = owners[job.owner_id]
+    return [job for job in jobs if job.owner_id in owners]
+
+
+def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine, full: bool) -> None:
+    """Observe the started jobs (a queryset) through their engine and apply what it saw. A full cycle passes
+    over the running jobs nothing happened to since their last look (jobs/follow/settled.py)."""
+    rows = _rows(started_jobs, datacenter)
+    # Before the objects are read (poll): a change landing in between shows as a new version at the next look.
+    versions = engine.versions([row.uid for row in rows], complete=full) if isinstance(engine, ChangeVersions) else None
+    if full and versions is not None:
+        looks = settled.due(datacenter.pk, rows, versions)
+        if len(looks) < len(rows):
+            started_jobs = started_jobs.filter(pk__in=looks)
+    started = _with_relations(list(started_jobs), datacenter)
+    if not started:
+        return
+    observations = engine.poll(started, RECORDS)
+    workers: dict[int, dict[tuple[str, int], Worker]] = defaultdict(dict)
+    for worker in Worker.objects.filter(job__in=started_jobs.values("pk")):
+        workers[worker.job_id][(worker.role, worker.index)] = worker
+    for job in started:
+        if job.pk in observations:
+            seen = observations[job.pk]
+            apply(job, seen, engine, workers[job.pk])
+            check_stall(job, engine)
+            counts = _counts(seen)
+            written = (seen.reason or "", *(counts[name] for name in COUNT_FIELDS))  # as _note left the row
+            settled.note(datacenter.pk, job.pk, (versions or {}).get(job.uid), job.state, seen, written)
+
+
+def _rows(started_jobs: Any, datacenter: Datacenter) -> list[settled.Row]:
+    """The few columns of each started job that settled.due decides on: one light query, whatever their number."""
+    columns = ("pk", "uid", "state", "owner_id", "spec__stall_timeout", "spec__registry")
+    rows = []
+    for pk, uid, state, owner, stall, registry, blanked, *written in started_jobs.values_list(
+        *columns, "engine_data__registry_revoked", "reason", *COUNT_FIELDS
+    ):
+        stall_timeout = stalls.effective_timeout(stall, datacenter)
+        registry = str(registry or "")
+        rows.append(settled.Row(pk, uid, state, owner, stall_timeout, registry, bool(blanked), tuple(written)))
+    return rows
+
+
+def stuck_submissions() -> list[int]:
+    """Jobs whose submit_job was lost (a worker killed mid-task, a broker restart): submit them again."""
+    cutoff = timezone.now() - STUCK_AFTER
+    admitted = Q(state=JobState.QUEUED, admitted_at__isnull=False, preempted_at__isnull=True) | Q(
+        state=JobState.SUBMITTING
+    )
+    stuck = Job.objects.filter(admitted, updated_at__lt=cutoff)
+    ids = list(stuck.values_list("pk", flat=True))
+    # Touch them so the next cycles do not enqueue them again while this submission runs.
+    Job.objects.filter(pk__in=ids).update(updated_at=timezone.now())
+    return ids
