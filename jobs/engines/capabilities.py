@@ -10,6 +10,7 @@ and its methods on the engines that have it.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -95,20 +96,63 @@ class RegistryLogins(Protocol):
     def revoke_registry_secret(self, username: str, name: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class BuilderSpec:
+    """One image build as the portal asks an engine for it (images.builder): what to build and for whom."""
+
+    uid: str
+    owner: Any  # the user: their namespace, quota and registry login
+    registry: str  # the name of the owner's registry login the builder pushes with
+    package: str  # the package folder, a logical path beneath the owner's home
+    image: str  # where it pushes the image
+    dockerfile: str
+
+
+@dataclass(frozen=True)
+class BuildStatus:
+    """What a builder says: `done` with `succeeded` (and the image's digest), or still going with a `message`."""
+
+    done: bool = False
+    succeeded: bool = False
+    message: str = ""
+    digest: str = ""
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A builder the engine found: its build, where it runs, and when it was made (None: unknown)."""
+
+    uid: str
+    namespace: str
+    name: str
+    made: datetime | None
+
+
+class BuilderLook(Protocol):
+    """One look at every builder of the datacenter (a constant number of calls, whatever their number)."""
+
+    def status(self, uid: str, namespace: str, name: str, age: float) -> BuildStatus | None:
+        """A build's status (`age`: seconds since it started building); None where its builder is gone."""
+
+    def builders(self) -> list[Builder]: ...
+
+
 @runtime_checkable
 class ImageBuilds(Protocol):
-    """The engine runs image builders in its cluster (images.builder): the user's namespace, its registry secret, the
-    builder's egress, and the cluster's API client. Without it a datacenter builds no images."""
+    """The engine runs image builders (images.builder keeps the build rows, their states and logs). Without it a
+    datacenter builds no images."""
 
-    @property
-    def k8s(self) -> Any:
-        """The cluster's API client (jobs.engines.kubernetes.client.Kube)."""
+    def start_builder(self, spec: BuilderSpec) -> tuple[str, str]:
+        """Start the build's builder (idempotent: a retry finds what is there); its (namespace, name).
+        EngineError where the cluster refuses it."""
 
-    def ensure_user_namespace(self, user: Any, ns: str) -> None:
-        """The user's namespace, its quota and policies, made or brought up to date."""
+    def look_at_builders(self) -> BuilderLook: ...
 
-    def ensure_registry_secret(self, user: Any, name: str, ns: str) -> None:
-        """The user's registry secret `name` in their namespace (the builder pushes with it)."""
+    def builder_log(self, namespace: str, uid: str) -> str:
+        """The builder's whole log so far; "" where it has none (never started)."""
 
-    def ensure_builder_egress(self, user: Any, registry: str, ns: str, uid: str, owner: dict[str, Any]) -> None:
-        """Build `uid`'s builder pod may reach its registry; the policy is owned by `owner` (its Job)."""
+    def builder_error(self, log: str) -> str:
+        """The line of a builder's log that says why it failed; "" where none does."""
+
+    def delete_builder(self, namespace: str, name: str) -> None:
+        """Delete a builder and everything of it (done or not); nothing where it is gone."""

@@ -9,7 +9,8 @@ from paddlecloud.contract.dockerfile import runtime_dockerfile
 from paddlecloud.contract.imageref import BadReference, image_problem, parse_image, push_problem
 
 from images import builder, tasks
-from images import kaniko as b
+from jobs.engines.capabilities import BuildStatus
+from jobs.engines.kubernetes import kaniko as b
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.rules import ca_problem
 from jobs.engines.kubernetes.storage import Storage
@@ -236,7 +237,7 @@ def test_a_builder_stuck_pulling_fails_only_after_the_pending_timeout() -> None:
 
 
 def test_a_running_build_is_just_running() -> None:
-    assert b.observe_build(_job(None), [_builder_pod({"running": {}})], 5, 600) == b.BuildStatus()
+    assert b.observe_build(_job(None), [_builder_pod({"running": {}})], 5, 600) == BuildStatus()
 
 
 @pytest.mark.parametrize(
@@ -269,4 +270,4 @@ def test_a_builder_that_cannot_be_scheduled_or_made_fails_after_the_pending_time
     no_pod = b.observe_build(_job(None), [], 601, 600)  # a ResourceQuota refused it: the Job made none
     assert no_pod.done and not no_pod.succeeded and "made no pod" in no_pod.message
     starting = {"status": {"active": 1, "conditions": []}}
-    assert b.observe_build(starting, [], 5, 600) == b.BuildStatus()  # just created: not stuck yet
+    assert b.observe_build(starting, [], 5, 600) == BuildStatus()  # just created: not stuck yet

@@ -60,7 +60,7 @@ from jobs.engines.kubernetes import manifests as m
 from jobs.engines.kubernetes import pods as k8s_pods
 from jobs.engines.kubernetes import status as k8s_status
 from jobs.engines.kubernetes import usage as k8s_usage
-from jobs.engines.kubernetes.objects import ClusterObjects
+from jobs.engines.kubernetes.builds import ClusterBuilds
 from jobs.engines.usage_samples import WorkerUsage
 from jobs.files import errorline, layout
 from jobs.files.logfiles import MAX_CHUNK, LogChunk, log_tail, parse_cursor, read_log_file
@@ -73,7 +73,7 @@ QUOTA_GRACE_SECONDS = 30  # a quota rejection lasting this long (or half the pen
 REAP_GRACE_SECONDS = 60  # objects younger than this are never reaped (their row may not be visible yet)
 
 
-class KubernetesEngine(ClusterObjects, Engine):
+class KubernetesEngine(ClusterBuilds, Engine):
     def _namespace(self, job: Job) -> str | None:
         ns = (job.engine_data or {}).get("namespace")
         return str(ns) if ns else None

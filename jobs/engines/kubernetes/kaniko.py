@@ -1,4 +1,5 @@
 """The Kubernetes objects of one image build (pure): a Kaniko Job and the ConfigMap with its Dockerfile; its status.
+(builds.py makes them, as the engine's ImageBuilds capability.)
 
 For build `<uid>` (`build-<suffix>`) of user U, in U's namespace (the one U's jobs use):
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from datacenters.models import StorageKind
+from jobs.engines.capabilities import BuildStatus
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.manifests import owner_reference, resources, user_labels
 from jobs.engines.kubernetes.storage import Storage
@@ -239,16 +241,6 @@ def last_error_line(log: str) -> str:
 # ----- status -----
 
 STUCK_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError")
-
-
-@dataclass(frozen=True)
-class BuildStatus:
-    """What the builder's Job and pod say: `done` with `succeeded`, or still going with a `message`."""
-
-    done: bool = False
-    succeeded: bool = False
-    message: str = ""
-    digest: str = ""
 
 
 def _condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
