@@ -9,7 +9,8 @@ LOCK := requirements-lock.txt
 DEPS_HASH := $(shell cat $(LOCK) client/pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(DEPS_HASH)
 
-.PHONY: install lock run stop test lint typecheck pytest k8s-build k8s-up k8s-up-node k8s-down k8s-status clean
+.PHONY: install lock run stop test lint typecheck pytest docs docs-build docs-gen docs-check k8s-build k8s-up k8s-up-node \
+	k8s-down k8s-status clean
 
 $(STAMP): $(LOCK) client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,7 +48,30 @@ typecheck: install
 pytest: install
 	@scripts/pytest.sh
 
-test: lint typecheck pytest
+test: lint typecheck docs-check pytest
+
+# The documentation site (mkdocs.yml, docs/). `make docs` serves it with live reload on DOCS_ADDR (not 8000:
+# that is `make run`'s portal); `make docs-build` builds it into site/. --strict turns every warning (a broken
+# link or anchor, a page missing from the nav) into a failure. Material's banner about its successor is muted.
+DOCS_ADDR ?= 127.0.0.1:8001
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+
+docs: install
+	$(MKDOCS) serve --dev-addr $(DOCS_ADDR)
+
+docs-build: install
+	$(MKDOCS) build --strict --site-dir site
+
+# Regenerate the reference pages made from the code (docs/reference/cli.md, settings.md, api.md, openapi.yaml).
+docs-gen: install
+	$(PY) -m tools.docs
+
+# Fail when a generated page is stale (a click option, a setting or an API route changed without `make docs-gen`)
+# or the site does not build strictly (not --quiet: it hides the warnings --strict counts); the build goes to a
+# temporary folder.
+docs-check: install
+	$(PY) -m tools.docs --check
+	@out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && $(MKDOCS) build --strict --site-dir "$$out"
 
 k8s-build:
 	bash tools/k8s/build.sh

@@ -86,7 +86,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             "Isolation",
             {
                 "fields": ["job_egress", "wait_for_isolation", "kubelet_port", "job_pids_limit", "job_log_limit"],
-                "description": "What every job may use of what the host or cluster shares: README, \"Isolation\".",
+                "description": "What every job may use of what the host or cluster shares (the docs: Isolation).",
             },
         ),
         (
@@ -103,7 +103,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                     "preemption_grace",
                 ],
                 "description": "What all running jobs together may hold (blank: the host's, on the local engine), "
-                "and how the queue shares it out: README, \"The scheduler\". Teams' quotas are below.",
+                "and how the queue shares it out: the docs: The scheduler. Teams' quotas are below.",
             },
         ),
         (

@@ -38,14 +38,14 @@ def production_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         return [
             Error(
                 f"PADDLECLOUD_EMBEDDED serves loopback only, but ALLOWED_HOSTS has {', '.join(others)}",
-                hint="Unset PADDLECLOUD_EMBEDDED and set the production settings (README 'Configuration').",
+                hint="Unset PADDLECLOUD_EMBEDDED and set the production settings (docs/reference/settings.md).",
                 id="paddlecloud.E002",
             )
         ] if others else []  # fmt: skip
     return [
         Error(
             f"{name} must be set when DEBUG is off",
-            hint=f"Set the environment variable {name} (or {name}_FILE for secrets); see README 'Configuration'.",
+            hint=f"Set the environment variable {name} (or {name}_FILE for secrets); see docs/reference/settings.md.",
             id="paddlecloud.E001",
         )
         for name in _missing_production_settings()

@@ -1,4 +1,4 @@
-"""Django settings, all read from environment variables (see README "Configuration")."""
+"""Django settings, all read from environment variables (every one: docs/reference/settings.md)."""
 
 from __future__ import annotations
 

@@ -48,10 +48,10 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     )
     warnings = serializers.ListField(child=serializers.DictField(), read_only=True, help_text="e.g. Stalled.")
     progress = ProgressSerializer(
-        read_only=True, allow_null=True, help_text="Where its trainers log total_steps (README, Metrics); else null."
+        read_only=True, allow_null=True, help_text="Where its trainers log total_steps (the docs: Metrics); else null."
     )
     estimated_start = serializers.SerializerMethodField(
-        help_text="A rough estimate of its start while it waits (GET of one job only; README, The queue); else null."
+        help_text="A rough estimate of its start while it waits (GET of one job only; the docs: The queue); else null."
     )
 
     class Meta:

@@ -47,7 +47,7 @@ QUEUE_ROW = inline_serializer(
         ),
         "estimated_start": serializers.DateTimeField(
             allow_null=True,
-            help_text="a rough estimate (README, The queue); null where no job of the datacenter has finished yet",
+            help_text="a rough estimate (the docs: The queue); null where no job of the datacenter has finished yet",
         ),
     },
 )

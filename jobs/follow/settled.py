@@ -3,8 +3,8 @@
 A watched datacenter (jobs/engines/kubernetes/watch.py) hands each job's change to a cycle over that job at once,
 so the beat's full cycle is a safety net, and looking at every running job each time made it grow with the
 datacenter (2.35 s at 5,000 jobs, bench/reconcile_scale.py). Here a job is *settled* when a look found it running
-with every worker running or done, and the engine's version of its objects (Engine.versions: the last change the
-mirror saw of the job's objects) is the one read before that look. A full cycle passes over a settled job
+with every worker running or done, and the engine's version of its objects (capabilities.ChangeVersions: the last
+change the mirror saw of the job's objects) is the one read before that look. A full cycle passes over a settled job
 unless one of its rules is due:
 - its objects changed since (the version differs): an event the prompt cycle missed is caught here;
 - its row no longer holds what that look wrote (its reason and worker counts): whatever changed it, a look puts

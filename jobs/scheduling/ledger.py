@@ -36,8 +36,8 @@ def record(
 ) -> list[UsageRecord]:
     """Write the ledger of a released job (once: a second call finds its records and adds nothing).
 
-    measured: what each worker used, by name (Engine.measured_usage), where the engine knows it.
-    spans: when each worker held its resources, by name (Engine.worker_spans): the pods' own start and end
+    measured: what each worker used, by name (capabilities.UsageMeter), where the engine knows it.
+    spans: when each worker held its resources, by name (capabilities.WorkerSpans): the pods' own start and end
     on Kubernetes; otherwise, as on the local engine, from the worker's start to the job's end."""
     now = now or timezone.now()
     ended = job.finished_at or now

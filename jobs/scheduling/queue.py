@@ -4,7 +4,7 @@ hold/release/front are writes, in jobs.services).
 Positions are the scheduler's own order (jobs.scheduling.cycle.positions), so what a user reads is what
 the next cycle does. On an `admission: kueue` datacenter the gate admits at once and Kueue holds the jobs
 (`pending`): their rows come first, each at its place in its owner's ClusterQueue, from the engine
-(Engine.queue_positions, Kueue's visibility API), with the job's reason and message (Kueue's words).
+(capabilities.QueueVisibility, Kueue's visibility API), with the job's reason and message (Kueue's words).
 The estimate is deliberately simple (see `Estimator`): a hint, never a promise.
 """
 

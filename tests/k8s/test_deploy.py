@@ -282,7 +282,8 @@ def test_disruption_budgets_service_and_ingress_point_at_real_pods(docs: list[Do
     assert backend["port"]["name"] in [p["name"] for p in services[backend["name"]]["spec"]["ports"]]
 
 
-# The README's example of an operator's own overlay ("Deploy on Kubernetes", step 2), verbatim but the path.
+# The deploy guide's example of an operator's own overlay (docs/how-to/operators/kubernetes.md, step 2),
+# verbatim but the path.
 SITE = """\
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization

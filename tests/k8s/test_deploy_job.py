@@ -159,7 +159,8 @@ def relay(k8s_node_cluster: TestCluster) -> Iterator[Relay]:
 
 
 def portal_secret(ns: str) -> dict[str, Any]:
-    """The Secret `paddlecloud` as the README's with-services steps make it: URLs to the overlay's services."""
+    """The Secret `paddlecloud` as the deploy guide's with-services steps make it (docs/how-to/operators/kubernetes.md):
+    URLs to the overlay's services."""
     db, broker = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
     return {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "paddlecloud", "namespace": ns},

@@ -4,7 +4,7 @@ The web Deployment of deploy/overlays/external, changed only where the test clus
 image's local name, one replica, its namespace), with its migrate init container, its read-only
 root, uid 1000 and the kubelet's own probes: it turns Ready on /readyz, turns NotReady when the
 broker goes away and Ready again when it is back. Heavy (the portal image build, ~5 min cold, and
-the real node): marker `deploy`; `-m "not deploy"` leaves it out (README "Deploy on Kubernetes").
+the real node): marker `deploy`; `-m "not deploy"` leaves it out (docs/how-to/operators/kubernetes.md).
 """
 
 from __future__ import annotations

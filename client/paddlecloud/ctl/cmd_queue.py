@@ -13,7 +13,7 @@ from paddlecloud.ctl.output import emit, human_duration, table
 
 
 def _starts(stamp: str | None) -> str:
-    """An estimated start as "in 5m" (a rough estimate: see the README); "-" where there is none."""
+    """An estimated start as "in 5m" (a rough estimate: the scheduler's docs, The queue); "-" where there is none."""
     when = parse_time(stamp)
     if when is None:
         return "-"

@@ -1,6 +1,6 @@
 """A network of its own for every local job: the namespace holder, its firewall, how processes join it.
 
-Why this shape (README "The job's world on the local engine"): a job's processes share one network
+Why this shape (docs/explanation/isolation.md): a job's processes share one network
 namespace, like the containers of a pod, so they reach each other on its loopback and nothing else.
 Egress, when the datacenter allows it, is slirp4netns (user-mode networking, as rootless Podman
 uses it): it works for a root worker and an unprivileged one alike, needs no bridge, no host routes
