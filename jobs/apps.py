@@ -24,5 +24,6 @@ class JobsConfig(AppConfig):
         from jobs import signals  # noqa: PLC0415
         from jobs.follow import tasks  # noqa: PLC0415
 
+        # The way back of the release -> schedule -> start cycle (jobs/signals.py says why it is a signal).
         signals.job_released.connect(tasks.wake_scheduler, weak=False)
         worker_shutdown.connect(listener.stop, weak=False)

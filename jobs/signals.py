@@ -10,4 +10,8 @@ job_ended = Signal()
 
 # Sent once per job, when the engine confirmed nothing of it runs any more (its requests are free again);
 # receivers get `job_id` and `datacenter_id`. The scheduler listens: freed room is a reason to look again.
+# This one signal also breaks the one cycle of work inside jobs, on purpose and only here: a release
+# (follow.reconcile) wakes the scheduler, whose admissions start jobs (follow.tasks.submit_job), and a job
+# killed while it started is released again. follow.tasks imports follow.reconcile; the way back is this
+# signal, connected in JobsConfig.ready (apps.py), so the modules import one another one way.
 job_released = Signal()
