@@ -68,6 +68,12 @@ class JobSpecSerializer(StrictSerializer):
         child=serializers.CharField(allow_blank=True, max_length=rules.MAX_ENV_VALUE),
         default=dict,
     )
+    params = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text="The run's hyperparameters, name -> string, number or bool (at most 64; names a-z0-9_, a letter "
+        "first): the job reads them with paddlecloud.params() (PADDLECLOUD_PARAMS, JSON).",
+    )
     max_retries = _integer("max_retries", default=0)
     priority = serializers.CharField(
         max_length=rules.MAX_PRIORITY, required=False, allow_blank=True, default="",
@@ -101,10 +107,14 @@ class JobSpecSerializer(StrictSerializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """The rules across fields: env names reserved in the job's mode only (pservers > 0)."""
+        """The rules across fields: env names reserved in the job's mode only (pservers > 0); a param's problem
+        names the param (`params.<name>`)."""
         problem = rules.env_problem(attrs.get("env") or {}, attrs.get("pservers", 0))
         if problem:
             raise serializers.ValidationError({"env": [problem]})
+        bad_param = rules.params_problem(attrs.get("params", {}))
+        if bad_param:
+            raise serializers.ValidationError({bad_param[0]: [bad_param[1]]})
         return attrs
 
 

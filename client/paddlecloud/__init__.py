@@ -41,6 +41,7 @@ NAMES = {
     "UsageProblem": "paddlecloud.sdk.errors",
     "ConfigError": "paddlecloud.sdk.errors",
     "JobFailed": "paddlecloud.sdk.errors",
+    "params": "paddlecloud.runtime.params",
 }
 
 

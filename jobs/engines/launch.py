@@ -3,18 +3,25 @@
 An engine says where the job's peers are (`Peers`: hosts and ports, which differ: loopback ports on the local
 engine, DNS names and fixed ports in a cluster) and where the job sees its folders; everything else comes from
 the job the same way on both engines, here: the counts (`Job.trainers`, `Job.pservers`), the entry, the passes,
-the attempt (and `preempted` on any attempt after the first, since attempts grow only by preemption) and the
+the params, the attempt (and `preempted` on any attempt after the first, since attempts grow only by preemption) and the
 datacenter's rendezvous bound. The variables themselves are paddlecloud.contract.jobenv's.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from paddlecloud.contract.jobenv import JobEnv
 
 from jobs.models import Job
+
+
+def params_json(spec: dict[str, Any]) -> str | None:
+    """The spec's params as the job reads them (PADDLECLOUD_PARAMS, paddlecloud.params()); None where none."""
+    return json.dumps(spec["params"], sort_keys=True) if spec.get("params") else None
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Launch:
     output_dir: str
     log_limit: int | None
     isolation_port: int | None = None
+    params: str | None = None  # the spec's params as JSON (PADDLECLOUD_PARAMS); None: it has none
 
     @classmethod
     def of(
@@ -62,6 +70,7 @@ class Launch:
             entry=job.spec["entry"],
             passes=int(job.spec.get("passes") or 1),
             attempt=job.attempt,
+            params=params_json(job.spec),
             package_dir=package_dir,
             home=home,
             output_dir=output_dir,
@@ -94,4 +103,5 @@ class Launch:
             attempt=self.attempt,
             preempted=1 if self.attempt > 1 else None,  # attempts grow only by preemption
             isolation_port=self.isolation_port,
+            params=self.params,
         ).to_env()

@@ -7,6 +7,7 @@ own is how the env text area is split into NAME=value lines.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -59,6 +60,12 @@ class SubmitForm(forms.Form):
         max_length=MAX_ENV_TEXT,
         help_text="one NAME=value a line",
     )
+    params = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        max_length=MAX_ENV_TEXT,
+        help_text="hyperparameters, one name=value a line (true/false, a number or text): paddlecloud.params()",
+    )
     priority = forms.ChoiceField(
         choices=[], required=False, help_text="who starts first when the datacenter is full",
     )
@@ -99,18 +106,10 @@ class SubmitForm(forms.Form):
     def payload(self) -> dict[str, Any]:
         """The spec as the API receives it: empty fields left out, so the API's defaults apply."""
         data = {name: value for name, value in self.cleaned_data.items() if value not in ("", None)}
-        env_text = data.pop("env", "")
-        if env_text:
-            env: dict[str, str] = {}
-            for number, line in enumerate(env_text.splitlines(), 1):
-                if not line.strip():
-                    continue
-                name, sep, value = line.partition("=")
-                if not sep:
-                    self.add_error("env", f"line {number}: NAME=value expected")
-                    continue
-                env[name.strip()] = value
-            data["env"] = env
+        for field, parse in (("env", _env_line), ("params", _param_line)):
+            text = data.pop(field, "")
+            if text:
+                data[field] = self._lines(field, text, parse)
         notify_text = data.pop("notify", "")
         if notify_text:
             try:
@@ -118,6 +117,19 @@ class SubmitForm(forms.Form):
             except ValueError as exc:
                 self.add_error("notify", str(exc))
         return data
+
+    def _lines(self, field: str, text: str, parse: Callable[[str], tuple[str, Any]]) -> dict[str, Any]:
+        """A text area of NAME=value lines as a mapping; a line `parse` refuses is an error on `field`."""
+        parsed: dict[str, Any] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    name, value = parse(line)
+                except ValueError as exc:
+                    self.add_error(field, f"line {number}: {exc}")
+                    continue
+                parsed[name] = value
+        return parsed
 
     def add_api_errors(self, detail: Any) -> None:
         """Put each message of an API error's detail on its field (quota and the like on the form)."""
@@ -130,6 +142,17 @@ class SubmitForm(forms.Form):
                 field if field in self.fields else None,
                 [f"{field}: {m}" for m in messages] if field not in self.fields else messages,
             )
+
+
+def _env_line(line: str) -> tuple[str, str]:
+    name, sep, value = line.partition("=")
+    if not sep:
+        raise ValueError("NAME=value expected")
+    return name.strip(), value
+
+
+def _param_line(line: str) -> tuple[str, rules.ParamValue]:
+    return rules.parse_param(line.strip())
 
 
 def priority_names(user: Any) -> list[str]:
@@ -147,7 +170,11 @@ def _flatten(problems: Any) -> list[Any]:
 
 def initial_from_spec(spec: dict[str, Any], with_env_values: bool) -> dict[str, Any]:
     """The form's fields from a job's spec (clone); env values only for the job's own owner."""
-    initial = {key: value for key, value in spec.items() if key not in ("env", "notify") and value is not None}
+    initial = {
+        key: value for key, value in spec.items() if key not in ("env", "notify", "params") and value is not None
+    }
+    params = spec.get("params") or {}
+    initial["params"] = "\n".join(f"{name}={rules.param_text(value)}" for name, value in params.items())
     notify = spec.get("notify")
     if isinstance(notify, dict):
         parts = ["email"] if notify.get("email") else []

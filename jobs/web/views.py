@@ -17,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from paddlecloud.contract import spec as rules
 
 from core.csp import WASM
 from core.errors import DomainError
@@ -155,7 +156,9 @@ def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     job = _job_for(request, ref)
     context = _detail_context(request, job)
     runs = Job.objects.filter(owner_id=job.owner_id, name=job.name).order_by("-created_at")[:20]
-    context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), metric_tables=metrics_tables(job))
+    params = [(name, rules.param_text(value)) for name, value in sorted((job.spec.get("params") or {}).items())]
+    context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), params=params,
+                   metric_tables=metrics_tables(job))  # fmt: skip
     context.update(_place_context(job), preempted=times(job.attempt - 1))
     return render(request, "jobs/detail.html", context)
 

@@ -61,6 +61,8 @@ VARIABLES = """\
 ``PADDLECLOUD_ATTEMPT``            this run of the job: 1, then one more after each preemption
 ``PADDLECLOUD_PREEMPTED``          ``1`` when an earlier attempt was preempted: resume from the
                                    latest checkpoint (``paddlecloud.checkpoint.latest()``)
+``PADDLECLOUD_PARAMS``             optional: the job's params as a JSON object (name: string,
+                                   number or bool); read them with ``paddlecloud.params()``
 =================================  =========================================================
 """
 
@@ -101,6 +103,7 @@ class JobEnv:
     log_limit: int | None = None
     attempt: int | None = None
     preempted: int | None = None
+    params: str | None = None  # JSON: the spec's params
 
     def to_env(self) -> dict[str, str]:
         """The variables as a process's environment, in field order."""
@@ -153,6 +156,7 @@ class JobEnv:
             log_limit=_int(env, "log_limit", 1),
             attempt=_int(env, "attempt", 1),
             preempted=_int(env, "preempted", 0),
+            params=_str(env, "params") or None,
         )
 
 

@@ -6,6 +6,7 @@ a 400 naming the field and the client in an error naming the flag or SDK paramet
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -184,6 +185,68 @@ def env_problem(env: object, pservers: int | None = None) -> str | None:
         if len(value) > MAX_ENV_VALUE:
             return f"{name!r}: the value must be at most {MAX_ENV_VALUE} characters"
     return None
+
+
+MAX_PARAMS = 64
+MAX_PARAM_TEXT = 1000  # characters of one string value
+_PARAM_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+ParamValue = str | int | float | bool
+
+
+def _param_value_problem(value: object) -> str | None:
+    if isinstance(value, bool | int):
+        return None if isinstance(value, bool) or abs(value) < 2**63 else "must be an integer within 64 bits"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "must be a finite number"
+    if isinstance(value, str):
+        return None if len(value) <= MAX_PARAM_TEXT else f"must be at most {MAX_PARAM_TEXT} characters"
+    return "must be a string, a number, true or false"
+
+
+def params_problem(params: object) -> tuple[str, str] | None:
+    """What is wrong with a job's params (name -> string, number or bool), as (field, problem): the field is
+    `params` or `params.<name>`; None where nothing is."""
+    if not isinstance(params, dict):
+        return "params", "must be an object of name: value"
+    if len(params) > MAX_PARAMS:
+        return "params", f"at most {MAX_PARAMS} parameters (got {len(params)})"
+    for name, value in params.items():
+        if not isinstance(name, str) or not _PARAM_NAME.fullmatch(name):
+            shown = str(name)[:40]
+            return f"params.{shown}", "a name is a-z first, then a-z, 0-9 or _, at most 40 characters"
+        problem = _param_value_problem(value)
+        if problem:
+            return f"params.{name}", problem
+    return None
+
+
+def param_text(value: ParamValue) -> str:
+    """A param's value as `-param` takes it back: true/false, the number, or the text."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def parse_param(pair: str) -> tuple[str, ParamValue]:
+    """paddlectl's `-param NAME=VALUE`: true/false, an integer, a number, else the text as it is; ValueError
+    naming the rule."""
+    name, found, text = pair.partition("=")
+    if not found:
+        raise ValueError(f"{pair[:60]!r} must be NAME=VALUE")
+    value: ParamValue = text
+    if text in ("true", "false"):
+        value = text == "true"
+    elif re.fullmatch(r"[+-]?[0-9]{1,18}", text):
+        value = int(text)
+    else:
+        try:
+            number = float(text)
+        except ValueError:
+            number = None
+        if number is not None and math.isfinite(number) and text.strip() == text:
+            value = number
+    problem = params_problem({name: value})
+    if problem:
+        raise ValueError(f"{problem[0]}: {problem[1]}")
+    return name, value
 
 
 MAX_WEBHOOK_URL = 2000

@@ -11,11 +11,11 @@ from typing import Any
 import click
 
 from paddlecloud.ctl.app import AliasGroup, cli, complete_jobs, session_of
-from paddlecloud.ctl.output import progress_cell, table, workers_table
+from paddlecloud.ctl.output import params_text, progress_cell, table, workers_table
 from paddlecloud.sdk.jobs import job_path
 
 FAILED_LOG_LINES = 20  # of each failed worker's log
-_SPEC_SKIPPED = ("jobname", "env", "notify")  # the name is above; env values may be secrets: names only
+_SPEC_SKIPPED = ("jobname", "env", "notify", "params")  # the name is above; env values may be secrets: names only
 
 
 class DescribeGroup(AliasGroup):
@@ -65,6 +65,8 @@ def _header(job: dict[str, Any]) -> str:
 
 def _spec(spec: dict[str, Any]) -> str:
     rows = [(f"{key}:", value) for key, value in spec.items() if key not in _SPEC_SKIPPED and value not in (None, "")]
+    if spec.get("params"):
+        rows.append(("params:", params_text(spec["params"])))
     if spec.get("env"):
         rows.append(("env:", ", ".join(sorted(spec["env"]))))
     return _indent(_pairs(rows))

@@ -55,6 +55,9 @@ def _default_jobname(package: str) -> str:
 @click.option("-registry", "--registry", default="", help="Registry secret for a private image (see `registry`).")
 @click.option("-datacenter", "--datacenter", default=None, help="Datacenter (default: the config's current one).")
 @click.option("-env", "--env", multiple=True, metavar="NAME=VALUE", help="Environment variable; repeat for more.")
+@click.option("-param", "--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A hyperparameter the job reads with paddlecloud.params() (true/false, a number or text); "
+              "repeat for more.")
 @click.option("-max-retries", "--max-retries", "max_retries", type=int, default=0, show_default=True,
               help="Restarts of a failed trainer before the job fails.")
 @click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
@@ -136,6 +139,7 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
         "image": flags["image"],
         "registry": flags["registry"],
         "env": spec.parse_env(flags["env"]),
+        "params": spec.parse_params(flags["params"]),
         "max_retries": flags["max_retries"],
         "pending_timeout": flags["pending_timeout"],
         "datacenter": flags["datacenter"],
@@ -198,10 +202,11 @@ def _echo_submitted(job: dict[str, Any], summary: Summary | None, output: str) -
 @get.command("jobs", short_help="List your jobs (newest first).")
 @click.option("-active", "--active", is_flag=True, help="Only jobs still queued, pending or running.")
 @click.option("-state", "--state", type=click.Choice(states.JOB_STATES), help="Only jobs in this state.")
-@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table",
+              help="wide: the table with each job's PARAMS.")
 @click.pass_context
 def get_jobs(ctx: click.Context, active: bool, state: str | None, output: str) -> None:
-    """NAME, STATE, TRAINERS and PSERVERS (ready/total), AGE, REASON, MESSAGE.
+    """NAME, STATE, TRAINERS and PSERVERS (ready/total), AGE, PROGRESS, REASON, MESSAGE (-o wide: and PARAMS).
 
     TRAINERS counts running and finished trainers; PSERVERS running ones. MESSAGE says why (a failed
     job: the failing worker's exit and last error line), cut at 80 characters (-o json: whole)."""
@@ -211,7 +216,7 @@ def get_jobs(ctx: click.Context, active: bool, state: str | None, output: str) -
     if state:
         params["state"] = state
     items = list(session_of(ctx).paginate("/jobs", params))
-    emit(items, output, lambda: jobs_table(items))
+    emit(items, output, lambda: jobs_table(items, wide=output == "wide"))
 
 
 @get.command("workers", short_help="List the workers (trainers and pservers) of a job.")

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from paddlecloud.contract.spec import param_text
 from paddlecloud.contract.states import RUNNING, SUCCEEDED, TERMINAL_JOB_STATES
 from paddlecloud.contract.units import parse_time
 from paddlecloud.sdk.config import Datacenter
@@ -180,15 +181,24 @@ def _pservers(job: dict[str, Any]) -> str:
     return f"{total} ended" if job["state"] in TERMINAL_JOB_STATES else _ready(counts, False)
 
 
-def jobs_table(items: list[dict[str, Any]]) -> str:
+def params_text(params: object) -> str:
+    """A job's params as `batch=64 lr=0.003` (by name; true/false as the CLI takes them); "" where it has none."""
+    if not isinstance(params, dict):
+        return ""
+    return " ".join(f"{name}={param_text(value)}" for name, value in sorted(params.items()))
+
+
+def jobs_table(items: list[dict[str, Any]], wide: bool = False) -> str:
     """One row per job; MESSAGE is the job's message (a failed one names its worker's last error line),
-    cut at MAX_CELL characters: `-o json` has it whole."""
+    cut at MAX_CELL characters: `-o json` has it whole. `wide` adds the job's PARAMS."""
     rows = [
         (j["name"], j["state"], _ready(j.get("trainers") or {}, True), _pservers(j), age(j.get("created_at")),
-         progress_cell(j), *_reason_and_message(j))
+         progress_cell(j), *([params_text((j.get("spec") or {}).get("params")) or "-"] if wide else []),
+         *_reason_and_message(j))
         for j in items
-    ]
-    headers = ("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "PROGRESS", "REASON", "MESSAGE")
+    ]  # fmt: skip
+    headers = ("NAME", "STATE", "TRAINERS", "PSERVERS", "AGE", "PROGRESS", *(["PARAMS"] if wide else []), "REASON",
+               "MESSAGE")  # fmt: skip
     return table(headers, rows, empty="No jobs.")
 
 

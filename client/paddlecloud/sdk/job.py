@@ -50,6 +50,7 @@ PARAMETERS = {
     "image": "runtime_image",
     "registry": "registry",
     "env": "env",
+    "params": "params",
     "package": "trainer_package_path",
     "datacenter": "datacenter",
     "max_retries": "max_retries",
@@ -145,6 +146,7 @@ class PaddleJob:
         pscpu: int | float | str = "1",
         psmemory: str = "1Gi",
         env: dict[str, str] | None = None,
+        params: dict[str, str | int | float | bool] | None = None,
         registry: str = "",
         max_retries: int = 0,
         pending_timeout: int | None = None,
@@ -204,6 +206,7 @@ class PaddleJob:
         self.pscpu = _quantity(pscpu)
         self.psmemory = _quantity(psmemory)
         self.env = dict(env or {})
+        self.params = dict(params or {})  # the run's hyperparameters: paddlecloud.params() inside the job
         self.registry = registry
         self.max_retries = max_retries
         self.pending_timeout = pending_timeout
@@ -240,6 +243,8 @@ class PaddleJob:
             "env": self.env,
             "max_retries": self.max_retries,
         }
+        if self.params:
+            spec["params"] = self.params
         if self.pending_timeout is not None:
             spec["pending_timeout"] = self.pending_timeout
         if self.stall_timeout is not None:

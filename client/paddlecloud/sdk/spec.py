@@ -29,6 +29,7 @@ FLAGS = {
     "image": "-image",
     "registry": "-registry",
     "env": "-env",
+    "params": "-param",
     "max_retries": "-max-retries",
     "pending_timeout": "-pending-timeout",
     "stall_timeout": "-stall-timeout",
@@ -50,6 +51,20 @@ def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
             raise UsageProblem(f"-env: {problem}")
         env[name] = value
     return env
+
+
+def parse_params(pairs: tuple[str, ...] | list[str]) -> dict[str, rules.ParamValue]:
+    """['lr=0.003', 'batch=64', 'amp=true'] -> {'lr': 0.003, 'batch': 64, 'amp': True}; the rule broken named."""
+    params: dict[str, rules.ParamValue] = {}
+    for pair in pairs:
+        try:
+            name, value = rules.parse_param(pair)
+        except ValueError as exc:
+            raise UsageProblem(f"-param: {exc}") from None
+        params[name] = value
+    if len(params) > rules.MAX_PARAMS:
+        raise UsageProblem(f"-param: at most {rules.MAX_PARAMS} parameters (got {len(params)})")
+    return params
 
 
 def check(spec: dict[str, Any], flags: dict[str, str] | None = None) -> dict[str, Any]:
@@ -74,6 +89,9 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
     if spec.get("stall_action") not in (None, *rules.STALL_ACTIONS):
         yield "stall_action", f"must be one of {', '.join(rules.STALL_ACTIONS)}"
     yield "env", rules.env_problem(spec.get("env") or {}, int(spec.get("pservers") or 0))
+    bad_param = rules.params_problem(spec.get("params") or {})
+    if bad_param:
+        yield "params", f"{bad_param[0]}: {bad_param[1]}"
     for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE), ("priority", rules.MAX_PRIORITY)):
         if len(spec.get(field) or "") > most:
             yield field, f"must be at most {most} characters"
