@@ -2,7 +2,10 @@
 # Run the whole pytest suite; "no tests collected" (exit 5) is a failure, never a pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-.venv/bin/python -m pytest "$@"
+# On CI the 30 slowest tests close the log, so the next slow one is found where it appears.
+durations=()
+if [ "${CI:-}" = "true" ]; then durations=(--durations=30); fi
+.venv/bin/python -m pytest "${durations[@]}" "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: treating as a failure" >&2
