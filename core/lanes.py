@@ -34,6 +34,7 @@ _LANE_OF_TASK = {
     "jobs.sample_usage": CONTROL,
     "jobs.cleanup": CONTROL,
     "images.poll_builds": CONTROL,
+    "experiments.advance_all": CONTROL,
     "storage.cleanup_uploads": CONTROL,
     "storage.verify_upload": SIDE,
     "storage.recompute_usage": SIDE,

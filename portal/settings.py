@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "notifications",
     "jobs",
     "images",
+    "experiments",
     "storage",
 ]
 
@@ -317,6 +318,9 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "heartbeat": {"task": "portal.heartbeat", "schedule": float(CELERY_HEARTBEAT_SECONDS), "options": {"expires": 60}},
+    # The safety net of experiments: a trial's end advances its experiment at once (experiments.tasks); this
+    # catches an advance whose message was lost.
+    "experiments-advance": {"task": "experiments.advance_all", "schedule": 15.0, "options": {"expires": 15}},
 }
 
 # --- Storage uploads (storage/conf.py checks the chunk sizes are 64 KiB-aligned) ---------------

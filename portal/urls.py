@@ -11,6 +11,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounts import urls as accounts_urls
 from datacenters import urls as datacenters_urls
+from experiments import urls as experiments_urls
 from health import urls as health_urls
 from images import urls as images_urls
 from jobs import urls as jobs_urls
@@ -23,8 +24,8 @@ from storage import urls as storage_urls
 # (mounted under /api/v1/). Pages first by app, in this order, so an exact path (accounts' admin/login/) comes
 # before the admin's own routes.
 APPS: list[ModuleType] = [
-    accounts_urls, datacenters_urls, registry_urls, storage_urls, jobs_urls, images_urls, notifications_urls,
-    health_urls,
+    accounts_urls, datacenters_urls, registry_urls, storage_urls, jobs_urls, images_urls, experiments_urls,
+    notifications_urls, health_urls,
 ]  # fmt: skip
 
 

@@ -30,7 +30,7 @@ from tests.jobs.test_local_engine import finished
 from tests.workers import WorkerProcess
 
 GOOD: dict[str, Any] = {"jobname": "sweep", "entry": "python train.py", "parallelism": 1, "pservers": 0}
-PARAMS = {"lr": 0.003, "batch": 64, "amp": True, "optimizer": "adam"}
+PARAMS: dict[str, str | int | float | bool] = {"lr": 0.003, "batch": 64, "amp": True, "optimizer": "adam"}
 
 
 def test_minus_param_values_are_typed_as_given() -> None:

@@ -21,6 +21,7 @@ import operator
 import re
 import sys
 import tokenize
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,11 @@ from tools.docs.settings_help import Help
 OUTPUT = REFERENCE / "settings.md"
 SETTINGS = ROOT / "portal" / "settings.py"
 SCRIPTS = ROOT / "scripts" / "common.sh"
-PORTAL_APPS = ("core", "portal", "datacenters", "accounts", "registry", "storage", "jobs", "images",
-               "notifications", "health")
+# The portal's packages, as the import contracts list them (pyproject.toml: every package but the client's).
+PORTAL_APPS = tuple(
+    name for name in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+    if name != "paddlecloud"
+)
 CLIENT_PARTS = ("client/paddlecloud/sdk", "client/paddlecloud/ctl", "client/paddlecloud/cli.py")
 # Read by the code but not settings of PaddleCloud's own.
 NOT_SETTINGS = {"PATH"}  # the network holder's PATH (jobs/engines/local/network.py), passed on as it is

@@ -285,10 +285,10 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
     ctx.obj = State(config_file)
 
 
-@cli.group(cls=GetGroup, short_help="Print resources: jobs, workers, queue, registry, quota, datacenters.")
+@cli.group(cls=GetGroup, short_help="Print resources: jobs, workers, experiments, queue, registry, quota, datacenters.")
 def get() -> None:
-    """Print resources: jobs, workers JOB, queue, priorities, registry, quota, datacenters (-o json|yaml for
-    scripts)."""
+    """Print resources: jobs, workers JOB, experiments, experiment NAME, queue, priorities, registry, quota,
+    datacenters (-o json|yaml for scripts)."""
 
 
 @cli.group(cls=AliasGroup, short_help="Delete the specified resource: registry NAME, job NAME.")

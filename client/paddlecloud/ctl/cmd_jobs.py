@@ -24,7 +24,7 @@ from paddlecloud.ctl.app import (
     warn,
 )
 from paddlecloud.ctl.output import BarProgress, age, dump, emit, human_bytes, jobs_table, workers_table
-from paddlecloud.sdk import images, jobs, spec
+from paddlecloud.sdk import experiments, images, jobs, spec
 from paddlecloud.sdk.errors import PaddleCloudError, UsageProblem, describe_end
 from paddlecloud.sdk.files import is_remote
 from paddlecloud.sdk.jobs import LogStream, job_path, lines, stamped_lines, wait
@@ -87,6 +87,9 @@ def _default_jobname(package: str) -> str:
               "the job waits for it, then runs on it.")
 @click.option("-base-image", "--base-image", "base_image", default="",
               help="With -build: the image to build on (default: the datacenter's).")
+@click.option("-sweep", "--sweep", "sweep", default=None, metavar="FILE",
+              help="Run an experiment: the trials of the sweep in FILE (YAML: name, params, search, max_trials, "
+              "parallel, seed, metric), each a job made of these flags with its own params.")
 @click.argument("package")
 @click.pass_context
 def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
@@ -99,7 +102,12 @@ def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
     """
     if flags["topology"]:
         warn("-topology is a PaddlePaddle v1 option and is ignored; use -entry")
-    jobname = flags["jobname"] or _default_jobname(package)
+    sweep = experiments.read_sweep(flags["sweep"]) if flags["sweep"] else None
+    if sweep is not None and flags["params"]:
+        raise UsageProblem("-param: with -sweep the sweep's params decide each trial's")
+    jobname = flags["jobname"] or (sweep or {}).get("name") or _default_jobname(package)
+    if sweep is not None:
+        sweep.setdefault("name", jobname)
     body = _submit_body(jobname, flags)
     spec.check(body)  # before the config is even read
     chunk = parse_chunk_size(flags["chunk_size"])
@@ -108,9 +116,14 @@ def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
         raise UsageProblem("-build needs -image (where to push the build) and -registry (the secret to push with)")
     session = session_of(ctx)
     before_create = _build_requester(session, flags["base_image"]) if flags["build"] else None
+    create = (lambda checked: experiments.create(session, sweep, checked)) if sweep is not None else None
     job, summary = jobs.submit(
-        session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"], before_create=before_create
+        session, body, package, BarProgress(), chunk, dry_run=flags["dry_run"], before_create=before_create,
+        create=create,
     )
+    if sweep is not None and not flags["dry_run"]:
+        _echo_experiment(job, flags["output"])
+        return
     if flags["dry_run"]:
         _echo_dry_run(job, jobname, flags["output"])
         return
@@ -176,6 +189,15 @@ def _check_package(package: str) -> None:
     if not is_remote(package) and not Path(package).expanduser().is_dir():
         what = "is not a directory" if Path(package).expanduser().exists() else "does not exist"
         raise UsageProblem(f"PACKAGE: {package} {what} (give a local directory or a /pfs/ path)")
+
+
+def _echo_experiment(experiment: dict[str, Any], output: str) -> None:
+    if output in ("json", "yaml"):
+        click.echo(dump(experiment, output))
+        return
+    trials = experiment.get("trials") or {}
+    click.echo(f"experiment {experiment['name']} submitted: {trials.get('total', 0)} trials")
+    note(f"watch it with: paddlectl get experiment {experiment['name']}")
 
 
 def _echo_dry_run(answer: dict[str, Any], jobname: str, output: str) -> None:
@@ -324,13 +346,23 @@ def kill_job(ctx: click.Context, job: str, remove: bool) -> None:
         click.echo(f"job {answer['name']} had already {answer.get('state')}; nothing to kill")
 
 
-@cli.command(short_help="Stop the job. -rm will remove the job from history.")
+@cli.command(short_help="Stop the job (or `kill experiment NAME`). -rm will remove the job from history.")
 @click.option("-rm", "--rm", "remove", is_flag=True, help="Also remove the job from the history.")
-@click.argument("job", shell_complete=complete_jobs)
+@click.argument("what", nargs=-1, required=True, metavar="JOB | experiment NAME", shell_complete=complete_jobs)
 @click.pass_context
-def kill(ctx: click.Context, job: str, remove: bool) -> None:
-    """Stop every worker of JOB; with -rm also forget the job (its files stay on the PFS)."""
-    kill_job(ctx, job, remove)
+def kill(ctx: click.Context, what: tuple[str, ...], remove: bool) -> None:
+    """Stop every worker of JOB; with -rm also forget the job (its files stay on the PFS).
+
+    `kill experiment NAME` stops an experiment: no more trials, and every trial still waiting or running is killed."""
+    if len(what) == 2 and what[0] == "experiment":
+        if remove:
+            raise UsageProblem("-rm: an experiment is killed, never removed")
+        answer = experiments.kill(session_of(ctx), what[1])
+        click.echo(f"experiment {answer['name']} killed")
+        return
+    if len(what) != 1:
+        raise UsageProblem("kill takes one JOB, or `experiment NAME`")
+    kill_job(ctx, what[0], remove)
 
 
 @delete.command("job", short_help="Kill a job and remove it from the history (kill -rm).")

@@ -12,6 +12,7 @@ from paddlecloud.ctl import (
     cmd_build,
     cmd_config,
     cmd_describe,
+    cmd_experiments,
     cmd_files,
     cmd_help,
     cmd_images,
@@ -23,8 +24,8 @@ from paddlecloud.ctl import (
 from paddlecloud.ctl.app import cli
 
 COMMAND_MODULES = (
-    cmd_jobs, cmd_describe, cmd_queue, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account, cmd_usage,
-    cmd_config, cmd_help,
+    cmd_jobs, cmd_describe, cmd_experiments, cmd_queue, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account,
+    cmd_usage, cmd_config, cmd_help,
 )
 
 __all__ = ["COMMAND_MODULES", "cli"]

@@ -59,6 +59,7 @@ def submit(
     flags: dict[str, str] | None = None,
     dry_run: bool = False,
     before_create: Callable[[dict[str, Any]], None] | None = None,
+    create: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], Summary | None]:
     """Check the spec, ask the portal (a dry run), upload a local package directory, and create the job.
 
@@ -66,7 +67,9 @@ def submit(
     uploads nothing. If the job is still refused after the upload (something changed in between),
     what the upload added is removed again. dry_run=True stops after the dry run and returns its answer.
     before_create(body): called once the package is in place, just before the job is created (`-build`
-    requests the image build there and names it in the body).
+    requests the image build there and names it in the body). create(body): what is made of the checked body
+    instead of one job (`submit -sweep`: an experiment whose trials run the package); refused, the upload is
+    removed as a refused job's is.
     """
     body = {k: v for k, v in spec.items() if v is not None}
     body.setdefault("datacenter", session.portal_datacenter)
@@ -89,12 +92,12 @@ def submit(
     if dry_run:
         return checked, None
     if local is None:
-        return _create(session, body, flags, before_create), None
+        return _create(session, body, flags, before_create, create), None
     files = Files(session)
     before = _before_upload(files, body["package"])
     summary = files.copy([str(local) + "/"], body["package"] + "/", progress, chunk_size, package=True)
     try:
-        job = _create(session, body, flags, before_create)
+        job = _create(session, body, flags, before_create, create)
     except APIError:
         _remove_added(files, body["package"], before)
         raise
@@ -106,11 +109,14 @@ def _create(
     body: dict[str, Any],
     flags: dict[str, str] | None,
     before_create: Callable[[dict[str, Any]], None] | None,
+    create: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """before_create, then the job; a build it requested for a job the portal then refuses is cancelled
     (before the caller removes the uploaded package: no job waits for it, nothing builds a half-removed folder)."""
     if before_create:
         before_create(body)
+    if create is not None:
+        return create(body)
     # One key for this submission: a retry after a lost answer (or a 502-504) gets the job it created.
     key = {"Idempotency-Key": uuid.uuid4().hex}
     try:

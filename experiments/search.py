@@ -1,0 +1,188 @@
+"""A sweep, pure: its keys checked (each problem names its key), and the trials its search makes.
+
+    name: lr-sweep                  # the experiment's name (a-z, 0-9, '-'; at most 34: trials are <name>-<index>)
+    params:                         # each param: `values: [...]`, or `min`/`max` with `log` and `integer`
+      lr: {min: 0.0001, max: 0.1, log: true}
+      batch: {values: [32, 64]}
+    search: grid | random           # grid: every combination of `values`; random: `max_trials` draws from `seed`
+    max_trials: 8                   # random: how many; grid: at most this many of the combinations (default all)
+    parallel: 2                     # most trials running at once (each is an ordinary job: quota, fair share apply)
+    seed: 0
+    metric: {name: loss, goal: minimize}   # what paddlecloud.metrics.log reports; the best trial is by it
+
+The same file makes the same trials: random draws come from `seed` alone. ASHA (early stopping by the metric)
+is refused for now with a message that says so; grid and random run to their end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from paddlecloud.contract.metricline import valid_name
+from paddlecloud.contract.spec import ParamValue, params_problem
+
+MAX_TRIALS = 10_000
+MAX_PARALLEL = 100  # the most trials of one experiment queued or running at once (a user's queue bound is 100)
+MAX_NAME = 34  # "<name>-9999" is a 40-character job name
+MAX_VALUES = 1000  # values of one param
+KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric"}
+SEARCHES = ("grid", "random")
+GOALS = ("minimize", "maximize")
+_NAME = re.compile(r"[a-z]([-a-z0-9]{0,32}[a-z0-9])?")
+
+
+class SweepProblem(ValueError):
+    """A key of the sweep breaks its rule: `key` names it (`params.lr.min`), the message says the rule."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key, self.message = key, message
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    goal: str = "minimize"
+
+    def better(self, a: float, b: float) -> bool:
+        return a < b if self.goal == "minimize" else a > b
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    params: dict[str, dict[str, Any]]
+    search: str = "grid"
+    max_trials: int | None = None
+    parallel: int = 1
+    seed: int = 0
+    metric: Metric | None = None
+    trials: list[dict[str, ParamValue]] = field(default_factory=list)
+
+
+def _int(raw: Mapping[str, Any], key: str, low: int, high: int, default: int | None) -> int | None:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SweepProblem(key, f"must be an integer from {low} to {high}")
+    return value
+
+
+def _number(key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SweepProblem(key, "must be a finite number")
+    return float(value)
+
+
+def _param(name: str, spec: object) -> dict[str, Any]:
+    key = f"params.{name}"
+    if not isinstance(spec, dict):
+        raise SweepProblem(key, "must be {values: [...]} or {min, max, log, integer}")
+    unknown = sorted(set(spec) - {"values", "min", "max", "log", "integer"})
+    if unknown:
+        raise SweepProblem(f"{key}.{unknown[0]}", "unknown key; a param takes values, or min, max, log and integer")
+    if "values" in spec:
+        if set(spec) != {"values"}:
+            raise SweepProblem(key, "values or min/max, not both")
+        return _values(name, spec["values"])
+    return _range(key, spec)
+
+
+def _values(name: str, values: object) -> dict[str, Any]:
+    key = f"params.{name}.values"
+    if not isinstance(values, list) or not 1 <= len(values) <= MAX_VALUES:
+        raise SweepProblem(key, f"must be a list of 1 to {MAX_VALUES} values")
+    problem = next((p for p in (params_problem({name: value}) for value in values) if p), None)
+    if problem:
+        raise SweepProblem(key, problem[1])
+    return {"values": list(values)}
+
+
+def _range(key: str, spec: dict[str, Any]) -> dict[str, Any]:
+    if "min" not in spec or "max" not in spec:
+        raise SweepProblem(key, "must have values, or both min and max")
+    low, high = _number(f"{key}.min", spec["min"]), _number(f"{key}.max", spec["max"])
+    if low > high:
+        raise SweepProblem(f"{key}.min", "must not be above max")
+    for flag in ("log", "integer"):
+        if not isinstance(spec.get(flag, False), bool):
+            raise SweepProblem(f"{key}.{flag}", "must be true or false")
+    if spec.get("log") and low <= 0:
+        raise SweepProblem(f"{key}.min", "must be above 0 with log: true")
+    return {"min": low, "max": high, "log": bool(spec.get("log")), "integer": bool(spec.get("integer"))}
+
+
+def _metric(raw: object) -> Metric | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"name", "goal"} or not isinstance(raw.get("name"), str):
+        raise SweepProblem("metric", "must be {name: <a metric paddlecloud.metrics.log reports>, goal: ...}")
+    if not valid_name(raw["name"]):
+        raise SweepProblem("metric.name", "a metric's name: 1 to 64 printable characters, as metrics.log takes it")
+    goal = raw.get("goal", "minimize")
+    if goal not in GOALS:
+        raise SweepProblem("metric.goal", f"must be one of {', '.join(GOALS)}")
+    return Metric(raw["name"], goal)
+
+
+def _draw(spec: dict[str, Any], rng: random.Random) -> ParamValue:
+    if "values" in spec:
+        value: ParamValue = rng.choice(spec["values"])
+        return value
+    low, high = spec["min"], spec["max"]
+    drawn = math.exp(rng.uniform(math.log(low), math.log(high))) if spec["log"] else rng.uniform(low, high)
+    return round(drawn) if spec["integer"] else drawn
+
+
+def _grid(params: dict[str, dict[str, Any]], most: int | None) -> list[dict[str, ParamValue]]:
+    for name, spec in params.items():
+        if "values" not in spec:
+            raise SweepProblem(f"params.{name}", "a grid needs values (min/max is for search: random)")
+    size = math.prod(len(spec["values"]) for spec in params.values())
+    if size > MAX_TRIALS and (most is None or most > MAX_TRIALS):
+        raise SweepProblem("params", f"the grid has {size} combinations; at most {MAX_TRIALS} (or set max_trials)")
+    names = list(params)
+    combos = itertools.islice(itertools.product(*(params[n]["values"] for n in names)), most or size)
+    return [dict(zip(names, combo, strict=True)) for combo in combos]
+
+
+def parse(raw: object) -> Sweep:
+    """The sweep `raw` (a mapping, as JSON or YAML gives it) checked, with its trials; SweepProblem naming the key."""
+    if not isinstance(raw, dict):
+        raise SweepProblem("sweep", "must be an object of the keys " + ", ".join(sorted(KEYS)))
+    unknown = sorted(set(raw) - KEYS - {"template"})
+    if unknown:
+        raise SweepProblem(str(unknown[0])[:40], "unknown key; a sweep takes " + ", ".join(sorted(KEYS)))
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise SweepProblem("name", f"a-z first, then a-z, 0-9 or '-', not '-' last, at most {MAX_NAME} characters")
+    search = raw.get("search", "grid")
+    if search == "asha":
+        raise SweepProblem("search", "asha is not available yet; use grid or random")
+    if search not in SEARCHES:
+        raise SweepProblem("search", f"must be one of {', '.join(SEARCHES)}")
+    params_raw = raw.get("params")
+    if not isinstance(params_raw, dict) or not params_raw:
+        raise SweepProblem("params", "must name at least one param")
+    bad = params_problem(dict.fromkeys(params_raw, 0))  # the names and their count, by the job spec's own rule
+    if bad:
+        raise SweepProblem(bad[0], bad[1])
+    params = {str(n): _param(str(n), spec) for n, spec in params_raw.items()}
+    most = _int(raw, "max_trials", 1, MAX_TRIALS, None)
+    seed = _int(raw, "seed", 0, 2**32 - 1, 0) or 0
+    if search == "random":
+        if most is None:
+            raise SweepProblem("max_trials", "required with search: random")
+        rng = random.Random(seed)  # noqa: S311 - a reproducible draw from the sweep's seed, not a secret
+        trials = [{n: _draw(spec, rng) for n, spec in params.items()} for _ in range(most)]
+    else:
+        trials = _grid(params, most)
+    parallel = _int(raw, "parallel", 1, MAX_PARALLEL, 1) or 1
+    return Sweep(name, params, search, most, parallel, seed, _metric(raw.get("metric")), trials)

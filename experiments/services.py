@@ -1,0 +1,163 @@
+"""Every write to experiments: create (the sweep and the template checked, then the rows), advance (the ended
+trials recorded, the next ones submitted up to `parallel`, the experiment ended once every trial has) and kill.
+
+Each trial is an ordinary job submitted through jobs.services, so the scheduler treats it as any other (quota,
+fair share, priority, preemption); `parallel` only caps how many of the experiment's trials wait or run at once.
+`advance` is safe to run twice or at once: it holds the experiment's row while it decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import string
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.errors import Conflict, DomainError, Invalid
+from experiments import search
+from experiments.models import Experiment, ExperimentState, Trial
+from experiments.summary import summarize
+from jobs import services as jobs
+from jobs.models import TERMINAL_STATES, Job, JobState
+
+log = logging.getLogger(__name__)
+
+WAITING, REFUSED = "waiting", "refused"
+FINAL = {REFUSED, *TERMINAL_STATES}
+_TEMPLATE_SET_BY_SWEEP = ("jobname", "params")
+
+
+class InvalidTemplate(Invalid):
+    """The template breaks the job spec's rules: `problems` holds each `template.<field>`'s messages."""
+
+    def __init__(self, problems: Mapping[str, Any]) -> None:
+        super().__init__([f"{field}: {problem}" for field, found in problems.items() for problem in found])
+        self.problems = problems
+
+
+def trial_spec(template: Mapping[str, Any], name: str, index: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The job spec of trial `index`: the template, its name `<experiment>-<index>`, and its params."""
+    return {**template, "jobname": f"{name}-{index}", "params": dict(params)}
+
+
+def _checked_template(user: User, sweep: search.Sweep, template: object) -> Any:
+    """The first trial as a dry run: the spec's rules, the datacenter, the quota and the package, as a job's."""
+    if not isinstance(template, dict):
+        raise Invalid("must be an object: the job spec every trial is made from", "template")
+    for key in _TEMPLATE_SET_BY_SWEEP:
+        if key in template:
+            raise Invalid("the sweep sets it for each trial", f"template.{key}")
+    try:
+        return jobs.submit_request(user, trial_spec(template, sweep.name, 0, sweep.trials[0]), check_only=True)
+    except jobs.InvalidSpec as exc:
+        raise InvalidTemplate({f"template.{field}": found for field, found in exc.problems.items()}) from None
+    except DomainError as exc:
+        exc.field = f"template.{exc.field}" if exc.field else "template"
+        raise
+
+
+def create(user: User, data: Mapping[str, Any]) -> Experiment:
+    """The experiment and its trials (none submitted yet: the caller has `advance` submit them once committed)."""
+    try:
+        sweep = search.parse(dict(data))
+    except search.SweepProblem as exc:
+        raise Invalid(exc.message, exc.key) from None
+    template = data.get("template")
+    checked = _checked_template(user, sweep, template).checked
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+    stored = {key: value for key, value in data.items() if key != "template"}
+    try:
+        with transaction.atomic():
+            experiment = Experiment.objects.create(
+                uid=f"{sweep.name}-{suffix}", name=sweep.name, owner=user, datacenter=checked.datacenter,
+                template=dict(template or {}), sweep=stored,
+            )  # fmt: skip
+            Trial.objects.bulk_create(
+                Trial(experiment=experiment, index=i, params=params) for i, params in enumerate(sweep.trials)
+            )
+    except IntegrityError:
+        raise Conflict(f"an experiment named {sweep.name} is running; kill it or choose another name", "name") from None
+    return experiment
+
+
+def _record_ended(experiment: Experiment, metric: search.Metric | None) -> None:
+    """Trials whose job ended since the last look: their state, and their metric read once from its file."""
+    for trial in experiment.trials.select_related("job", "job__datacenter", "job__owner").exclude(
+        state__in=FINAL
+    ).exclude(job=None):
+        job = trial.job
+        assert job is not None
+        if job.state in TERMINAL_STATES and job.released:
+            best, last, steps = summarize(job, metric) if metric else (None, None, None)
+            Trial.objects.filter(pk=trial.pk).update(state=job.state, message=job.message[:500], best=best,
+                                                     last=last, steps=steps)  # fmt: skip
+        elif job.state != trial.state and job.state not in TERMINAL_STATES:  # final only once released (above)
+            Trial.objects.filter(pk=trial.pk).update(state=job.state)
+
+
+def _submit(trial: Trial, experiment: Experiment, name: str) -> None:
+    spec = trial_spec(experiment.template, name, trial.index, trial.params)
+    try:
+        done = jobs.submit_request(experiment.owner, spec)
+    except jobs.InvalidSpec as exc:
+        trial.state, trial.message = REFUSED, str(exc)[:500]
+    except DomainError as exc:
+        trial.state, trial.message = REFUSED, f"{exc.field or 'job'}: {exc.message}"[:500]
+    else:
+        trial.job, trial.state = done.job, done.job.state
+    trial.save(update_fields=["job", "state", "message"])
+
+
+def _end_if_done(experiment: Experiment, trials: list[Trial]) -> None:
+    if any(t.state not in FINAL for t in trials):
+        return
+    succeeded = [t for t in trials if t.state == JobState.SUCCEEDED]
+    state = ExperimentState.SUCCEEDED if succeeded else ExperimentState.FAILED
+    message = f"{len(succeeded)} of {len(trials)} trials succeeded"
+    Experiment.objects.filter(pk=experiment.pk, state=ExperimentState.RUNNING).update(
+        state=state, message=message, finished_at=timezone.now()
+    )
+
+
+def advance(experiment_id: int) -> None:
+    """Record the trials that ended, submit the next ones up to `parallel`, and end the experiment when all did."""
+    experiment = Experiment.objects.filter(pk=experiment_id, state=ExperimentState.RUNNING).first()
+    if experiment is None:
+        return
+    sweep = search.parse(experiment.sweep)
+    _record_ended(experiment, sweep.metric)  # reads files: outside the row lock below
+    with transaction.atomic():
+        experiment = (
+            Experiment.objects.select_for_update().select_related("owner").filter(pk=experiment_id).first()
+        )
+        if experiment is None or experiment.state != ExperimentState.RUNNING:
+            return
+        trials = list(experiment.trials.all())
+        active = sum(1 for t in trials if t.state not in FINAL and t.state != WAITING)
+        for trial in [t for t in trials if t.state == WAITING][: max(sweep.parallel - active, 0)]:
+            _submit(trial, experiment, sweep.name)
+        _end_if_done(experiment, trials)
+
+
+def kill(experiment: Experiment) -> Experiment:
+    """Killed: no trial is submitted any more, and each trial's job that still waits or runs is killed."""
+    with transaction.atomic():
+        changed = Experiment.objects.filter(pk=experiment.pk, state=ExperimentState.RUNNING).update(
+            state=ExperimentState.KILLED, message="killed by its owner", finished_at=timezone.now()
+        )
+        if not changed:
+            experiment.refresh_from_db()
+            raise Conflict(f"experiment {experiment.name} is {experiment.state}", "state")
+        never = Trial.objects.filter(experiment=experiment, state=WAITING)
+        never.update(state=REFUSED, message="never submitted: the experiment was killed")
+    for job in Job.objects.filter(pk__in=experiment.trials.exclude(job=None).values("job")).exclude(
+        state__in=TERMINAL_STATES
+    ):
+        jobs.kill(job)
+    experiment.refresh_from_db()
+    return experiment

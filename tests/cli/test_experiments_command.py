@@ -1,0 +1,56 @@
+"""`paddlectl submit -sweep` uploads the package once and starts an experiment whose trials run it with their
+params; `get experiments`, `get experiment NAME` (best first) and `kill experiment NAME`, against the live portal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiments.models import Experiment
+from jobs.models import Job
+from tests.cli.conftest import Portal, one_line_error
+from tests.wait import wait_for
+from tests.workers import WorkerProcess
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TRAIN = """\
+import paddlecloud
+from paddlecloud import metrics
+p = paddlecloud.params()
+metrics.log(step=0, loss=abs(p["lr"] - 0.03))
+metrics.flush()
+"""
+SWEEP = """\
+name: lrs
+params:
+  lr: {values: [0.01, 0.03, 0.1]}
+parallel: 3
+metric: {name: loss, goal: minimize}
+"""
+
+
+def test_a_sweep_from_the_command_line_runs_and_shows_its_best_trial(
+    portal: Portal, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "train.py").write_text(TRAIN)
+    (tmp_path / "sweep.yaml").write_text(SWEEP)
+    result = portal.run("submit", "-sweep", str(tmp_path / "sweep.yaml"), "-entry", "python train.py",
+                        "-cpu", "0.5", "-parallelism", "1", str(package))  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "experiment lrs submitted: 3 trials" in result.stdout
+    wait_for(lambda: Experiment.objects.exclude(state="running").first(), "the sweep to end", 300, watch=worker)
+    listed = portal.run("get", "experiments").stdout
+    assert "lrs" in listed and "succeeded" in listed and "3/3" in listed and "0 (trial 1)" in listed
+    shown = portal.run("get", "experiment", "lrs").stdout.splitlines()
+    assert shown[0].startswith("lrs  succeeded  3/3 succeeded  metric loss")
+    assert shown[2].split()[:3] == ["1", "lr=0.03", "succeeded"]  # the best first
+    assert sorted(Job.objects.values_list("name", flat=True)) == ["lrs-0", "lrs-1", "lrs-2"]
+    assert all(j.spec["package"] == "/pfs/local/home/alice/jobs/lrs" for j in Job.objects.all())
+    refused = portal.run("kill", "experiment", "lrs")
+    assert refused.exit_code == 1 and "experiment lrs is succeeded" in one_line_error(refused)
+    bad = portal.run("submit", "-sweep", str(tmp_path / "sweep.yaml"), "-param", "lr=1", "-entry", "x", str(package))
+    assert bad.exit_code == 2 and "-param: with -sweep" in one_line_error(bad)

@@ -1,0 +1,93 @@
+"""The experiments API: a sweep over a job template checked with its key named, trials submitted up to `parallel`
+as ordinary jobs, the next ones as trials end, kill, and nobody else's experiment to see (404)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from datacenters.models import Datacenter
+from experiments import services
+from experiments.models import Experiment
+from jobs import services as jobs
+from jobs.models import Job, JobState
+from tests.jobs.conftest import put_package
+
+TEMPLATE: dict[str, Any] = {"entry": "python train.py", "parallelism": 1, "pservers": 0, "cpu": "0.5"}
+SWEEP: dict[str, Any] = {
+    "name": "lr-sweep",
+    "params": {"lr": {"values": [0.01, 0.03]}, "batch": {"values": [32, 64]}},
+    "parallel": 2,
+    "metric": {"name": "loss", "goal": "minimize"},
+}
+
+
+@pytest.fixture
+def package(local_dc: Datacenter, alice: User, tmp_path: Path) -> str:
+    source = tmp_path / "sweep"
+    source.mkdir()
+    (source / "train.py").write_text("print('hello')\n")
+    put_package(local_dc, alice, "lr-sweep", source)
+    return "/pfs/local/home/alice/jobs/lr-sweep"  # as the user names it
+
+
+def body(package: str, **change: Any) -> dict[str, Any]:
+    """The sweep with `change`; a template given as an object gets the package too."""
+    template = change.pop("template", TEMPLATE)
+    return {**SWEEP, "template": {**template, "package": package} if isinstance(template, dict) else template, **change}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"search": "asha"}, "search", "asha is not available yet"),
+        ({"params": {"lr": {"values": []}}}, "params.lr.values", "a list of 1 to 1000"),
+        ({"template": {**TEMPLATE, "cpu": "lots"}}, "template.cpu", "is not a quantity"),
+        ({"template": {**TEMPLATE, "params": {"lr": 1}}}, "template.params", "the sweep sets it"),
+        ({"template": "python train.py"}, "template", "must be an object"),
+        ({"template": {**TEMPLATE, "cpu": "512"}}, "template.quota", "could never start"),
+    ],
+)
+def test_a_bad_sweep_or_template_is_a_400_naming_it_and_creates_nothing(
+    alice_api: APIClient, package: str, change: dict[str, Any], field: str, words: str
+) -> None:
+    response = alice_api.post("/api/v1/experiments", body(package, **change), format="json")
+    assert response.status_code == 400, response.json()
+    errors = response.json()["errors"]
+    assert any(e["field"] == field and words in e["message"] for e in errors), errors
+    assert not Experiment.objects.exists() and not Job.objects.exists()
+
+
+def test_trials_are_submitted_up_to_parallel_and_the_next_as_they_end(
+    alice_api: APIClient, bob_api: APIClient, package: str
+) -> None:
+    created = alice_api.post("/api/v1/experiments", body(package), format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["trials"] == {"total": 4, "waiting": 4} and created.json()["state"] == "running"
+    experiment = Experiment.objects.get()
+    services.advance(experiment.pk)
+    services.advance(experiment.pk)  # twice: still two at once
+    jobs_made = Job.objects.order_by("name")
+    assert [j.name for j in jobs_made] == ["lr-sweep-0", "lr-sweep-1"]
+    assert jobs_made[0].spec["params"] == {"lr": 0.01, "batch": 32} and jobs_made[0].spec["package"] == package
+    jobs.kill(jobs_made[0])
+    Job.objects.filter(pk=jobs_made[0].pk).update(released=True)  # as the reconciler does once nothing runs
+    services.advance(experiment.pk)
+    assert sorted(Job.objects.values_list("name", flat=True)) == ["lr-sweep-0", "lr-sweep-1", "lr-sweep-2"]
+    trials = alice_api.get("/api/v1/experiments/lr-sweep/trials?ordering=index").json()["results"]
+    assert [(t["index"], t["state"]) for t in trials] == [
+        (0, "killed"), (1, "queued"), (2, "queued"), (3, "waiting"),
+    ]  # fmt: skip
+    assert bob_api.get("/api/v1/experiments/lr-sweep").status_code == 404
+    assert bob_api.post("/api/v1/experiments/lr-sweep/kill").status_code == 404
+    again = alice_api.post("/api/v1/experiments", body(package), format="json")
+    assert again.status_code == 409 and again.json()["errors"][0]["field"] == "name"
+    killed = alice_api.post("/api/v1/experiments/lr-sweep/kill").json()
+    assert killed["state"] == "killed"
+    assert set(Job.objects.values_list("state", flat=True)) == {JobState.KILLED}
+    assert alice_api.post("/api/v1/experiments/lr-sweep/kill").status_code == 409
+    assert alice_api.get("/api/v1/experiments/lr-sweep/trials?ordering=colour").status_code == 400
