@@ -44,7 +44,9 @@ class Trial(models.Model):
     params = models.JSONField()
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     state = models.CharField(
-        max_length=20, default="waiting", help_text="waiting (not submitted yet), refused, or its job's state."
+        max_length=20,
+        default="waiting",
+        help_text="waiting (not submitted yet), refused, removed (its job was), or its job's state.",
     )
     message = models.CharField(max_length=500, blank=True, default="")
     best = models.FloatField(null=True, blank=True, help_text="The best value of the experiment's metric it logged.")

@@ -27,8 +27,8 @@ from jobs.models import TERMINAL_STATES, Job, JobState
 
 log = logging.getLogger(__name__)
 
-WAITING, REFUSED = "waiting", "refused"
-FINAL = {REFUSED, *TERMINAL_STATES}
+WAITING, REFUSED, REMOVED = "waiting", "refused", "removed"
+FINAL = {REFUSED, REMOVED, *TERMINAL_STATES}
 _TEMPLATE_SET_BY_SWEEP = ("jobname", "params")
 
 
@@ -86,7 +86,10 @@ def create(user: User, data: Mapping[str, Any]) -> Experiment:
 
 
 def _record_ended(experiment: Experiment, metric: search.Metric | None) -> None:
-    """Trials whose job ended since the last look: their state, and their metric read once from its file."""
+    """Trials whose job ended since the last look: their state, and their metric read once from its file. A trial
+    whose job its owner removed (`kill -rm`) has ended too."""
+    gone = experiment.trials.filter(job=None).exclude(state__in=[*FINAL, WAITING])
+    gone.update(state=REMOVED, message="its job was removed")
     for trial in experiment.trials.select_related("job", "job__datacenter", "job__owner").exclude(
         state__in=FINAL
     ).exclude(job=None):

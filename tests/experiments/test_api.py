@@ -91,3 +91,21 @@ def test_trials_are_submitted_up_to_parallel_and_the_next_as_they_end(
     assert set(Job.objects.values_list("state", flat=True)) == {JobState.KILLED}
     assert alice_api.post("/api/v1/experiments/lr-sweep/kill").status_code == 409
     assert alice_api.get("/api/v1/experiments/lr-sweep/trials?ordering=colour").status_code == 400
+
+
+def test_a_trial_whose_job_was_removed_has_ended_and_the_experiment_can_end(
+    alice_api: APIClient, package: str
+) -> None:
+    created = alice_api.post("/api/v1/experiments", body(package, params={"lr": {"values": [0.1]}}), format="json")
+    assert created.status_code == 201, created.json()
+    experiment = Experiment.objects.get()
+    services.advance(experiment.pk)
+    job = Job.objects.get()
+    jobs.kill(job)
+    jobs.remove(Job.objects.get(pk=job.pk))  # `kill -rm`: the row goes once released, or at once
+    Job.objects.filter(pk=job.pk).update(released=True)
+    Job.objects.filter(pk=job.pk).delete()
+    services.advance(experiment.pk)
+    experiment.refresh_from_db()
+    assert (experiment.state, experiment.message) == ("failed", "0 of 1 trials succeeded")
+    assert list(experiment.trials.values_list("state", "message")) == [("removed", "its job was removed")]
