@@ -75,9 +75,12 @@ def _int(raw: Mapping[str, Any], key: str, low: int, high: int, default: int | N
     return value
 
 
+MAX_BOUND = 1e15  # of a range: its span stays finite, and an integer drawn from it fits 64 bits
+
+
 def _number(key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise SweepProblem(key, "must be a finite number")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not abs(value) <= MAX_BOUND:
+        raise SweepProblem(key, f"must be a number from {-MAX_BOUND:g} to {MAX_BOUND:g}")  # NaN fails <= too
     return float(value)
 
 
@@ -151,6 +154,11 @@ def _grid(params: dict[str, dict[str, Any]], most: int | None) -> list[dict[str,
     names = list(params)
     combos = itertools.islice(itertools.product(*(params[n]["values"] for n in names)), most or size)
     return [dict(zip(names, combo, strict=True)) for combo in combos]
+
+
+def running_settings(raw: Mapping[str, Any]) -> tuple[int, Metric | None]:
+    """`parallel` and the metric of a sweep already checked (as stored), without drawing its trials again."""
+    return int(raw.get("parallel") or 1), _metric(raw.get("metric"))
 
 
 def parse(raw: object) -> Sweep:

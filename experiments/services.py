@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core.errors import Conflict, DomainError, Invalid
+from core.errors import Conflict, DomainError, Invalid, Unavailable
 from experiments import search
 from experiments.models import Experiment, ExperimentState, Trial
 from experiments.summary import summarize
@@ -27,6 +27,8 @@ from jobs.models import TERMINAL_STATES, Job, JobState
 
 log = logging.getLogger(__name__)
 
+MAX_SUBMITS = 10  # trials one advance submits at most (it holds the experiment's row meanwhile); it says "more"
+MAX_RUNNING = 20  # running experiments per user
 WAITING, REFUSED, REMOVED = "waiting", "refused", "removed"
 FINAL = {REFUSED, REMOVED, *TERMINAL_STATES}
 _TEMPLATE_SET_BY_SWEEP = ("jobname", "params")
@@ -52,6 +54,8 @@ def _checked_template(user: User, sweep: search.Sweep, template: object) -> Any:
     for key in _TEMPLATE_SET_BY_SWEEP:
         if key in template:
             raise Invalid("the sweep sets it for each trial", f"template.{key}")
+    if not template.get("package"):
+        raise Invalid("required: the folder every trial runs (paddlectl submit -sweep uploads it)", "template.package")
     try:
         return jobs.submit_request(user, trial_spec(template, sweep.name, 0, sweep.trials[0]), check_only=True)
     except jobs.InvalidSpec as exc:
@@ -67,6 +71,8 @@ def create(user: User, data: Mapping[str, Any]) -> Experiment:
         sweep = search.parse(dict(data))
     except search.SweepProblem as exc:
         raise Invalid(exc.message, exc.key) from None
+    if Experiment.objects.filter(owner=user, state=ExperimentState.RUNNING).count() >= MAX_RUNNING:
+        raise Invalid(f"you have {MAX_RUNNING} running experiments, the most; kill one or let one end", "name")
     template = data.get("template")
     checked = _checked_template(user, sweep, template).checked
     suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
@@ -85,66 +91,77 @@ def create(user: User, data: Mapping[str, Any]) -> Experiment:
     return experiment
 
 
-def _record_ended(experiment: Experiment, metric: search.Metric | None) -> None:
+def _record_ended(experiment_id: int, metric: search.Metric | None) -> None:
     """Trials whose job ended since the last look: their state, and their metric read once from its file. A trial
-    whose job its owner removed (`kill -rm`) has ended too."""
-    gone = experiment.trials.filter(job=None).exclude(state__in=[*FINAL, WAITING])
-    gone.update(state=REMOVED, message="its job was removed")
-    for trial in experiment.trials.select_related("job", "job__datacenter", "job__owner").exclude(
-        state__in=FINAL
-    ).exclude(job=None):
+    whose job its owner removed (`kill -rm`) has ended too. A final state is never written over."""
+    trials = Trial.objects.filter(experiment_id=experiment_id).exclude(state__in=[*FINAL, WAITING])
+    trials.filter(job=None).update(state=REMOVED, message="its job was removed")
+    for trial in trials.exclude(job=None).select_related("job", "job__datacenter", "job__owner"):
         job = trial.job
         assert job is not None
+        still = Trial.objects.filter(pk=trial.pk).exclude(state__in=FINAL)
         if job.state in TERMINAL_STATES and job.released:
             best, last, steps = summarize(job, metric) if metric else (None, None, None)
-            Trial.objects.filter(pk=trial.pk).update(state=job.state, message=job.message[:500], best=best,
-                                                     last=last, steps=steps)  # fmt: skip
+            still.update(state=job.state, message=job.message[:500], best=best, last=last, steps=steps)
         elif job.state != trial.state and job.state not in TERMINAL_STATES:  # final only once released (above)
-            Trial.objects.filter(pk=trial.pk).update(state=job.state)
+            still.update(state=job.state)
 
 
-def _submit(trial: Trial, experiment: Experiment, name: str) -> None:
-    spec = trial_spec(experiment.template, name, trial.index, trial.params)
+def _waits(exc: DomainError) -> bool:
+    """A refusal that passes: storage away for now, or the owner's queue full (their other jobs will leave it)."""
+    return isinstance(exc, Unavailable) or (isinstance(exc, Invalid) and exc.field == "queue")
+
+
+def _submit(trial: Trial, experiment: Experiment) -> bool:
+    """Submit the trial's job; False (the trial still waits) where the refusal passes."""
+    spec = trial_spec(experiment.template, experiment.name, trial.index, trial.params)
     try:
         done = jobs.submit_request(experiment.owner, spec)
     except jobs.InvalidSpec as exc:
         trial.state, trial.message = REFUSED, str(exc)[:500]
     except DomainError as exc:
+        if _waits(exc):
+            return False
         trial.state, trial.message = REFUSED, f"{exc.field or 'job'}: {exc.message}"[:500]
     else:
         trial.job, trial.state = done.job, done.job.state
     trial.save(update_fields=["job", "state", "message"])
+    return True
 
 
-def _end_if_done(experiment: Experiment, trials: list[Trial]) -> None:
-    if any(t.state not in FINAL for t in trials):
+def _end_if_done(experiment: Experiment) -> None:
+    trials = experiment.trials
+    if trials.exclude(state__in=FINAL).exists():
         return
-    succeeded = [t for t in trials if t.state == JobState.SUCCEEDED]
+    total, succeeded = trials.count(), trials.filter(state=JobState.SUCCEEDED).count()
     state = ExperimentState.SUCCEEDED if succeeded else ExperimentState.FAILED
-    message = f"{len(succeeded)} of {len(trials)} trials succeeded"
     Experiment.objects.filter(pk=experiment.pk, state=ExperimentState.RUNNING).update(
-        state=state, message=message, finished_at=timezone.now()
+        state=state, message=f"{succeeded} of {total} trials succeeded", finished_at=timezone.now()
     )
 
 
-def advance(experiment_id: int) -> None:
-    """Record the trials that ended, submit the next ones up to `parallel`, and end the experiment when all did."""
-    experiment = Experiment.objects.filter(pk=experiment_id, state=ExperimentState.RUNNING).first()
+def advance(experiment_id: int) -> bool:
+    """Record the trials that ended, submit the next ones up to `parallel` (at most MAX_SUBMITS a pass, so the row
+    lock is short), and end the experiment when all did. True: more trials may be submitted now (call again)."""
+    experiment = Experiment.objects.filter(pk=experiment_id).first()
     if experiment is None:
-        return
-    sweep = search.parse(experiment.sweep)
-    _record_ended(experiment, sweep.metric)  # reads files: outside the row lock below
+        return False
+    parallel, metric = search.running_settings(experiment.sweep)
+    _record_ended(experiment_id, metric)  # reads files, outside the lock; a killed experiment's trials end too
     with transaction.atomic():
-        experiment = (
-            Experiment.objects.select_for_update().select_related("owner").filter(pk=experiment_id).first()
-        )
-        if experiment is None or experiment.state != ExperimentState.RUNNING:
-            return
-        trials = list(experiment.trials.all())
-        active = sum(1 for t in trials if t.state not in FINAL and t.state != WAITING)
-        for trial in [t for t in trials if t.state == WAITING][: max(sweep.parallel - active, 0)]:
-            _submit(trial, experiment, sweep.name)
-        _end_if_done(experiment, trials)
+        locked = Experiment.objects.select_for_update(of=("self",)).filter(pk=experiment_id)
+        experiment = locked.filter(state=ExperimentState.RUNNING).select_related("owner").first()
+        if experiment is None:
+            return False
+        room = max(parallel - experiment.trials.exclude(state__in=[*FINAL, WAITING]).count(), 0)
+        batch = list(experiment.trials.filter(state=WAITING).order_by("index")[: min(room, MAX_SUBMITS)])
+        submitted = 0
+        for trial in batch:
+            if not _submit(trial, experiment):
+                break
+            submitted += 1
+        _end_if_done(experiment)
+    return submitted == MAX_SUBMITS and room > MAX_SUBMITS
 
 
 def kill(experiment: Experiment) -> Experiment:

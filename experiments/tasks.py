@@ -8,6 +8,7 @@ from typing import Any
 
 from celery import shared_task
 from django.db import transaction
+from django.db.models import Q
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from experiments import services
@@ -18,13 +19,20 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="experiments.advance", acks_late=True, ignore_result=True)
 def advance(experiment_id: int) -> None:
-    services.advance(experiment_id)
+    if services.advance(experiment_id):  # more trials to submit now: another pass, as a message of its own
+        advance.delay(experiment_id)
 
 
 @shared_task(name="experiments.advance_all", ignore_result=True)
 def advance_all() -> None:
-    for experiment_id in Experiment.objects.filter(state=ExperimentState.RUNNING).values_list("pk", flat=True):
-        services.advance(experiment_id)
+    """Every running experiment, and every other one with a trial still to record (killed while trials ran)."""
+    unrecorded = Trial.objects.exclude(state__in=[*services.FINAL, services.WAITING]).values("experiment_id")
+    due = Experiment.objects.filter(Q(state=ExperimentState.RUNNING) | Q(pk__in=unrecorded))
+    for experiment_id in due.values_list("pk", flat=True):
+        try:
+            services.advance(experiment_id)
+        except Exception:  # one experiment that cannot advance must not stop the others'
+            log.exception("experiment %s: advance failed", experiment_id)
 
 
 def advance_soon(experiment_id: int) -> None:

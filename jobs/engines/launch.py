@@ -21,7 +21,7 @@ from jobs.models import Job
 
 def params_json(spec: dict[str, Any]) -> str | None:
     """The spec's params as the job reads them (PADDLECLOUD_PARAMS, paddlecloud.params()); None where none."""
-    return json.dumps(spec["params"], sort_keys=True) if spec.get("params") else None
+    return json.dumps(spec["params"], sort_keys=True, ensure_ascii=False) if spec.get("params") else None
 
 
 @dataclass(frozen=True)

@@ -109,3 +109,28 @@ def test_a_trial_whose_job_was_removed_has_ended_and_the_experiment_can_end(
     experiment.refresh_from_db()
     assert (experiment.state, experiment.message) == ("failed", "0 of 1 trials succeeded")
     assert list(experiment.trials.values_list("state", "message")) == [("removed", "its job was removed")]
+
+
+def test_a_full_queue_leaves_the_trial_waiting_and_a_killed_experiment_still_records_its_trials(
+    alice_api: APIClient, local_dc: Datacenter, package: str
+) -> None:
+    local_dc.max_queued_jobs = 1
+    local_dc.save()
+    assert alice_api.post("/api/v1/experiments", body(package), format="json").status_code == 201
+    experiment = Experiment.objects.get()
+    assert services.advance(experiment.pk) is False
+    states = dict(experiment.trials.values_list("index", "state"))
+    assert states == {0: "queued", 1: "waiting", 2: "waiting", 3: "waiting"}  # the queue's refusal passes
+    assert alice_api.post("/api/v1/experiments/lr-sweep/kill").status_code == 200
+    Job.objects.update(released=True)  # as the reconciler does once nothing of the killed job runs
+    services.advance(experiment.pk)
+    assert dict(experiment.trials.values_list("index", "state")) == {
+        0: "killed", 1: "refused", 2: "refused", 3: "refused",
+    }  # fmt: skip
+
+
+def test_a_template_without_its_package_is_refused(alice_api: APIClient, package: str) -> None:
+    template = {k: v for k, v in TEMPLATE.items()}
+    response = alice_api.post("/api/v1/experiments", {**SWEEP, "template": template}, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "template.package"

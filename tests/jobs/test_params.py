@@ -140,3 +140,24 @@ def test_the_sdk_sends_params_and_the_job_side_reads_them(monkeypatch: pytest.Mo
         paddlecloud.params()
     monkeypatch.delenv("PADDLECLOUD_PARAMS")
     assert paddlecloud.params() == {}
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["42", "true", "1e-3", " spaced ", '"quoted"', "١٢٣", "1_000", "adam", "", 42, -5, 0.1, 1e-05, True, False],
+)
+def test_a_value_written_as_text_reads_back_the_same(value: str | int | float | bool) -> None:
+    """Clone and describe write param_text; -param and the form read it back with parse_param."""
+    assert rules.parse_param(f"p={rules.param_text(value)}") == ("p", value)
+
+
+def test_digits_past_64_bits_and_unicode_digits_stay_text() -> None:
+    assert rules.parse_param("seed=1234567890123456789012") == ("seed", "1234567890123456789012")
+    assert rules.parse_param("n=١٢٣") == ("n", "١٢٣")
+    assert rules.parse_param("n=1_000") == ("n", "1_000")
+
+
+def test_params_past_32_kib_as_json_are_refused_before_the_job_could_not_start() -> None:
+    big = {f"p{i}": "é" * 1000 for i in range(20)}  # 20 x 2,000 bytes of UTF-8
+    field, problem = rules.params_problem(big) or ("", "")
+    assert (field, problem) == ("params", "at most 32768 bytes as JSON (got 40210): the job reads them from its env")

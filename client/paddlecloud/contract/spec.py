@@ -6,6 +6,7 @@ a 400 naming the field and the client in an error naming the flag or SDK paramet
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from decimal import Decimal
@@ -189,6 +190,7 @@ def env_problem(env: object, pservers: int | None = None) -> str | None:
 
 MAX_PARAMS = 64
 MAX_PARAM_TEXT = 1000  # characters of one string value
+MAX_PARAMS_BYTES = 32 * 1024  # all of them as JSON: PADDLECLOUD_PARAMS is one environment variable
 _PARAM_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 ParamValue = str | int | float | bool
 
@@ -210,6 +212,12 @@ def params_problem(params: object) -> tuple[str, str] | None:
         return "params", "must be an object of name: value"
     if len(params) > MAX_PARAMS:
         return "params", f"at most {MAX_PARAMS} parameters (got {len(params)})"
+    try:
+        size = len(json.dumps(params, ensure_ascii=False).encode())
+    except (TypeError, ValueError):  # a value JSON cannot hold: the loop below names it
+        size = 0
+    if size > MAX_PARAMS_BYTES:
+        return "params", f"at most {MAX_PARAMS_BYTES} bytes as JSON (got {size}): the job reads them from its env"
     for name, value in params.items():
         if not isinstance(name, str) or not _PARAM_NAME.fullmatch(name):
             shown = str(name)[:40]
@@ -220,29 +228,45 @@ def params_problem(params: object) -> tuple[str, str] | None:
     return None
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")  # ASCII digits only; a longer one is text, never a float that rounds
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
+
+
 def param_text(value: ParamValue) -> str:
-    """A param's value as `-param` takes it back: true/false, the number, or the text."""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    """A param's value as `-param` takes it back to the same value: true/false, the number, or the text (in JSON
+    quotes where it would read as another type, "42" or "true", or starts with a quote or a space)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, str):
+        return str(value)
+    plain = _typed(value) == value and not value.startswith('"') and value == value.strip()  # a form strips lines
+    return value if plain else json.dumps(value, ensure_ascii=False)
+
+
+def _typed(text: str) -> ParamValue:
+    if text in ("true", "false"):
+        return text == "true"
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    if _DECIMAL.fullmatch(text) and not text.lstrip("+-").isdigit() and math.isfinite(float(text)):
+        return float(text)  # a point or an exponent: digits alone past 18 stay text
+    return text
 
 
 def parse_param(pair: str) -> tuple[str, ParamValue]:
-    """paddlectl's `-param NAME=VALUE`: true/false, an integer, a number, else the text as it is; ValueError
-    naming the rule."""
+    """paddlectl's `-param NAME=VALUE`: true/false, an integer, a number, "text in JSON quotes", else the text as it
+    is; ValueError naming the rule."""
     name, found, text = pair.partition("=")
     if not found:
         raise ValueError(f"{pair[:60]!r} must be NAME=VALUE")
-    value: ParamValue = text
-    if text in ("true", "false"):
-        value = text == "true"
-    elif re.fullmatch(r"[+-]?[0-9]{1,18}", text):
-        value = int(text)
-    else:
+    value: ParamValue = _typed(text)
+    if len(text) >= 2 and text.startswith('"') and text.endswith('"'):
         try:
-            number = float(text)
+            value = json.loads(text)
         except ValueError:
-            number = None
-        if number is not None and math.isfinite(number) and text.strip() == text:
-            value = number
+            raise ValueError(f"params.{name[:40]}: a quoted value must be a JSON string") from None
+        if not isinstance(value, str):
+            raise ValueError(f"params.{name[:40]}: a quoted value must be a JSON string")
     problem = params_problem({name: value})
     if problem:
         raise ValueError(f"{problem[0]}: {problem[1]}")

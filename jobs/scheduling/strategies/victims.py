@@ -39,7 +39,7 @@ class LeastLoss:
 
         def stoppable(job: Running) -> bool:
             reclaimable = reclaim and job.borrowing and job.team != candidate.team
-            ran_enough = now - job.admitted >= self.min_runtime
+            ran_enough = not self.min_runtime or now - job.admitted >= self.min_runtime  # 0: no clock compared
             return job.preemptible and ran_enough and (job.priority < candidate.priority or reclaimable)
 
         chosen: list[int] = []
