@@ -294,6 +294,13 @@ def places(datacenter: Datacenter, username: str) -> Places:
     )
 
 
+def job_dirs(where: Places, package: Path, *dirs: Path) -> list[Path]:
+    """The folders a job writes, for prepare_dirs: its own (`dirs`), and its package where that lies in its owner's
+    home (a job makes files beside its code: the data it downloads, the model it saves; an experiment's trials
+    share one package folder, which is no trial's own job folder)."""
+    return [*dirs, *([package] if package.is_relative_to(where.home) else [])]
+
+
 def prepare_dirs(
     datacenter: Datacenter, where: Places, dirs: list[Path], runs_as_root: bool, owner: tuple[int, int]
 ) -> None:

@@ -1,5 +1,6 @@
-"""A sweep end to end on the local engine with a real worker: the trials read their params, log the metric, never
-run more than `parallel` at once, and the experiment ends with the trial of the lowest loss as its best."""
+"""A sweep end to end on the local engine with a real worker: the trials read their params, write beside their
+shared code, log the metric, never run more than `parallel` at once, and the experiment ends with the trial of the
+lowest loss as its best."""
 
 from __future__ import annotations
 
@@ -21,9 +22,13 @@ from tests.workers import WorkerProcess
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
 TRAIN = """\
+import os
 import paddlecloud
 from paddlecloud import metrics
 p = paddlecloud.params()
+os.makedirs("data", exist_ok=True)  # beside its code, in the package the trials share (as the examples do)
+with open(f"data/trial-{p['lr']}-{p['batch']}", "w") as f:
+    f.write("downloaded")
 loss = (p["lr"] - 0.03) ** 2 + p["batch"] / 1000
 for step in range(3):
     metrics.log(step=step, loss=loss + (2 - step) * 0.1)
@@ -73,5 +78,7 @@ def test_a_grid_sweep_runs_two_at_a_time_and_finds_the_best_trial(
     trials = alice_api.get("/api/v1/experiments/sweep/trials").json()["results"]
     assert trials[0]["params"] == {"lr": 0.03, "batch": 32}
     assert [t["best"] for t in trials] == sorted(t["best"] for t in trials)  # the metric's order, best first
+    written = sorted(p.name for p in (Path(local_dc.storage_root) / "home/alice/jobs/sweep/data").iterdir())
+    assert written == ["trial-0.01-32", "trial-0.01-64", "trial-0.03-32", "trial-0.03-64"]
     log = alice_api.get(f"/api/v1/jobs/{answer['best_trial']['job']}/logs?worker=trainer-0").json()["text"]
     assert "trained with {'batch': 32, 'lr': 0.03} loss 0.032" in log

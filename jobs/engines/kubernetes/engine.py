@@ -84,7 +84,7 @@ class KubernetesEngine(ClusterBuilds, Engine):
     # ----- start -----
 
     def start(self, job: Job, recorder: Recorder) -> None:
-        self.package(job)
+        package = self.package(job)
         username = job.owner.get_username()
         ns = self._namespace(job) or names.namespace_name(self.datacenter.namespace_prefix, username)
         if self._namespace(job) != ns:
@@ -92,10 +92,11 @@ class KubernetesEngine(ClusterBuilds, Engine):
         plan = m.plan_for(job, self.datacenter, ns)
         # The pods' uid must be able to write the job's folders (its log, its model); a root worker
         # would otherwise leave them root's and the launcher exits 71 (bug found by real pods).
+        where = paths.places(self.datacenter, username)
         paths.prepare_dirs(
             self.datacenter,
-            paths.places(self.datacenter, username),
-            [self._output(job)],
+            where,
+            paths.job_dirs(where, package, self._output(job)),
             runs_as_root=os.geteuid() == 0,
             owner=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
         )

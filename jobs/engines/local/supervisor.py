@@ -205,7 +205,8 @@ class Supervisor:
         else:
             ids = local_world.job_ids(job.owner_id)
             where = paths.places(self.datacenter, job.owner.get_username())
-            paths.prepare_dirs(self.datacenter, where, [directory], runs_as_root=os.geteuid() == 0, owner=ids)
+            writes = paths.job_dirs(where, package, directory)
+            paths.prepare_dirs(self.datacenter, where, writes, runs_as_root=os.geteuid() == 0, owner=ids)
             inside = where.inside(package)
             env = self.env(job, role, worker.index, inside, where.inside(self.output(job)), runtime, recorder)
             devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []
