@@ -48,7 +48,7 @@ CASES = [
     ((*SUBMIT, "./no/such/dir"), 2, "PACKAGE: ./no/such/dir does not exist"),
     (("submit", "-jobname", "fit", "PKG"), 2, "Missing option '-entry'"),
     ((*SUBMIT, "-chunk-size", "1000", "PKG"), 2, "--chunk-size: '1000' must be a multiple of 64Ki"),
-    (("get", "jobs", "-o", "xml"), 2, "'xml' is not one of 'table', 'json', 'yaml'"),
+    (("get", "jobs", "-o", "xml"), 2, "'xml' is not one of 'table', 'wide', 'json', 'yaml'"),
     (("logs", "-n", "-3", "fit"), 2, "-3 is not in the range x>=0"),
     (("ls", "data/here"), 2, "'data/here' is not a PFS path; PFS paths start with /pfs/<datacenter>/home/<user>/"),
     (("cp", "./a", "./b"), 2, "one side must be a /pfs/ path"),
