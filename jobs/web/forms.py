@@ -174,7 +174,8 @@ def initial_from_spec(spec: dict[str, Any], with_env_values: bool) -> dict[str, 
         key: value for key, value in spec.items() if key not in ("env", "notify", "params") and value is not None
     }
     params = spec.get("params") or {}
-    initial["params"] = "\n".join(f"{name}={rules.param_text(value)}" for name, value in params.items())
+    # By name: PostgreSQL's jsonb keeps no key order, and a clone should read the same on every database.
+    initial["params"] = "\n".join(f"{name}={rules.param_text(value)}" for name, value in sorted(params.items()))
     notify = spec.get("notify")
     if isinstance(notify, dict):
         parts = ["email"] if notify.get("email") else []

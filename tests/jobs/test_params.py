@@ -106,7 +106,7 @@ def test_the_job_reads_its_params_and_the_user_sees_them_everywhere(
     html = page.get(f"/jobs/{job.uid}/").content.decode()
     assert "<code>amp=true</code>" in html and "<code>lr=0.003</code>" in html
     assert initial_from_spec(job.spec, with_env_values=True)["params"].splitlines() == [
-        "lr=0.003", "batch=64", "amp=true", "optimizer=adam",
+        "amp=true", "batch=64", "lr=0.003", "optimizer=adam",
     ]  # fmt: skip
     listed = alice_api.get("/api/v1/jobs").json()["results"]
     assert params_text(PARAMS) == "amp=true batch=64 lr=0.003 optimizer=adam"
