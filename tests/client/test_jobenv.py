@@ -36,6 +36,7 @@ FULL = JobEnv(
     log_limit=256 * 1024 * 1024,
     attempt=2,
     preempted=1,
+    params='{"lr": 0.1}',
 )
 MINIMAL = JobEnv(role="pserver", trainers=1, pservers=1, entry="sh run.sh", output_dir="/out")
 
