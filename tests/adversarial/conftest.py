@@ -22,6 +22,8 @@ from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
 from datacenters.models import Datacenter, Quota
+from experiments import services as experiments
+from experiments.models import Experiment, Trial
 from images.models import ImageBuild
 from jobs.models import Job, Worker
 from notifications.models import NotifyPreference
@@ -32,6 +34,14 @@ from tests.storage.conftest import CHUNK, checksum
 
 MAX_ERROR_BYTES = 8 * 1024  # an error body is a few lines; the issue saw an 18-byte value give 4 MB
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+# Alice's sweep in the world: two trials of the package fit, one at a time.
+SWEEP: dict[str, Any] = {
+    "name": "grid",
+    "params": {"lr": {"values": [0.1, 0.2]}},
+    "parallel": 1,
+    "template": {"entry": "python train.py", "package": "/pfs/local/home/alice/jobs/fit", "cpu": "0.5"},
+}
 
 Operation = tuple[str, str]  # (METHOD, path template as the schema writes it)
 
@@ -79,6 +89,7 @@ class World:
     job: Job
     build: ImageBuild  # alice's image build (written directly: the world's datacenter runs local jobs)
     upload: dict[str, Any]  # alice's open upload, as the API answered it
+    experiment: Experiment  # alice's running sweep "grid" over the package fit (its trials not submitted)
     alice_api: APIClient
     bob_api: APIClient
     carol_api: APIClient
@@ -119,6 +130,7 @@ def world(alice: User, bob: User, carol: User, local_dc: Datacenter) -> World:
     body = {"path": "/pfs/local/home/alice/big.bin", "size": len(data), "checksum": checksum(data), "chunk_size": CHUNK}
     started = alice_api.post("/api/v1/files/uploads", body, format="json")
     assert started.status_code == 201, started.json()
+    experiment = experiments.create(alice, SWEEP)  # stored, not advanced: no trial's job exists
     return World(
         alice=alice,
         bob=bob,
@@ -128,6 +140,7 @@ def world(alice: User, bob: User, carol: User, local_dc: Datacenter) -> World:
         job=job,
         build=build,
         upload=started.json(),
+        experiment=experiment,
         alice_api=alice_api,
         bob_api=client_for(bob),
         carol_api=client_for(carol),
@@ -147,6 +160,8 @@ def snapshot(world: World) -> dict[str, Any]:
         "quota": sorted(map(str, Quota.objects.values_list("user__username", "cpu", "memory", "gpu", "jobs"))),
         "tokens": sorted(ApiToken.objects.filter(revoked_at=None).values_list("pk", flat=True)),
         "users": User.objects.count(),
+        "experiments": sorted(Experiment.objects.values_list("uid", "state")),
+        "trials": sorted(Trial.objects.values_list("experiment__uid", "index", "state")),
         "notify": sorted(NotifyPreference.objects.values_list("user__username", "email", "webhook")),
     }
     files = []

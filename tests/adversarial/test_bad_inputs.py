@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.adversarial.conftest import Operation, World, error_body, names, operations, snapshot
+from tests.adversarial.conftest import SWEEP, Operation, World, error_body, names, operations, snapshot
 from tests.storage.conftest import checksum
 
 HOME = "/pfs/local/home/alice"
@@ -535,6 +535,39 @@ for verb in ("hold", "release", "front"):
     CASES.append(Case(op, "unknown job", 404, "nope", url=f"/api/v1/jobs/nope/{verb}", persona="carol"))
     CASES.append(Case(op, "job name 20k chars", 404, "job", url=f"/api/v1/jobs/{'j' * 20_000}/{verb}", persona="carol"))
     CASES.append(Case(op, "unknown owner", 404, "fit", url=f"/api/v1/jobs/fit/{verb}?owner=zed", persona="carol"))
+# --- experiments: the sweep, its template, and names (experiments/api.py, experiments/search.py) ------
+EXPERIMENTS = ("POST", "/api/v1/experiments")
+for label, change, fname in [
+    ("name with a space", {"name": "my sweep"}, "name"),
+    ("name 10k chars", {"name": "s" * 10_000}, "name"),
+    ("name a number", {"name": 7}, "name"),
+    ("params empty", {"params": {}}, "params"),
+    ("params a list", {"params": ["lr"]}, "params"),
+    ("values empty", {"params": {"lr": {"values": []}}}, "params.lr.values"),
+    ("values 100k long", {"params": {"lr": {"values": list(range(100_000))}}}, "params.lr.values"),
+    ("param name 10k chars", {"params": {"l" * 10_000: {"values": [1]}}}, "params"),
+    ("search unknown", {"search": "bayes"}, "search"),
+    ("max_trials 10^30", {"max_trials": 10**30}, "max_trials"),
+    ("parallel 0", {"parallel": 0}, "parallel"),
+    ("parallel text", {"parallel": "two"}, "parallel"),
+    ("metric goal unknown", {"metric": {"name": "loss", "goal": "lowest"}}, "metric.goal"),
+    ("unknown key", {"trials": 3}, "trials"),
+    ("template a string", {"template": "python train.py"}, "template"),
+    ("template cpu not a quantity", {"template": {**SWEEP["template"], "cpu": "lots"}}, "template.cpu"),
+    ("template package outside home", {"template": {**SWEEP["template"], "package": "/etc"}}, "template.package"),
+    ("template sets params", {"template": {**SWEEP["template"], "params": {"lr": 1}}}, "template.params"),
+]:
+    CASES.append(field_case(EXPERIMENTS, label, {**SWEEP, "name": "bad", **change}, fname))
+CASES.append(C(*EXPERIMENTS, "running name taken", 409, "name", body=SWEEP))
+for path in ("", "/trials", "/kill"):
+    method = "POST" if path == "/kill" else "GET"
+    op = (method, f"/api/v1/experiments/{{name}}{path}")
+    CASES.append(Case(op, "unknown experiment", 404, "nope", url=f"/api/v1/experiments/nope{path}"))
+    CASES.append(Case(op, "name 20k chars", 404, "experiment", url=f"/api/v1/experiments/{'e' * 20_000}{path}"))
+    CASES.append(Case(op, "bob's view of alice's", 404, "grid", url=f"/api/v1/experiments/grid{path}", persona="bob"))
+TRIALS = ("GET", "/api/v1/experiments/{name}/trials")
+CASES.append(C(*TRIALS, "ordering unknown", 400, "ordering", url="/api/v1/experiments/grid/trials?ordering=loss"))
+CASES.append(C("GET", "/api/v1/experiments", "page=0", 400, "page", url="/api/v1/experiments?page=0"))
 ONE_DATACENTER = ("GET", "/api/v1/datacenters/{name}")
 CASES.append(C(*ONE_DATACENTER, "unknown", 404, "nope", url="/api/v1/datacenters/nope"))
 CASES.append(C(*ONE_DATACENTER, "name 20k chars", 404, "datacenter", url="/api/v1/datacenters/" + "d" * 20_000))
@@ -550,14 +583,35 @@ for label, capacity, fname in [
     ("gpu text", {"gpu": "two"}, "capacity.gpu"),
     ("unknown resource", {"disk": "1Ti"}, "capacity.disk"),
 ]:
-    CASES.append(field_case(CAPACITY, label, {"capacity": capacity}, fname, url="/api/v1/datacenters/local",
-                            persona="carol"))
-CASES.append(field_case(CAPACITY, "capacity a string", {"capacity": "2"}, "capacity",
-                        url="/api/v1/datacenters/local", persona="carol"))
-CASES.append(field_case(CAPACITY, "unknown field", {"capacity": {}, "name": "x"}, "name",
-                        url="/api/v1/datacenters/local", persona="carol"))
-CASES.append(C(*CAPACITY, "unknown datacenter", 404, "nope", url="/api/v1/datacenters/nope", persona="carol",
-               body={"capacity": {"cpu": "2"}}))
+    CASES.append(
+        field_case(CAPACITY, label, {"capacity": capacity}, fname, url="/api/v1/datacenters/local", persona="carol")
+    )
+CASES.append(
+    field_case(
+        CAPACITY, "capacity a string", {"capacity": "2"}, "capacity", url="/api/v1/datacenters/local", persona="carol"
+    )
+)
+CASES.append(
+    field_case(
+        CAPACITY,
+        "unknown field",
+        {"capacity": {}, "name": "x"},
+        "name",
+        url="/api/v1/datacenters/local",
+        persona="carol",
+    )
+)
+CASES.append(
+    C(
+        *CAPACITY,
+        "unknown datacenter",
+        404,
+        "nope",
+        url="/api/v1/datacenters/nope",
+        persona="carol",
+        body={"capacity": {"cpu": "2"}},
+    )
+)
 for login_op in [("POST", "/api/v1/auth/token"), ("POST", "/api-token-auth/")]:
     for label, body, fname in [
         ("username 151 chars", {**LOGIN, "username": "u" * 151}, "username"),
@@ -616,6 +670,7 @@ JSON_BODIES: dict[Operation, tuple[str, dict[str, Any], str]] = {
     ("POST", "/api/v1/auth/token"): ("/api/v1/auth/token", LOGIN, "anon"),
     ("POST", "/api/v1/jobs"): ("/api/v1/jobs", JOB, "alice"),
     ("POST", "/api/v1/jobs/"): ("/api/v1/jobs/", JOB, "alice"),
+    ("POST", "/api/v1/experiments"): ("/api/v1/experiments", {**SWEEP, "name": "bad"}, "alice"),
     ("POST", "/api/v1/files/mkdir"): ("/api/v1/files/mkdir", {"path": f"{HOME}/d"}, "alice"),
     ("POST", "/api/v1/files/rm"): ("/api/v1/files/rm", {"path": f"{HOME}/data.txt"}, "alice"),
     ("POST", "/api/v1/files/uploads"): ("/api/v1/files/uploads", UPLOAD, "alice"),
@@ -670,6 +725,9 @@ EXAMPLE_URLS = {
     "/api/v1/images/{uid}": "/api/v1/images/build-alice001",
     "/api/v1/images/{uid}/log": "/api/v1/images/build-alice001/log",
     "/api/v1/jobs/{name}": "/api/v1/jobs/fit",
+    "/api/v1/experiments/{name}": "/api/v1/experiments/grid",
+    "/api/v1/experiments/{name}/trials": "/api/v1/experiments/grid/trials",
+    "/api/v1/experiments/{name}/kill": "/api/v1/experiments/grid/kill",
     "/api/v1/jobs/{name}/logs": "/api/v1/jobs/fit/logs",
     "/api/v1/jobs/{name}/metrics": "/api/v1/jobs/fit/metrics",
     "/api/v1/jobs/{name}/workers": "/api/v1/jobs/fit/workers",

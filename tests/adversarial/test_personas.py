@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from tests.adversarial.conftest import Operation, World, api_url_patterns, error_body, operations, snapshot
+from tests.adversarial.conftest import (
+    SWEEP,
+    Operation,
+    World,
+    api_url_patterns,
+    error_body,
+    operations,
+    snapshot,
+)
 from tests.conftest import PASSWORD
 from tests.storage.conftest import checksum
 
@@ -75,6 +83,12 @@ ROUTES: dict[Operation, Route] = {
     ("POST", "/api/v1/files/uploads/{upload_id}/complete"): Route(
         "/api/v1/files/uploads/{upload}/complete", 409, 404, 404
     ),
+    ("GET", "/api/v1/experiments"): Route("/api/v1/experiments", 200, 200, 200),
+    # Bob and carol may start sweeps, but not over alice's package folder.
+    ("POST", "/api/v1/experiments"): Route("/api/v1/experiments", 201, 400, 400, body={**SWEEP, "name": "grid2"}),
+    ("GET", "/api/v1/experiments/{name}"): Route("/api/v1/experiments/grid", 200, 404, 404),
+    ("GET", "/api/v1/experiments/{name}/trials"): Route("/api/v1/experiments/grid/trials", 200, 404, 404),
+    ("POST", "/api/v1/experiments/{name}/kill"): Route("/api/v1/experiments/grid/kill", 200, 404, 404),
     ("GET", "/api/v1/images"): Route("/api/v1/images", 200, 200, 200),
     # The world's datacenter runs local jobs: a build request is refused there, for everyone alike.
     ("POST", "/api/v1/images"): Route(
@@ -133,7 +147,7 @@ ROUTES: dict[Operation, Route] = {
 }
 PERSONAS = ("alice", "bob", "carol", "anon")
 # What must never appear in an answer to anyone but alice (her job, secret, upload, files).
-ALICES = ("harbor", "data.txt", '"fit"', "alice's data")
+ALICES = ("harbor", "data.txt", '"fit"', "alice's data", '"grid"')
 # Where an operator sees her job by design: the queue (staff see every job's name) and the queue verbs.
 STAFF_SEE_JOBS = {
     ("GET", "/api/v1/queue"),
