@@ -120,6 +120,3 @@ class ExperimentKill(APIView):
     def post(self, request: Request, name: str) -> Response:
         """Kill it: no trial is submitted any more, and every trial's job that still waits or runs is killed."""
         return Response(ExperimentSerializer(services.kill(experiment_of(request, name))).data)
-
-
-

@@ -46,12 +46,14 @@ class Trial(models.Model):
     state = models.CharField(
         max_length=20,
         default="waiting",
-        help_text="waiting (not submitted yet), refused, removed (its job was), or its job's state.",
+        help_text="waiting (not submitted yet), refused, removed (its job was), stopped (by ASHA), or its job's state.",
     )
     message = models.CharField(max_length=500, blank=True, default="")
     best = models.FloatField(null=True, blank=True, help_text="The best value of the experiment's metric it logged.")
     last = models.FloatField(null=True, blank=True, help_text="The last value of the metric it logged.")
-    steps = models.PositiveIntegerField(null=True, blank=True, help_text="The last step it logged the metric at.")
+    steps = models.PositiveBigIntegerField(null=True, blank=True, help_text="The last step it logged the metric at.")
+    cursor = models.CharField(max_length=20, blank=True, default="", help_text="How far its metrics file was read.")
+    rungs = models.JSONField(default=dict, blank=True, help_text="ASHA: its metric at each rung it passed.")
 
     class Meta:
         ordering = ["experiment_id", "index"]

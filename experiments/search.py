@@ -4,14 +4,15 @@
     params:                         # each param: `values: [...]`, or `min`/`max` with `log` and `integer`
       lr: {min: 0.0001, max: 0.1, log: true}
       batch: {values: [32, 64]}
-    search: grid | random           # grid: every combination of `values`; random: `max_trials` draws from `seed`
-    max_trials: 8                   # random: how many; grid: at most this many of the combinations (default all)
+    search: grid | random | asha    # grid: every combination of `values`; random and asha: `max_trials` draws
+    max_trials: 8                   # random, asha: how many; grid: at most this many of the combinations (default all)
     parallel: 2                     # most trials running at once (each is an ordinary job: quota, fair share apply)
     seed: 0
     metric: {name: loss, goal: minimize}   # what paddlecloud.metrics.log reports; the best trial is by it
+    asha: {min_steps: 100, max_steps: 900, reduction: 3}   # asha only: its rungs, by the steps metrics.log reports
 
-The same file makes the same trials: random draws come from `seed` alone. ASHA (early stopping by the metric)
-is refused for now with a message that says so; grid and random run to their end.
+The same file makes the same trials: random and asha draws come from `seed` alone. Grid and random trials run to
+their end; asha draws as random does and stops the trials that fall behind at each rung (experiments/asha.py).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ MAX_TRIALS = 10_000
 MAX_PARALLEL = 100  # the most trials of one experiment queued or running at once (a user's queue bound is 100)
 MAX_NAME = 34  # "<name>-9999" is a 40-character job name
 MAX_VALUES = 1000  # values of one param
-KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric"}
-SEARCHES = ("grid", "random")
+KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric", "asha"}
+SEARCHES = ("grid", "random", "asha")
+MAX_STEPS = 10**12  # of a rung: far beyond any run, and well inside 64 bits
+MAX_REDUCTION = 100
 GOALS = ("minimize", "maximize")
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,32}[a-z0-9])?")
 
@@ -55,6 +58,23 @@ class Metric:
 
 
 @dataclass(frozen=True)
+class Asha:
+    """Successive halving's rungs: steps min_steps, min_steps x reduction, ... below max_steps. At each rung a trial
+    goes on only if its metric is among the best 1/reduction of the values the trials reported there so far."""
+
+    min_steps: int = 1
+    max_steps: int = 100
+    reduction: int = 3
+
+    def rungs(self) -> list[int]:
+        steps, found = self.min_steps, []
+        while steps < self.max_steps:
+            found.append(steps)
+            steps *= self.reduction
+        return found
+
+
+@dataclass(frozen=True)
 class Sweep:
     name: str
     params: dict[str, dict[str, Any]]
@@ -64,6 +84,7 @@ class Sweep:
     seed: int = 0
     metric: Metric | None = None
     trials: list[dict[str, ParamValue]] = field(default_factory=list)
+    asha: Asha | None = None
 
 
 def _int(raw: Mapping[str, Any], key: str, low: int, high: int, default: int | None) -> int | None:
@@ -156,9 +177,37 @@ def _grid(params: dict[str, dict[str, Any]], most: int | None) -> list[dict[str,
     return [dict(zip(names, combo, strict=True)) for combo in combos]
 
 
-def running_settings(raw: Mapping[str, Any]) -> tuple[int, Metric | None]:
-    """`parallel` and the metric of a sweep already checked (as stored), without drawing its trials again."""
-    return int(raw.get("parallel") or 1), _metric(raw.get("metric"))
+def _asha(raw: object) -> Asha:
+    if not isinstance(raw, dict):
+        raise SweepProblem("asha", "required with search: asha: {min_steps, max_steps, reduction}")
+    unknown = sorted(set(raw) - {"min_steps", "max_steps", "reduction"})
+    if unknown:
+        raise SweepProblem(f"asha.{str(unknown[0])[:40]}", "unknown key; asha takes min_steps, max_steps, reduction")
+    low = _int(raw, "min_steps", 1, MAX_STEPS, 1) or 1
+    high = _int(raw, "max_steps", 1, MAX_STEPS, None)
+    if high is None:
+        raise SweepProblem("asha.max_steps", "required: the step a trial that is never stopped ends at")
+    if high <= low:
+        raise SweepProblem("asha.max_steps", "must be above min_steps")
+    reduction = _int(raw, "reduction", 2, MAX_REDUCTION, 3) or 3
+    return Asha(low, high, reduction)
+
+
+def _asha_for(raw: Mapping[str, Any], search: str, metric: Metric | None) -> Asha | None:
+    if search != "asha":
+        if "asha" in raw:
+            raise SweepProblem("asha", "only with search: asha")
+        return None
+    if metric is None:
+        raise SweepProblem("metric", "required with search: asha (its rungs compare the trials by it)")
+    return _asha(raw.get("asha"))
+
+
+def running_settings(raw: Mapping[str, Any]) -> tuple[int, Metric | None, Asha | None]:
+    """`parallel`, the metric and the rungs of a sweep already checked (as stored), without drawing its trials."""
+    metric = _metric(raw.get("metric"))
+    asha = _asha(raw.get("asha")) if raw.get("search") == "asha" else None
+    return int(raw.get("parallel") or 1), metric, asha
 
 
 def parse(raw: object) -> Sweep:
@@ -172,8 +221,6 @@ def parse(raw: object) -> Sweep:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise SweepProblem("name", f"a-z first, then a-z, 0-9 or '-', not '-' last, at most {MAX_NAME} characters")
     search = raw.get("search", "grid")
-    if search == "asha":
-        raise SweepProblem("search", "asha is not available yet; use grid or random")
     if search not in SEARCHES:
         raise SweepProblem("search", f"must be one of {', '.join(SEARCHES)}")
     params_raw = raw.get("params")
@@ -185,12 +232,14 @@ def parse(raw: object) -> Sweep:
     params = {str(n): _param(str(n), spec) for n, spec in params_raw.items()}
     most = _int(raw, "max_trials", 1, MAX_TRIALS, None)
     seed = _int(raw, "seed", 0, 2**32 - 1, 0) or 0
-    if search == "random":
+    metric = _metric(raw.get("metric"))
+    asha = _asha_for(raw, search, metric)
+    if search in ("random", "asha"):
         if most is None:
-            raise SweepProblem("max_trials", "required with search: random")
+            raise SweepProblem("max_trials", f"required with search: {search}")
         rng = random.Random(seed)  # noqa: S311 - a reproducible draw from the sweep's seed, not a secret
         trials = [{n: _draw(spec, rng) for n, spec in params.items()} for _ in range(most)]
     else:
         trials = _grid(params, most)
     parallel = _int(raw, "parallel", 1, MAX_PARALLEL, 1) or 1
-    return Sweep(name, params, search, most, parallel, seed, _metric(raw.get("metric")), trials)
+    return Sweep(name, params, search, most, parallel, seed, metric, trials, asha)

@@ -8,7 +8,6 @@ fair share, priority, preemption); `parallel` only caps how many of the experime
 
 from __future__ import annotations
 
-import logging
 import secrets
 import string
 from collections.abc import Mapping
@@ -19,18 +18,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import Conflict, DomainError, Invalid, Unavailable
-from experiments import search
+from experiments import asha as asha_rule
+from experiments import progress, search
 from experiments.models import Experiment, ExperimentState, Trial
-from experiments.summary import summarize
 from jobs import services as jobs
-from jobs.models import TERMINAL_STATES, Job, JobState
-
-log = logging.getLogger(__name__)
+from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason
 
 MAX_SUBMITS = 10  # trials one advance submits at most (it holds the experiment's row meanwhile); it says "more"
 MAX_RUNNING = 20  # running experiments per user
-WAITING, REFUSED, REMOVED = "waiting", "refused", "removed"
-FINAL = {REFUSED, REMOVED, *TERMINAL_STATES}
+WAITING, REFUSED, REMOVED, STOPPED = "waiting", "refused", "removed", "stopped"
+FINAL = {REFUSED, REMOVED, STOPPED, *TERMINAL_STATES}
 _TEMPLATE_SET_BY_SWEEP = ("jobname", "params")
 
 
@@ -91,20 +88,54 @@ def create(user: User, data: Mapping[str, Any]) -> Experiment:
     return experiment
 
 
-def _record_ended(experiment_id: int, metric: search.Metric | None) -> None:
-    """Trials whose job ended since the last look: their state, and their metric read once from its file. A trial
-    whose job its owner removed (`kill -rm`) has ended too. A final state is never written over."""
+def _progress_of(trial: Trial) -> progress.Progress:
+    return progress.Progress(trial.best, trial.last, trial.steps, trial.cursor, dict(trial.rungs or {}))
+
+
+def _read_trials(experiment_id: int, metric: search.Metric | None, asha: search.Asha | None) -> set[int]:
+    """Read on in each started trial's metrics (outside any lock), record the trials whose job ended (their metric
+    read to the end first), and return the ids of trials that passed an ASHA rung. A trial whose job its owner
+    removed (`kill -rm`) has ended too. A final state is never written over."""
     trials = Trial.objects.filter(experiment_id=experiment_id).exclude(state__in=[*FINAL, WAITING])
     trials.filter(job=None).update(state=REMOVED, message="its job was removed")
+    rungs = asha.rungs() if asha else []
+    passed: set[int] = set()
     for trial in trials.exclude(job=None).select_related("job", "job__datacenter", "job__owner"):
         job = trial.job
         assert job is not None
         still = Trial.objects.filter(pk=trial.pk).exclude(state__in=FINAL)
-        if job.state in TERMINAL_STATES and job.released:
-            best, last, steps = summarize(job, metric) if metric else (None, None, None)
-            still.update(state=job.state, message=job.message[:500], best=best, last=last, steps=steps)
-        elif job.state != trial.state and job.state not in TERMINAL_STATES:  # final only once released (above)
-            still.update(state=job.state)
+        ended = job.state in TERMINAL_STATES and job.released
+        found = _progress_of(trial)
+        if metric and (ended or job.state in STARTED_STATES):
+            reads = progress.READS_AT_END if ended else progress.READS_WHILE_RUNNING
+            if progress.read_on(job, metric, found, rungs, reads) and not ended:
+                passed.add(trial.pk)
+        fields = {"best": found.best, "last": found.last, "steps": found.steps, "cursor": found.cursor,
+                  "rungs": found.rungs}  # fmt: skip
+        if ended:
+            still.update(state=job.state, message=job.message[:500], **fields)
+        else:  # final only once released (above)
+            still.update(state=job.state if job.state not in TERMINAL_STATES else trial.state, **fields)
+    return passed
+
+
+def _stop_behind(experiment: Experiment, passed: set[int], metric: search.Metric, asha: search.Asha) -> None:
+    """ASHA, under the experiment's lock: each trial that passed a rung since the last look goes on only if it is
+    among the best 1/reduction there; the others are stopped (their job killed, reason EarlyStopped)."""
+    reported = list(experiment.trials.exclude(rungs={}).values_list("pk", "rungs"))
+    rungs = asha.rungs()
+    for trial in experiment.trials.filter(pk__in=passed, state__in=STARTED_STATES).select_related("job"):
+        index = max(map(int, trial.rungs))  # its highest rung decides
+        values = [float(r[str(index)]) for _, r in reported if str(index) in r]
+        value = float(trial.rungs[str(index)])
+        if not asha_rule.stops(value, values, metric, asha.reduction):
+            continue
+        why = (f"stopped early at rung {index + 1} (step {rungs[index]}): {metric.name} {value:.6g} is not among "
+               f"the best 1/{asha.reduction} of the {len(values)} trials there (cutoff "
+               f"{asha_rule.cutoff(values, metric, asha.reduction):.6g})")[:500]  # fmt: skip
+        if trial.job is not None:
+            jobs.kill(trial.job, reason=Reason.EARLY_STOPPED, message=why)
+        Trial.objects.filter(pk=trial.pk).update(state=STOPPED, message=why)
 
 
 def _waits(exc: DomainError) -> bool:
@@ -116,7 +147,7 @@ def _submit(trial: Trial, experiment: Experiment) -> bool:
     """Submit the trial's job; False (the trial still waits) where the refusal passes."""
     spec = trial_spec(experiment.template, experiment.name, trial.index, trial.params)
     try:
-        done = jobs.submit_request(experiment.owner, spec)
+        done = jobs.submit_request(experiment.owner, spec, trial_of=(experiment.uid, trial.index))
     except jobs.InvalidSpec as exc:
         trial.state, trial.message = REFUSED, str(exc)[:500]
     except DomainError as exc:
@@ -134,9 +165,11 @@ def _end_if_done(experiment: Experiment) -> None:
     if trials.exclude(state__in=FINAL).exists():
         return
     total, succeeded = trials.count(), trials.filter(state=JobState.SUCCEEDED).count()
+    stopped = trials.filter(state=STOPPED).count()
     state = ExperimentState.SUCCEEDED if succeeded else ExperimentState.FAILED
+    message = f"{succeeded} of {total} trials succeeded" + (f", {stopped} stopped early" if stopped else "")
     Experiment.objects.filter(pk=experiment.pk, state=ExperimentState.RUNNING).update(
-        state=state, message=f"{succeeded} of {total} trials succeeded", finished_at=timezone.now()
+        state=state, message=message, finished_at=timezone.now()
     )
 
 
@@ -146,13 +179,15 @@ def advance(experiment_id: int) -> bool:
     experiment = Experiment.objects.filter(pk=experiment_id).first()
     if experiment is None:
         return False
-    parallel, metric = search.running_settings(experiment.sweep)
-    _record_ended(experiment_id, metric)  # reads files, outside the lock; a killed experiment's trials end too
+    parallel, metric, asha = search.running_settings(experiment.sweep)
+    passed = _read_trials(experiment_id, metric, asha)  # reads files, outside the lock; a killed one's trials end too
     with transaction.atomic():
         locked = Experiment.objects.select_for_update(of=("self",)).filter(pk=experiment_id)
         experiment = locked.filter(state=ExperimentState.RUNNING).select_related("owner").first()
         if experiment is None:
             return False
+        if asha and metric and passed:
+            _stop_behind(experiment, passed, metric, asha)
         room = max(parallel - experiment.trials.exclude(state__in=[*FINAL, WAITING]).count(), 0)
         batch = list(experiment.trials.filter(state=WAITING).order_by("index")[: min(room, MAX_SUBMITS)])
         submitted = 0

@@ -30,7 +30,7 @@ from jobs import events, hooks, spec
 from jobs.files import layout
 from jobs.follow.reconcile import workers_stopping
 from jobs.follow.tasks import kill_job, schedule
-from jobs.models import ACTIVE_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason
+from jobs.models import ACTIVE_STATES, SPEC_EXPERIMENT, SPEC_TRIAL, TERMINAL_STATES, EventKind, Job, JobState, Reason
 from jobs.scheduling import cycle, priorities
 from jobs.spec import JobSpecSerializer
 from jobs.states import remove_when_released, transition
@@ -223,7 +223,6 @@ def _submitted_message(job: Job) -> str:
     return f"to datacenter {job.datacenter.name}: {roles}, priority {job.priority_class}"
 
 
-
 class InvalidSpec(Invalid):
     """The spec breaks the job spec serializer's rules: `problems` holds each field's messages."""
 
@@ -247,8 +246,10 @@ def submit_request(
     check_only: bool = False,
     upload_pending: bool = False,
     idempotency_key: str | None = None,
+    trial_of: tuple[str, int] | None = None,
 ) -> Submitted:
     """A submission as the client sends it: validate, check, then create the job (or, `check_only`, a dry run).
+    `trial_of` (an experiment's uid, the trial's index) is for experiments' own submits; no client sets it.
 
     InvalidSpec when the spec breaks its serializer's rules; a DomainError naming its field when a check fails.
     """
@@ -261,6 +262,8 @@ def submit_request(
     if earlier is not None:
         return Submitted(earlier, None, replayed=True)
     checked = check(user, valid, upload_pending)
+    if trial_of is not None:
+        checked.spec.update({SPEC_EXPERIMENT: trial_of[0], SPEC_TRIAL: trial_of[1]})
     if check_only:
         return Submitted(dry_run(checked), checked)
     return Submitted(submit(checked, idempotency_key), checked)
@@ -279,10 +282,10 @@ def wake_scheduler(datacenter_id: int) -> None:
         )
 
 
-def kill(job: Job) -> bool:
+def kill(job: Job, reason: Reason = Reason.KILLED, message: str = "killed by request") -> bool:
     """Mark the job killed at once (its name is free again) and let kill_job stop what runs."""
     with transaction.atomic():
-        killed = transition(job.pk, JobState.KILLED, reason=Reason.KILLED, message="killed by request")
+        killed = transition(job.pk, JobState.KILLED, reason=reason, message=message)
         if killed:
             workers_stopping(job.pk, JobState.KILLED)  # no worker shows running once the job is killed
     if killed or (job.state in TERMINAL_STATES and not job.released):

@@ -3,8 +3,9 @@
 An engine says where the job's peers are (`Peers`: hosts and ports, which differ: loopback ports on the local
 engine, DNS names and fixed ports in a cluster) and where the job sees its folders; everything else comes from
 the job the same way on both engines, here: the counts (`Job.trainers`, `Job.pservers`), the entry, the passes,
-the params, the attempt (and `preempted` on any attempt after the first, since attempts grow only by preemption) and the
-datacenter's rendezvous bound. The variables themselves are paddlecloud.contract.jobenv's.
+the params, the experiment and trial it is (if any), the attempt (and `preempted` on any attempt after the first,
+since attempts grow only by preemption) and the datacenter's rendezvous bound. The variables themselves are
+paddlecloud.contract.jobenv's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from paddlecloud.contract.jobenv import JobEnv
 
-from jobs.models import Job
+from jobs.models import SPEC_EXPERIMENT, SPEC_TRIAL, Job
 
 
 def params_json(spec: dict[str, Any]) -> str | None:
@@ -55,6 +56,8 @@ class Launch:
     log_limit: int | None
     isolation_port: int | None = None
     params: str | None = None  # the spec's params as JSON (PADDLECLOUD_PARAMS); None: it has none
+    experiment: str | None = None  # the experiment's uid and the trial's index, where the job is a trial
+    trial: int | None = None
 
     @classmethod
     def of(
@@ -71,6 +74,8 @@ class Launch:
             passes=int(job.spec.get("passes") or 1),
             attempt=job.attempt,
             params=params_json(job.spec),
+            experiment=job.spec.get(SPEC_EXPERIMENT),
+            trial=job.spec.get(SPEC_TRIAL),
             package_dir=package_dir,
             home=home,
             output_dir=output_dir,
@@ -104,4 +109,6 @@ class Launch:
             preempted=1 if self.attempt > 1 else None,  # attempts grow only by preemption
             isolation_port=self.isolation_port,
             params=self.params,
+            experiment=self.experiment,
+            trial=self.trial,
         ).to_env()

@@ -3,6 +3,8 @@ scheduler keeps (scheduling.py). Every model is importable from here, as Django 
 
 from jobs.models.job import (
     ACTIVE_STATES,
+    SPEC_EXPERIMENT,
+    SPEC_TRIAL,
     STARTED_STATES,
     TERMINAL_STATES,
     EventKind,
@@ -20,6 +22,8 @@ from jobs.models.scheduling import FairShareUsage, PriorityClass, SchedulingPoli
 
 __all__ = [
     "ACTIVE_STATES",
+    "SPEC_EXPERIMENT",
+    "SPEC_TRIAL",
     "STARTED_STATES",
     "TERMINAL_STATES",
     "EventKind",

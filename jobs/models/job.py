@@ -24,6 +24,9 @@ class JobState(models.TextChoices):  # the names are the client's too (paddleclo
 ACTIVE_STATES = tuple(JobState(state) for state in states.ACTIVE_JOB_STATES)
 STARTED_STATES = tuple(JobState(state) for state in states.STARTED_JOB_STATES)
 TERMINAL_STATES = tuple(JobState(state) for state in states.TERMINAL_JOB_STATES)
+# A trial's experiment uid and index, kept in its spec by the experiment's own submit; the job sees them as
+# PADDLECLOUD_EXPERIMENT and PADDLECLOUD_TRIAL.
+SPEC_EXPERIMENT, SPEC_TRIAL = "experiment", "trial"
 
 
 class Reason(models.TextChoices):
@@ -50,6 +53,7 @@ class Reason(models.TextChoices):
     QUOTA_EXHAUSTED = "QuotaExhausted"  # queued: its owner's running jobs use the quota up; it starts as they end
     HELD = "Held"  # queued: an operator holds it; it starts only once released
     STALLED = "Stalled"  # no trainer wrote a log line or used CPU for its stall_timeout, and its stall_action is `fail`
+    EARLY_STOPPED = "EarlyStopped"  # killed by its experiment's search (ASHA): its metric fell behind at a rung
     PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
 
 

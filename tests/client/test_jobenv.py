@@ -37,6 +37,8 @@ FULL = JobEnv(
     attempt=2,
     preempted=1,
     params='{"lr": 0.1}',
+    experiment="lr-sweep-a1b2c",
+    trial=3,
 )
 MINIMAL = JobEnv(role="pserver", trainers=1, pservers=1, entry="sh run.sh", output_dir="/out")
 

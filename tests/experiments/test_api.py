@@ -44,7 +44,7 @@ def body(package: str, **change: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "field", "words"),
     [
-        ({"search": "asha"}, "search", "asha is not available yet"),
+        ({"search": "asha", "max_trials": 4}, "asha", "required with search: asha"),
         ({"params": {"lr": {"values": []}}}, "params.lr.values", "a list of 1 to 1000"),
         ({"template": {**TEMPLATE, "cpu": "lots"}}, "template.cpu", "is not a quantity"),
         ({"template": {**TEMPLATE, "params": {"lr": 1}}}, "template.params", "the sweep sets it"),
@@ -93,9 +93,7 @@ def test_trials_are_submitted_up_to_parallel_and_the_next_as_they_end(
     assert alice_api.get("/api/v1/experiments/lr-sweep/trials?ordering=colour").status_code == 400
 
 
-def test_a_trial_whose_job_was_removed_has_ended_and_the_experiment_can_end(
-    alice_api: APIClient, package: str
-) -> None:
+def test_a_trial_whose_job_was_removed_has_ended_and_the_experiment_can_end(alice_api: APIClient, package: str) -> None:
     created = alice_api.post("/api/v1/experiments", body(package, params={"lr": {"values": [0.1]}}), format="json")
     assert created.status_code == 201, created.json()
     experiment = Experiment.objects.get()

@@ -34,6 +34,7 @@ for step in range(3):
     metrics.log(step=step, loss=loss + (2 - step) * 0.1)
 metrics.flush()
 print("trained with", p, "loss", loss, flush=True)
+print("trial", os.environ["PADDLECLOUD_TRIAL"], "of", os.environ["PADDLECLOUD_EXPERIMENT"], flush=True)
 """
 
 
@@ -82,3 +83,4 @@ def test_a_grid_sweep_runs_two_at_a_time_and_finds_the_best_trial(
     assert written == ["trial-0.01-32", "trial-0.01-64", "trial-0.03-32", "trial-0.03-64"]
     log = alice_api.get(f"/api/v1/jobs/{answer['best_trial']['job']}/logs?worker=trainer-0").json()["text"]
     assert "trained with {'batch': 32, 'lr': 0.03} loss 0.032" in log
+    assert f"trial {answer['best_trial']['index']} of {answer['uid']}" in log  # PADDLECLOUD_TRIAL, _EXPERIMENT

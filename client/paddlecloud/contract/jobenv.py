@@ -63,6 +63,8 @@ VARIABLES = """\
                                    latest checkpoint (``paddlecloud.checkpoint.latest()``)
 ``PADDLECLOUD_PARAMS``             optional: the job's params as a JSON object (name: string,
                                    number or bool); read them with ``paddlecloud.params()``
+``PADDLECLOUD_EXPERIMENT``         optional: the uid of the experiment the job is a trial of
+``PADDLECLOUD_TRIAL``              optional (>= 0): the job's trial index in that experiment
 =================================  =========================================================
 """
 
@@ -104,6 +106,8 @@ class JobEnv:
     attempt: int | None = None
     preempted: int | None = None
     params: str | None = None  # JSON: the spec's params
+    experiment: str | None = None  # the uid of the experiment the job is a trial of
+    trial: int | None = None  # its index there
 
     def to_env(self) -> dict[str, str]:
         """The variables as a process's environment, in field order."""
@@ -157,6 +161,8 @@ class JobEnv:
             attempt=_int(env, "attempt", 1),
             preempted=_int(env, "preempted", 0),
             params=_str(env, "params") or None,
+            experiment=_str(env, "experiment") or None,
+            trial=_int(env, "trial", 0),
         )
 
 

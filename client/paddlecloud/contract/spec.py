@@ -51,9 +51,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # explicit ranges: ASCII only
 
 # Variables PaddleCloud sets for the launcher and Paddle; a user value would silently break the wiring.
 RESERVED_ENV_PREFIXES = (JOB_ENV_PREFIX, "PADDLE_")
-RESERVED_ENV_NAMES = frozenset(
-    {"POD_IP", "TRAINER_ID", "TRAINERS", "PATH", "VIRTUAL_ENV", "JOB_COMPLETION_INDEX"}
-)
+RESERVED_ENV_NAMES = frozenset({"POD_IP", "TRAINER_ID", "TRAINERS", "PATH", "VIRTUAL_ENV", "JOB_COMPLETION_INDEX"})
 # Names PaddleCloud sets only in parameter-server mode (pservers > 0; launch_env.paddle_env): free in
 # collective mode, where nothing sets them and Paddle's collective role maker reads neither.
 PS_MODE_ENV_NAMES = frozenset({"FLAGS_enable_pir_api", "TRAINING_ROLE"})
@@ -112,7 +110,7 @@ def job_name_problem(value: str) -> str | None:
 
 def entry_problem(value: object) -> str | None:
     if not isinstance(value, str) or not value.strip():
-        return "must not be empty: the command that starts a trainer, e.g. \"python train.py\""
+        return 'must not be empty: the command that starts a trainer, e.g. "python train.py"'
     if len(value) > MAX_ENTRY:
         return f"must be at most {MAX_ENTRY} characters"
     if "\x00" in value:
@@ -121,7 +119,7 @@ def entry_problem(value: object) -> str | None:
         return (
             "must not run Paddle's launcher (paddle.distributed.launch, fleetrun): PaddleCloud already starts "
             "each trainer and pserver as its own rank with Paddle's variables set, so under it every process "
-            "would train alone as rank 0 of 1; run your script itself, e.g. \"python train.py\", and set "
+            'would train alone as rank 0 of 1; run your script itself, e.g. "python train.py", and set '
             "-parallelism and -pservers"
         )
     return None
