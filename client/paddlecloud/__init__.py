@@ -33,6 +33,7 @@ NAMES = {
     "trainer_id": "paddlecloud.runtime.dataset",
     "trainers": "paddlecloud.runtime.dataset",
     "PaddleJob": "paddlecloud.sdk.job",
+    "Experiment": "paddlecloud.sdk.experiments",
     "CephFSVolume": "paddlecloud.sdk.job",
     "dist_train": "paddlecloud.sdk.job",
     "PaddleCloudError": "paddlecloud.sdk.errors",

@@ -7,26 +7,8 @@ from typing import Any
 
 import click
 
-from paddlecloud.contract.states import TRAINER
 from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, session_of
-from paddlecloud.sdk.jobs import get, job_path, workers_of
-from paddlecloud.sdk.session import cursor_answers
-
-
-def last_values(session: Any, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The job, and per trainer its last step and the last value of each metric (read to the end by cursor)."""
-    job = get(session, name)
-    found: dict[str, dict[str, Any]] = {}
-    for worker in (w for w in workers_of(job) if w.startswith(f"{TRAINER}-")):
-        last_step, values = None, {}
-        path, params = f"{job_path(job['uid'])}/metrics", {"worker": worker}
-        for answer in cursor_answers(lambda cursor: session.get(path, {**params, "cursor": cursor})):  # noqa: B023
-            for point in answer.get("points", []):
-                last_step = point["step"]
-                values.update(point["values"])
-        if last_step is not None:
-            found[worker] = {"step": last_step, "values": values}
-    return job, found
+from paddlecloud.sdk.metrics import last_values
 
 
 def table(found: dict[str, dict[str, Any]]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from paddlecloud.ctl import (
     cmd_account,
     cmd_build,
+    cmd_compare,
     cmd_config,
     cmd_describe,
     cmd_experiments,
@@ -24,8 +25,8 @@ from paddlecloud.ctl import (
 from paddlecloud.ctl.app import cli
 
 COMMAND_MODULES = (
-    cmd_jobs, cmd_describe, cmd_experiments, cmd_queue, cmd_images, cmd_metrics, cmd_files, cmd_build, cmd_account,
-    cmd_usage, cmd_config, cmd_help,
+    cmd_jobs, cmd_describe, cmd_experiments, cmd_queue, cmd_images, cmd_metrics, cmd_compare, cmd_files, cmd_build,
+    cmd_account, cmd_usage, cmd_config, cmd_help,
 )
 
 __all__ = ["COMMAND_MODULES", "cli"]

@@ -9,6 +9,7 @@ job.submit()                     # asks the portal, uploads ./fit_a_line to /pfs
 for line in job.logs(follow=True):
     print(line, end="")
 print(job.wait()["state"])       # succeeded | failed | killed
+print(job.metrics()[-1])         # the last point trainer 0 logged: {"step": ..., "values": {"loss": ...}}
 ```
 
 Both spellings of the original documents are accepted: `cpu_num`/`cpu_nums`, `gpu_num`/`gpu_nums`,
@@ -20,16 +21,14 @@ token cache.
 
 from __future__ import annotations
 
-import getpass
 import os
-import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from paddlecloud.contract.states import SUCCEEDED
-from paddlecloud.sdk import jobs
+from paddlecloud.sdk import jobs, metrics
 from paddlecloud.sdk import spec as specs
 from paddlecloud.sdk.errors import JobFailed, UsageProblem
 from paddlecloud.sdk.jobs import LogStream, job_path, lines
@@ -116,12 +115,6 @@ def _quantity(value: Any) -> str:
     if isinstance(value, bool):
         raise UsageProblem(f"PaddleJob: {value!r} is not a quantity")
     return str(value)
-
-
-def _default_prompt() -> Callable[[str], str] | None:
-    if not sys.stdin or not sys.stdin.isatty():
-        return None
-    return lambda text: getpass.getpass(f"{text}: ")
 
 
 class PaddleJob:
@@ -264,9 +257,7 @@ class PaddleJob:
     @property
     def session(self) -> Any:
         if self._session is None:
-            self._session = Session.from_config(
-                self._config, password_prompt=_default_prompt(), warn=lambda m: warnings.warn(m, stacklevel=3)
-            )
+            self._session = Session.for_script(self._config)
         return self._session
 
     def _ref(self) -> str:
@@ -312,6 +303,10 @@ class PaddleJob:
         yield from lines(iter(stream), prefix=worker is None)
         if follow and stream.job:
             self.job = stream.job
+
+    def metrics(self, worker: str = "trainer-0") -> list[dict[str, Any]]:
+        """Every point `worker` logged with paddlecloud.metrics.log so far: [{"step", "time", "values": {...}}]."""
+        return metrics.points(self.session, self._ref(), worker)
 
     def kill(self, rm: bool = False) -> dict[str, Any] | None:
         """Stop every worker; rm=True also removes the job from the history."""

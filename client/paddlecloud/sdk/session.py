@@ -8,7 +8,10 @@ fails them, and turns every failure into one `PaddleCloudError` line.
 
 from __future__ import annotations
 
+import getpass
 import os
+import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -165,6 +168,17 @@ class Session:
                 warn(warning)
         entry = config.get(datacenter) if datacenter else config.current()
         return cls(entry, config_path=config.path, password_prompt=password_prompt)
+
+    @classmethod
+    def for_script(cls, path: Path | str | None = None) -> Session:
+        """The session a script's object opens (PaddleJob, Experiment): the config's, a password asked at a
+        terminal only, the config's warnings as Python warnings."""
+        tty = bool(sys.stdin) and sys.stdin.isatty()
+        return cls.from_config(
+            Path(path) if path is not None else None,
+            password_prompt=(lambda text: getpass.getpass(f"{text}: ")) if tty else None,
+            warn=lambda message: warnings.warn(message, stacklevel=4),
+        )
 
     # --- facts ----------------------------------------------------------------------------
 
