@@ -537,7 +537,7 @@ for verb in ("hold", "release", "front"):
     CASES.append(Case(op, "unknown owner", 404, "fit", url=f"/api/v1/jobs/fit/{verb}?owner=zed", persona="carol"))
 # --- experiments: the sweep, its template, and names (experiments/api.py, experiments/search.py) ------
 EXPERIMENTS = ("POST", "/api/v1/experiments")
-for label, change, fname in [
+SWEEP_CHANGES: list[tuple[str, dict[str, Any], str]] = [
     ("name with a space", {"name": "my sweep"}, "name"),
     ("name 10k chars", {"name": "s" * 10_000}, "name"),
     ("name a number", {"name": 7}, "name"),
@@ -556,7 +556,8 @@ for label, change, fname in [
     ("template cpu not a quantity", {"template": {**SWEEP["template"], "cpu": "lots"}}, "template.cpu"),
     ("template package outside home", {"template": {**SWEEP["template"], "package": "/etc"}}, "template.package"),
     ("template sets params", {"template": {**SWEEP["template"], "params": {"lr": 1}}}, "template.params"),
-]:
+]
+for label, change, fname in SWEEP_CHANGES:
     CASES.append(field_case(EXPERIMENTS, label, {**SWEEP, "name": "bad", **change}, fname))
 CASES.append(C(*EXPERIMENTS, "running name taken", 409, "name", body=SWEEP))
 for path in ("", "/trials", "/kill"):

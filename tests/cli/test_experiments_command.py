@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from paddlecloud import Experiment, PaddleJob
 
 from experiments.models import Experiment as ExperimentRow
 from jobs.models import Job
-from paddlecloud import Experiment, PaddleJob
 from tests.cli.conftest import Portal, one_line_error
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
