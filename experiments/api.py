@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.request import Request
@@ -43,21 +43,13 @@ class ExperimentSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
         return {"total": sum(counts.values()), **counts}
 
     def get_best_trial(self, experiment: Experiment) -> dict[str, Any] | None:
-        best = _by_metric(experiment).exclude(best=None).select_related("job").first()
+        best = experiment.trials_by_metric().exclude(best=None).select_related("job").first()
         return dict(TrialSerializer(best).data) if best is not None else None
-
-
-def _by_metric(experiment: Experiment) -> QuerySet[Trial]:
-    """Its trials, the best first by the sweep's metric (minimize unless it says maximize), then by index."""
-    metric = (experiment.sweep or {}).get("metric") or {}
-    best = F("best").desc(nulls_last=True) if metric.get("goal") == "maximize" else F("best").asc(nulls_last=True)
-    return experiment.trials.order_by(best, "index")
 
 
 def experiment_of(request: Request, ref: str) -> Experiment:
     """The owner's experiment `ref` (a uid, or a name: the newest of that name); a 404 for anyone else's."""
-    mine = Experiment.objects.filter(owner_id=request.user.pk).select_related("owner", "datacenter")
-    found = mine.filter(uid=ref).first() or mine.filter(name=ref).order_by("-created_at", "-id").first()
+    found = Experiment.objects.named(request.user.pk, ref)
     if found is None:
         raise NotFound(f"no experiment {ref[:60]!r}", "name")
     return found
@@ -108,7 +100,8 @@ class ExperimentTrials(generics.ListAPIView):  # type: ignore[type-arg]
         ordering = self.request.query_params.get("ordering", "metric")
         if ordering not in ORDERINGS:
             raise exceptions.ValidationError({"ordering": [f"must be one of {', '.join(ORDERINGS)}"]})
-        trials = _by_metric(experiment) if ordering == "metric" else experiment.trials.order_by(ordering, "index")
+        by_metric = ordering == "metric"
+        trials = experiment.trials_by_metric() if by_metric else experiment.trials.order_by(ordering, "index")
         state = self.request.query_params.get("state")
         if state:
             trials = trials.filter(state=state[:20])

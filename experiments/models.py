@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F
 
 
 class ExperimentState(models.TextChoices):
@@ -11,6 +12,13 @@ class ExperimentState(models.TextChoices):
     SUCCEEDED = "succeeded"  # every trial ended and at least one succeeded
     FAILED = "failed"  # every trial ended and none succeeded
     KILLED = "killed"
+
+
+class ExperimentQuerySet(models.QuerySet["Experiment"]):
+    def named(self, owner_id: int | None, ref: str) -> Experiment | None:
+        """The owner's experiment `ref`: a uid, or a name (the newest of that name); None where it has none."""
+        mine = self.filter(owner_id=owner_id).select_related("owner", "datacenter")
+        return mine.filter(uid=ref).first() or mine.filter(name=ref).order_by("-created_at", "-id").first()
 
 
 class Experiment(models.Model):
@@ -25,6 +33,8 @@ class Experiment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ExperimentQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["owner", "name", "-created_at"], name="experiment_by_owner_name")]
@@ -36,6 +46,20 @@ class Experiment(models.Model):
 
     def __str__(self) -> str:
         return self.uid
+
+    @property
+    def goal(self) -> str:
+        return str(((self.sweep or {}).get("metric") or {}).get("goal") or "minimize")
+
+    @property
+    def metric(self) -> str | None:
+        name = ((self.sweep or {}).get("metric") or {}).get("name")
+        return str(name) if name else None
+
+    def trials_by_metric(self) -> models.QuerySet[Trial]:
+        """Its trials, the best first by its metric (minimize unless it says maximize), then by index."""
+        best = F("best").desc(nulls_last=True) if self.goal == "maximize" else F("best").asc(nulls_last=True)
+        return self.trials.order_by(best, "index")
 
 
 class Trial(models.Model):

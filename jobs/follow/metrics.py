@@ -17,6 +17,7 @@ from jobs.errors import LogRefused
 from jobs.files import logfiles
 from jobs.follow import logs
 from jobs.models import TERMINAL_STATES, Job
+from storage.backends import StorageUnavailable
 
 MAX_LINE = 8 * 1024  # a valid line is far shorter (32 values of 64-character names)
 
@@ -91,3 +92,24 @@ def last_points(job: Job, worker: str, count: int, tail_bytes: int) -> list[dict
     answer = read_points(job, worker, str(max(0, size - tail_bytes)), tail_bytes)
     points: list[dict[str, Any]] = answer["points"][-count:]
     return points
+
+
+def curve(job: Job, name: str, max_bytes: int, max_points: int, worker: str = "trainer-0") -> list[list[float]]:
+    """[step, value] of metric `name` as `worker` logged it, read from the start of its file up to `max_bytes` (a
+    bound on the work one page may ask for), thinned evenly to at most `max_points` (the last one kept)."""
+    found: list[list[float]] = []
+    cursor, read = "", 0
+    while read < max_bytes:
+        try:
+            answer = read_points(job, worker, cursor, min(logfiles.MAX_CHUNK, max_bytes - read))
+        except (LogRefused, StorageUnavailable, OSError):  # refused or out of reach: the page shows no curve
+            return []
+        found += [[p["step"], p["values"][name]] for p in answer["points"] if name in p["values"]]
+        read += int(answer["cursor"]) - int(cursor or 0)
+        if answer["complete"] or answer["cursor"] == (cursor or "0"):
+            break
+        cursor = answer["cursor"]
+    if len(found) <= max_points:
+        return found
+    every = len(found) / max_points
+    return [found[int(i * every)] for i in range(max_points - 1)] + [found[-1]]

@@ -53,3 +53,11 @@ def eta(value: int | None) -> str:
 def whole_percent(fraction: float | None) -> int:
     """A fraction 0 to 1 as a whole percentage, floored (99.9 % is not shown done) and clamped."""
     return max(0, min(100, int(100 * float(fraction or 0))))
+
+
+@register.filter
+def significant(value: object) -> str:
+    """A metric's value in 6 significant digits (1e-07 stays visible); "–" where there is none."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return "–" if value is None else str(value)
+    return f"{value:.6g}"

@@ -1,9 +1,10 @@
 """Job pages: the home page, one job's pages under /jobs/ (<ref> is a job's uid or its name, the newest run), and
-the queue and usage pages at the root (/queue/, /usage/: under /jobs/ a job so named would shadow them)."""
+the queue, usage and compare pages at the root (/queue/, /usage/, /compare/: under /jobs/ a job so named would
+shadow them)."""
 
 from django.urls import URLPattern, URLResolver, include, path
 
-from jobs.web import views
+from jobs.web import compare, views
 
 job_pages: list[URLPattern] = [
     path("", views.job_list, name="job-list"),
@@ -23,4 +24,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("queue/", views.queue_page, name="queue"),
     path("queue/<str:ref>/<str:verb>", views.queue_action, name="queue-action"),
     path("usage/", views.usage_page, name="usage"),
+    path("compare/", compare.compare_page, name="compare"),
+    path("compare/curves.json", compare.compare_curves, name="compare-curves"),
 ]

@@ -16,6 +16,7 @@ from jobs.follow import reconcile_runs
 from jobs.models import Job, Worker
 from registry.models import RegistrySecret
 from tests.browser.conftest import Page, login
+from tests.browser.test_experiment_page import make_experiment
 from tests.browser.test_metrics_chart import append_points, running_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,12 +51,14 @@ def portal_world(local_dc: Datacenter, alice: User) -> Job:
     WorkerHeartbeat.objects.create(hostname="worker-2.cluster.example.com", last_seen=now - timedelta(hours=2), beats=7)
     reconcile_runs.engine_error(local_dc.pk, "cannot reach the datacenter: HTTPSConnectionPool(host='api.example"
                                 ".com', port=6443): Max retries exceeded (Connection refused)")  # a long one
+    make_experiment(local_dc, alice, trials=12, with_jobs=3)
     return job
 
 
 def main_pages(job: Job) -> list[str]:
     return ["/", "/jobs/", f"/jobs/{job.uid}/", f"/jobs/{job.uid}/logs", "/jobs/new", "/files/", "/quota/",
-            "/usage/", "/queue/", "/registries/", "/profile/", "/profile/password/", "/profile/notifications/"]
+            "/usage/", "/queue/", "/registries/", "/profile/", "/profile/password/", "/profile/notifications/",
+            "/experiments/", "/experiments/grid-ab12c/", f"/compare/?jobs={job.uid},grid-0-ab12c"]
 
 
 def sideways(page: Page, paths: list[str], width: int, device: str) -> dict[str, int]:
