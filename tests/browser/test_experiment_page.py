@@ -26,7 +26,7 @@ LRS = [0.001, 0.003, 0.01, 0.03, 0.1]
 BATCHES = [16, 32, 64, 128]
 
 
-def trial_job(dc: Datacenter, owner: User, name: str, state: str, params: dict[str, object]) -> Job:
+def trial_job(dc: Datacenter, owner: User, name: str, state: str, params: dict[str, float]) -> Job:
     spec = {"parallelism": 1, "pservers": 0, "entry": "python train.py", "params": params}
     cpu, memory, gpu = requested(spec)
     job = Job.objects.create(owner=owner, datacenter=dc, name=name, uid=f"{name}-ab12c", spec=spec, state=state,
