@@ -12,7 +12,7 @@ import logging
 import secrets
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -31,7 +31,7 @@ from jobs.files import layout
 from jobs.follow.reconcile import workers_stopping
 from jobs.follow.tasks import kill_job, schedule
 from jobs.models import ACTIVE_STATES, SPEC_EXPERIMENT, SPEC_TRIAL, TERMINAL_STATES, EventKind, Job, JobState, Reason
-from jobs.scheduling import cycle, priorities
+from jobs.scheduling import cycle, dependencies, priorities
 from jobs.spec import JobSpecSerializer
 from jobs.states import remove_when_released, transition
 from registry.models import RegistrySecret
@@ -71,6 +71,7 @@ class Checked:
     gpu: int
     limits: quota.Amounts
     priority: int
+    after: list[tuple[Job, str]] = field(default_factory=list)  # its dependencies, resolved (spec `after`)
 
 
 def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = False) -> Checked:
@@ -83,6 +84,7 @@ def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = Fals
     data = dict(valid_spec)
     datacenter = choose_datacenter(user, data.pop("datacenter", None))
     data["datacenter"] = datacenter.name
+    after = dependencies.resolve(user, data.get("after") or [])  # the user's own jobs, each ended as asked or not yet
     hooks.check_spec(user, datacenter, data)  # e.g. a build's image and registry become the job's
     if data["registry"] and not RegistrySecret.objects.filter(owner=user, name=data["registry"]).exists():
         raise Invalid(
@@ -97,7 +99,8 @@ def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = Fals
     chosen = priorities.resolve(user, data.get("priority"))
     priorities.check_opt_out(user, chosen, bool(data.get("no_preempt")))
     data["priority"] = chosen.name
-    return Checked(user, datacenter, data, cpu, memory, gpu, quota.limits(user, datacenter), chosen.value)
+    limits = quota.limits(user, datacenter)
+    return Checked(user, datacenter, data, cpu, memory, gpu, limits, chosen.value, after)
 
 
 def _check_could_start(checked: Checked) -> None:
@@ -214,6 +217,8 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
                 return earlier
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
         events.record(job.pk, EventKind.SUBMITTED, _submitted_message(job))
+        if checked.after:
+            dependencies.record(job, checked.after)
         transaction.on_commit(lambda: wake_scheduler(checked.datacenter.pk))
     return job
 

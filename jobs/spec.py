@@ -74,6 +74,11 @@ class JobSpecSerializer(StrictSerializer):
         help_text="The run's hyperparameters, name -> string, number or bool (at most 64; names a-z0-9_, a letter "
         "first): the job reads them with paddlecloud.params() (PADDLECLOUD_PARAMS, JSON).",
     )
+    after = serializers.JSONField(
+        required=False,
+        help_text="Jobs of yours this one starts after, each `NAME[:ok|any|failed]` (ok when left out; at most 16): "
+        "it waits (WaitingForDependency) until each ended so, and fails DependencyNeverSatisfied if one cannot.",
+    )
     max_retries = _integer("max_retries", default=0)
     priority = serializers.CharField(
         max_length=rules.MAX_PRIORITY, required=False, allow_blank=True, default="",
@@ -100,6 +105,10 @@ class JobSpecSerializer(StrictSerializer):
 
     def validate_notify(self, value: object) -> object:
         _raise(rules.notify_problem(value))
+        return value
+
+    def validate_after(self, value: object) -> object:
+        _raise(rules.after_problem(value))
         return value
 
     def validate_entry(self, value: str) -> str:

@@ -1,6 +1,8 @@
-"""The jobs app's rows, one module a subject: the job (job.py), its runtimes and GPUs (runtimes.py), and what the
-scheduler keeps (scheduling.py). Every model is importable from here, as Django and the migrations expect."""
+"""The jobs app's rows, one module a subject: the job (job.py), its dependencies (dependencies.py), its runtimes and
+GPUs (runtimes.py), and what the scheduler keeps (scheduling.py). Every model is importable from here, as Django
+and the migrations expect."""
 
+from jobs.models.dependencies import JobDependency
 from jobs.models.job import (
     ACTIVE_STATES,
     SPEC_EXPERIMENT,
@@ -30,6 +32,7 @@ __all__ = [
     "FairShareUsage",
     "GpuAssignment",
     "Job",
+    "JobDependency",
     "JobEvent",
     "JobQuerySet",
     "JobState",

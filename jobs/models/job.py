@@ -53,6 +53,8 @@ class Reason(models.TextChoices):
     QUOTA_EXHAUSTED = "QuotaExhausted"  # queued: its owner's running jobs use the quota up; it starts as they end
     HELD = "Held"  # queued: an operator holds it; it starts only once released
     STALLED = "Stalled"  # no trainer wrote a log line or used CPU for its stall_timeout, and its stall_action is `fail`
+    WAITING_FOR_DEPENDENCY = "WaitingForDependency"  # queued: a job of its `after` has not ended as asked yet
+    DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"  # failed unstarted: an `after` job ended otherwise
     EARLY_STOPPED = "EarlyStopped"  # killed by its experiment's search (ASHA): its metric fell behind at a rung
     PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
 
@@ -117,6 +119,9 @@ class Job(models.Model):
         help_text="When the scheduler let it start: from then on it holds its requests.",
     )
     held = models.BooleanField(default=False, help_text="An operator holds it in the queue.")
+    blocked = models.BooleanField(
+        default=False, help_text="It waits for the jobs of its spec's `after` (jobs.dependencies); not scheduled."
+    )
     team = models.ForeignKey(
         "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="The owner's team when submitted (datacenters.TeamQuota): its quota and share count this job.",

@@ -24,7 +24,7 @@ from datacenters.capacity import Capacity, capacity
 from datacenters.models import Admission, Datacenter, Quota, TeamQuota
 from jobs import events
 from jobs.models import EventKind, FairShareUsage, Job, JobState, Reason, SchedulingPolicy
-from jobs.scheduling import policy, shapes
+from jobs.scheduling import dependencies, policy, shapes
 from jobs.scheduling.ledger import decay
 from jobs.scheduling.strategies import DEFAULT, Strategies, StrategyError, build
 from jobs.states import transition
@@ -41,8 +41,8 @@ def unadmitted(datacenter: Datacenter | int) -> Any:
 
 
 def waiting(datacenter: Datacenter) -> Any:
-    """The jobs waiting for admission: in the queue and not held."""
-    return unadmitted(datacenter).filter(held=False)
+    """The jobs waiting for admission: in the queue, not held, and not blocked by a dependency (`after`)."""
+    return unadmitted(datacenter).filter(held=False, blocked=False)
 
 
 def preempting(datacenter: Datacenter) -> Any:
@@ -184,6 +184,7 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
     with exclusive(f"schedule-{datacenter.pk}") as held:
         if not held:
             return None
+        dependencies.settle_blocked(datacenter.pk)  # the safety net: jobs whose dependencies ended meanwhile
         candidates, world = load(datacenter)
         if not candidates:
             return []

@@ -97,10 +97,10 @@ def is_waiting(job: Job) -> bool:
 
 
 def place(job: Job) -> Place:
-    """Where a job stands in its datacenter's queue; NOWHERE unless it waits for admission and is not held."""
+    """Where a job stands in its datacenter's queue; NOWHERE unless it waits for admission, not held or blocked."""
     if job.state == JobState.PENDING:
         return _kueue_place(job)
-    if not is_waiting(job) or job.held:
+    if not is_waiting(job) or job.held or job.blocked:
         return NOWHERE
     order = cycle.positions(job.datacenter)
     if job.pk not in order:

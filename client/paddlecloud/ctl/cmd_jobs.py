@@ -58,6 +58,9 @@ def _default_jobname(package: str) -> str:
 @click.option("-param", "--param", "params", multiple=True, metavar="NAME=VALUE",
               help="A hyperparameter the job reads with paddlecloud.params() (true/false, a number or text); "
               "repeat for more.")
+@click.option("-after", "--after", "after", multiple=True, metavar="NAME[:ok|any|failed]",
+              help="Start only once your job NAME ended so (ok: succeeded, the default; any; failed: did not "
+              "succeed); repeat for more. It waits as WaitingForDependency, or fails DependencyNeverSatisfied.")
 @click.option("-max-retries", "--max-retries", "max_retries", type=int, default=0, show_default=True,
               help="Restarts of a failed trainer before the job fails.")
 @click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
@@ -160,6 +163,8 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
     }
     if flags["no_preempt"]:
         body["no_preempt"] = True
+    if flags["after"]:
+        body["after"] = list(flags["after"])
     for name in ("stall_timeout", "stall_action"):
         if flags[name] is not None:
             body[name] = flags[name]

@@ -50,6 +50,7 @@ PARAMETERS = {
     "registry": "registry",
     "env": "env",
     "params": "params",
+    "after": "after",
     "package": "trainer_package_path",
     "datacenter": "datacenter",
     "max_retries": "max_retries",
@@ -140,6 +141,7 @@ class PaddleJob:
         psmemory: str = "1Gi",
         env: dict[str, str] | None = None,
         params: dict[str, str | int | float | bool] | None = None,
+        after: list[str] | None = None,
         registry: str = "",
         max_retries: int = 0,
         pending_timeout: int | None = None,
@@ -200,6 +202,7 @@ class PaddleJob:
         self.psmemory = _quantity(psmemory)
         self.env = dict(env or {})
         self.params = dict(params or {})  # the run's hyperparameters: paddlecloud.params() inside the job
+        self.after = list(after or [])  # jobs it starts after: "NAME[:ok|any|failed]"
         self.registry = registry
         self.max_retries = max_retries
         self.pending_timeout = pending_timeout
@@ -238,6 +241,8 @@ class PaddleJob:
         }
         if self.params:
             spec["params"] = self.params
+        if self.after:
+            spec["after"] = self.after
         if self.pending_timeout is not None:
             spec["pending_timeout"] = self.pending_timeout
         if self.stall_timeout is not None:

@@ -30,6 +30,7 @@ FLAGS = {
     "registry": "-registry",
     "env": "-env",
     "params": "-param",
+    "after": "-after",
     "max_retries": "-max-retries",
     "pending_timeout": "-pending-timeout",
     "stall_timeout": "-stall-timeout",
@@ -92,6 +93,8 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
     bad_param = rules.params_problem(spec.get("params") or {})
     if bad_param:
         yield "params", f"{bad_param[0]}: {bad_param[1]}"
+    if spec.get("after"):
+        yield "after", rules.after_problem(spec["after"])
     for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE), ("priority", rules.MAX_PRIORITY)):
         if len(spec.get(field) or "") > most:
             yield field, f"must be at most {most} characters"
