@@ -97,7 +97,8 @@ def test_a_job_waits_for_its_dependency_then_runs(
     services.kill(Job.objects.get(name="prep"))  # ended (killed): `any` is satisfied
     done = finished("train", worker)
     assert done.state == "succeeded" and not done.blocked, (done.state, done.message)
-    assert done.started_at is not None and done.started_at >= Job.objects.get(name="prep").finished_at
+    prep_end = Job.objects.get(name="prep").finished_at
+    assert done.started_at is not None and prep_end is not None and done.started_at >= prep_end
 
 
 @pytest.mark.celery
