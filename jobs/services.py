@@ -27,10 +27,20 @@ from core.errors import Conflict, Invalid
 from datacenters import quota
 from datacenters.models import Datacenter, rules_for, team_of, usable_datacenter
 from jobs import events, hooks, spec
-from jobs.files import layout
+from jobs.files import checkpoints, layout
 from jobs.follow.reconcile import workers_stopping
 from jobs.follow.tasks import kill_job, schedule
-from jobs.models import ACTIVE_STATES, SPEC_EXPERIMENT, SPEC_TRIAL, TERMINAL_STATES, EventKind, Job, JobState, Reason
+from jobs.models import (
+    ACTIVE_STATES,
+    RESUME_CHECKPOINT,
+    SPEC_EXPERIMENT,
+    SPEC_TRIAL,
+    TERMINAL_STATES,
+    EventKind,
+    Job,
+    JobState,
+    Reason,
+)
 from jobs.scheduling import cycle, dependencies, priorities
 from jobs.spec import JobSpecSerializer
 from jobs.states import remove_when_released, transition
@@ -74,17 +84,21 @@ class Checked:
     after: list[tuple[Job, str]] = field(default_factory=list)  # its dependencies, resolved (spec `after`)
 
 
-def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = False) -> Checked:
+def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = False, auto_resume: bool = True) -> Checked:
     """Every check of a submission that needs no lock: datacenter, registry, package, engine, quantities.
 
     valid_spec: what the job spec serializer validated (jobs.spec.JobSpecSerializer).
     upload_pending: the package is about to be uploaded (a dry run before `paddlectl submit`
     uploads), so its path must be one the user may write, but need not exist yet.
+    auto_resume: a rerun of a failed job resumes from its latest checkpoint unless `resume_from` says otherwise.
     """
     data = dict(valid_spec)
     datacenter = choose_datacenter(user, data.pop("datacenter", None))
     data["datacenter"] = datacenter.name
     after = dependencies.resolve(user, data.get("after") or [])  # the user's own jobs, each ended as asked or not yet
+    resume = checkpoints.resume_point(user, data, auto_resume)
+    if resume is not None:  # the job finds it as paddlecloud.checkpoint.latest() (PADDLECLOUD_RESUME_FROM)
+        data[RESUME_CHECKPOINT] = {"path": resume.path, "step": resume.step}
     hooks.check_spec(user, datacenter, data)  # e.g. a build's image and registry become the job's
     if data["registry"] and not RegistrySecret.objects.filter(owner=user, name=data["registry"]).exists():
         raise Invalid(
@@ -217,6 +231,8 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
                 return earlier
             raise Conflict(f"you already have an active job named {data['jobname']!r}", "jobname") from None
         events.record(job.pk, EventKind.SUBMITTED, _submitted_message(job))
+        if RESUME_CHECKPOINT in data:
+            events.record(job.pk, EventKind.SUBMITTED, f"resumes from {data[RESUME_CHECKPOINT]['path']}")
         if checked.after:
             dependencies.record(job, checked.after)
         transaction.on_commit(lambda: wake_scheduler(checked.datacenter.pk))
@@ -266,7 +282,7 @@ def submit_request(
     earlier = None if check_only else submitted_with(user, idempotency_key, valid["jobname"])
     if earlier is not None:
         return Submitted(earlier, None, replayed=True)
-    checked = check(user, valid, upload_pending)
+    checked = check(user, valid, upload_pending, auto_resume=trial_of is None)
     if trial_of is not None:
         checked.spec.update({SPEC_EXPERIMENT: trial_of[0], SPEC_TRIAL: trial_of[1]})
     if check_only:

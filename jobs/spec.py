@@ -79,6 +79,12 @@ class JobSpecSerializer(StrictSerializer):
         help_text="Jobs of yours this one starts after, each `NAME[:ok|any|failed]` (ok when left out; at most 16): "
         "it waits (WaitingForDependency) until each ended so, and fails DependencyNeverSatisfied if one cannot.",
     )
+    resume_from = serializers.CharField(
+        required=False, allow_blank=True, max_length=80,
+        help_text="JOB[:STEP]: start from a checkpoint of another run of yours (its latest without STEP); the job "
+        "finds it as paddlecloud.checkpoint.latest(). Absent: a rerun of a failed job resumes from that run's "
+        "latest checkpoint; empty: never.",
+    )  # fmt: skip
     max_retries = _integer("max_retries", default=0)
     priority = serializers.CharField(
         max_length=rules.MAX_PRIORITY, required=False, allow_blank=True, default="",
@@ -109,6 +115,10 @@ class JobSpecSerializer(StrictSerializer):
 
     def validate_after(self, value: object) -> object:
         _raise(rules.after_problem(value))
+        return value
+
+    def validate_resume_from(self, value: str) -> str:
+        _raise(rules.resume_from_problem(value))
         return value
 
     def validate_entry(self, value: str) -> str:

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from jobs.api import checkpoints as api_checkpoints
 from jobs.api import events as api_events
 from jobs.api import jobs as api
 from jobs.api import metrics as api_metrics
@@ -18,6 +19,7 @@ urlpatterns = [
     path("jobs/<str:name>/logs", api.JobLogs.as_view(), name="api-job-logs"),
     path("jobs/<str:name>/events", api_events.JobEvents.as_view(), name="api-job-events"),
     path("jobs/<str:name>/metrics", api_metrics.JobMetrics.as_view(), name="api-job-metrics"),
+    path("jobs/<str:name>/checkpoints", api_checkpoints.JobCheckpoints.as_view(), name="api-job-checkpoints"),
     path("usage", api_usage.UsageView.as_view(), name="api-usage"),
     path("jobs/<str:name>/hold", api_queue.JobHold.as_view(), name="api-job-hold"),
     path("jobs/<str:name>/release", api_queue.JobRelease.as_view(), name="api-job-release"),

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from paddlecloud.contract.jobenv import JobEnv
 
-from jobs.models import SPEC_EXPERIMENT, SPEC_TRIAL, Job
+from jobs.models import RESUME_CHECKPOINT, SPEC_EXPERIMENT, SPEC_TRIAL, Job
 
 
 def params_json(spec: dict[str, Any]) -> str | None:
@@ -58,6 +58,7 @@ class Launch:
     params: str | None = None  # the spec's params as JSON (PADDLECLOUD_PARAMS); None: it has none
     experiment: str | None = None  # the experiment's uid and the trial's index, where the job is a trial
     trial: int | None = None
+    resume_from: str | None = None  # the checkpoint folder it starts from, as the job sees it (PFS paths are alike)
 
     @classmethod
     def of(
@@ -76,6 +77,7 @@ class Launch:
             params=params_json(job.spec),
             experiment=job.spec.get(SPEC_EXPERIMENT),
             trial=job.spec.get(SPEC_TRIAL),
+            resume_from=(job.spec.get(RESUME_CHECKPOINT) or {}).get("path"),
             package_dir=package_dir,
             home=home,
             output_dir=output_dir,
@@ -111,4 +113,5 @@ class Launch:
             params=self.params,
             experiment=self.experiment,
             trial=self.trial,
+            resume_from=self.resume_from,
         ).to_env()

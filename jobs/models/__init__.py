@@ -5,6 +5,7 @@ and the migrations expect."""
 from jobs.models.dependencies import JobDependency
 from jobs.models.job import (
     ACTIVE_STATES,
+    RESUME_CHECKPOINT,
     SPEC_EXPERIMENT,
     SPEC_TRIAL,
     STARTED_STATES,
@@ -24,6 +25,7 @@ from jobs.models.scheduling import FairShareUsage, PriorityClass, SchedulingPoli
 
 __all__ = [
     "ACTIVE_STATES",
+    "RESUME_CHECKPOINT",
     "SPEC_EXPERIMENT",
     "SPEC_TRIAL",
     "STARTED_STATES",

@@ -27,6 +27,9 @@ TERMINAL_STATES = tuple(JobState(state) for state in states.TERMINAL_JOB_STATES)
 # A trial's experiment uid and index, kept in its spec by the experiment's own submit; the job sees them as
 # PADDLECLOUD_EXPERIMENT and PADDLECLOUD_TRIAL.
 SPEC_EXPERIMENT, SPEC_TRIAL = "experiment", "trial"
+# The checkpoint a job starts from ({"path", "step"}), chosen at submit (spec `resume_from`, or a failed rerun's);
+# the job sees its path as PADDLECLOUD_RESUME_FROM.
+RESUME_CHECKPOINT = "resume_checkpoint"
 
 
 class Reason(models.TextChoices):

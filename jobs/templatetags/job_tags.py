@@ -1,8 +1,8 @@
-"""Template filters of the job pages: elapsed time and usage percentages."""
+"""Template filters of the job pages: elapsed time, usage percentages, metric values and epoch times."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django import template
@@ -61,3 +61,9 @@ def significant(value: object) -> str:
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return "–" if value is None else str(value)
     return f"{value:.6g}"
+
+
+@register.filter
+def epoch(value: float | None) -> datetime | None:
+    """Seconds since the epoch as an aware datetime (for timesince)."""
+    return None if value is None else datetime.fromtimestamp(value, tz=UTC)

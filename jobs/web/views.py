@@ -25,10 +25,10 @@ from datacenters import quota
 from datacenters.models import Datacenter, usable_datacenter
 from jobs import hooks, services
 from jobs.errors import LogRefused
-from jobs.files import layout
+from jobs.files import checkpoints, layout
 from jobs.follow import logs, metrics
 from jobs.lookup import job_named
-from jobs.models import ACTIVE_STATES, TERMINAL_STATES, Job
+from jobs.models import ACTIVE_STATES, RESUME_CHECKPOINT, TERMINAL_STATES, Job
 from jobs.scheduling import accounting, queue
 from jobs.web.forms import JobFilterForm, SubmitForm, initial_from_spec, priority_names
 from registry.models import RegistrySecret
@@ -45,6 +45,7 @@ PACKAGE_CHOICES = 200  # folders offered as packages, at most
 NOSCRIPT_POINTS = 10
 NOSCRIPT_TRAINERS = 8
 NOSCRIPT_TAIL_BYTES = 64 * 1024
+CHECKPOINTS_SHOWN = 10  # the newest; `paddlectl get checkpoints` and the API list up to 200
 EVENTS_SHOWN = 50  # the job page shows the newest events; the API and `describe job` have all
 
 
@@ -157,6 +158,8 @@ def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     context = _detail_context(request, job)
     runs = Job.objects.filter(owner_id=job.owner_id, name=job.name).order_by("-created_at")[:20]
     params = [(name, rules.param_text(value)) for name, value in sorted((job.spec.get("params") or {}).items())]
+    context.update(checkpoints=checkpoints.listed(job)[-CHECKPOINTS_SHOWN:][::-1],
+                   resumed=job.spec.get(RESUME_CHECKPOINT))  # fmt: skip
     context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), params=params,
                    metric_tables=metrics_tables(job))  # fmt: skip
     context.update(_place_context(job), preempted=times(job.attempt - 1))

@@ -75,8 +75,8 @@ def test_a_training_loop_saves_and_leaves_on_sigterm(tmp_path: Path) -> None:
         """
         import sys, time
         from paddlecloud import checkpoint
-        step = 0
-        checkpoint.stop_requested()  # installs the handler
+        step = 1
+        checkpoint.latest(sys.argv[1])  # the first use installs the handler
         print("ready", flush=True)
         while not checkpoint.stop_requested():
             step += 1
@@ -91,3 +91,18 @@ def test_a_training_loop_saves_and_leaves_on_sigterm(tmp_path: Path) -> None:
     assert process.wait(10) == 0
     last = checkpoint.latest(tmp_path)
     assert last is not None and (last.path / "step").read_text() == str(last.step) and last.step > 0
+
+
+def test_the_best_by_the_metric_is_kept_beside_the_newest(tmp_path: Path) -> None:
+    for step, loss in enumerate([0.9, 0.2, 0.5, 0.7, 0.6]):
+        checkpoint.save(step, write_text(str(step)), keep=1, keep_best=1, metric=loss, output=tmp_path)
+    kept = checkpoint.list_all(tmp_path)
+    assert [(c.step, c.metric) for c in kept] == [(1, 0.2), (4, 0.6)]  # the best (lowest loss) and the newest
+    assert checkpoint.load(1, tmp_path) == kept[0] and checkpoint.load(3, tmp_path) is None
+    for step, acc in enumerate([0.1, 0.8, 0.3]):
+        checkpoint.save(10 + step, write_text("x"), keep=1, keep_best=1, metric=acc, goal="maximize", output=tmp_path)
+    assert [c.step for c in checkpoint.list_all(tmp_path)] == [11, 12]
+    for bad in ({"metric": float("nan")}, {"keep_best": -1}, {"goal": "lowest"}):
+        with pytest.raises(ValueError):
+            checkpoint.save(20, write_text("x"), output=tmp_path, **bad)
+

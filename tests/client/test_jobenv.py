@@ -39,6 +39,7 @@ FULL = JobEnv(
     params='{"lr": 0.1}',
     experiment="lr-sweep-a1b2c",
     trial=3,
+    resume_from="/pfs/local/home/alice/jobs/fit/output/fit-ab12c/checkpoints/step-7",
 )
 MINIMAL = JobEnv(role="pserver", trainers=1, pservers=1, entry="sh run.sh", output_dir="/out")
 

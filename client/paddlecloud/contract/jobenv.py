@@ -65,6 +65,9 @@ VARIABLES = """\
                                    number or bool); read them with ``paddlecloud.params()``
 ``PADDLECLOUD_EXPERIMENT``         optional: the uid of the experiment the job is a trial of
 ``PADDLECLOUD_TRIAL``              optional (>= 0): the job's trial index in that experiment
+``PADDLECLOUD_RESUME_FROM``        optional: a checkpoint folder of another run (``-resume-from``);
+                                   ``paddlecloud.checkpoint.latest()`` returns it until the job
+                                   saved one of its own
 =================================  =========================================================
 """
 
@@ -108,6 +111,7 @@ class JobEnv:
     params: str | None = None  # JSON: the spec's params
     experiment: str | None = None  # the uid of the experiment the job is a trial of
     trial: int | None = None  # its index there
+    resume_from: str | None = None  # a checkpoint folder of another run to start from
 
     def to_env(self) -> dict[str, str]:
         """The variables as a process's environment, in field order."""
@@ -163,6 +167,7 @@ class JobEnv:
             params=_str(env, "params") or None,
             experiment=_str(env, "experiment") or None,
             trial=_int(env, "trial", 0),
+            resume_from=_str(env, "resume_from") or None,
         )
 
 

@@ -7,12 +7,15 @@ In the user's home on a datacenter (`/pfs/<dc>/home/<user>`):
                                          mixes the files of two runs
         <role>_<index>/log.txt           each worker's log (trainer_0, pserver_1, ...)
         <role>_<index>/metrics.jsonl     its metric points (paddlecloud.metrics)
+        checkpoints/step-<n>/            one checkpoint (paddlecloud.checkpoint), with its CHECKPOINT_META
 """
 
 from __future__ import annotations
 
 LOG_NAME = "log.txt"
 METRICS_NAME = "metrics.jsonl"
+CHECKPOINTS_NAME = "checkpoints"
+CHECKPOINT_META = ".paddlecloud-checkpoint.json"  # in each checkpoint: {"step", "time", "metric"} as save wrote it
 
 
 def job_folder_parts(jobname: str) -> list[str]:

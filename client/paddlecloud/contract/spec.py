@@ -304,6 +304,29 @@ def after_problem(after: object) -> str | None:
     return None
 
 
+_RESUME_FROM = re.compile(r"([a-z0-9][-a-z0-9]{0,59})(?::([0-9]{1,12}))?")
+
+
+def parse_resume_from(text: str) -> tuple[str, int | None]:
+    """`JOB[:STEP]` (a job's name or uid, and a checkpoint's step: its latest when left out); ValueError if not."""
+    found = _RESUME_FROM.fullmatch(text)
+    if found is None:
+        raise ValueError("must be JOB or JOB:STEP: a job of yours (its name or uid) and a checkpoint's step")
+    return found.group(1), int(found.group(2)) if found.group(2) else None
+
+
+def resume_from_problem(text: object) -> str | None:
+    """What is wrong with a spec's `resume_from` ("" is fine: never resume), or None."""
+    if not isinstance(text, str):
+        return "must be a string, JOB or JOB:STEP"
+    try:
+        if text:
+            parse_resume_from(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 MAX_WEBHOOK_URL = 2000
 
 

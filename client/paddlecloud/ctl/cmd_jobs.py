@@ -61,6 +61,11 @@ def _default_jobname(package: str) -> str:
 @click.option("-after", "--after", "after", multiple=True, metavar="NAME[:ok|any|failed]",
               help="Start only once your job NAME ended so (ok: succeeded, the default; any; failed: did not "
               "succeed); repeat for more. It waits as WaitingForDependency, or fails DependencyNeverSatisfied.")
+@click.option("-resume-from", "--resume-from", "resume_from", default=None, metavar="JOB[:STEP]",
+              help="Start from a checkpoint of another run of yours (its latest without STEP): the job finds it "
+              "as paddlecloud.checkpoint.latest(). Without it, a rerun of a failed job resumes from that run.")
+@click.option("-no-resume", "--no-resume", "no_resume", is_flag=True,
+              help="Start from nothing, even as a rerun of a failed job that left checkpoints.")
 @click.option("-max-retries", "--max-retries", "max_retries", type=int, default=0, show_default=True,
               help="Restarts of a failed trainer before the job fails.")
 @click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
@@ -165,6 +170,10 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
         body["no_preempt"] = True
     if flags["after"]:
         body["after"] = list(flags["after"])
+    if flags["resume_from"] and flags["no_resume"]:
+        raise UsageProblem("-no-resume: not with -resume-from")
+    if flags["resume_from"] is not None or flags["no_resume"]:
+        body["resume_from"] = "" if flags["no_resume"] else flags["resume_from"]
     for name in ("stall_timeout", "stall_action"):
         if flags[name] is not None:
             body[name] = flags[name]

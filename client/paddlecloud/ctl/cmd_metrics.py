@@ -1,13 +1,18 @@
-"""paddlectl metrics JOB: the last value of every metric each trainer logged with paddlecloud.metrics.log."""
+"""paddlectl metrics JOB: the last value of every metric each trainer logged with paddlecloud.metrics.log; and
+paddlectl get checkpoints JOB: what it saved with paddlecloud.checkpoint."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import click
 
-from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, session_of
+from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, get, session_of
+from paddlecloud.ctl.output import emit, human_bytes, human_duration
+from paddlecloud.ctl.output import table as ctable
+from paddlecloud.sdk.jobs import job_path
 from paddlecloud.sdk.metrics import last_values
 
 
@@ -40,3 +45,22 @@ def metrics(ctx: click.Context, job: str, output: str) -> None:
         import yaml  # noqa: PLC0415 - paddlectl imports PyYAML only where it is used
 
         click.echo(yaml.safe_dump(found, sort_keys=False), nl=False)
+
+
+@get.command("checkpoints", short_help="List a job's checkpoints: step, saved, size, metric, path.")
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.argument("job", shell_complete=complete_jobs)
+@click.pass_context
+def get_checkpoints(ctx: click.Context, job: str, output: str) -> None:
+    """STEP, SAVED (how long ago), SIZE, METRIC (what save(metric=) was given) and PATH of each checkpoint the run
+    saved with paddlecloud.checkpoint; copy one with `paddlectl file cp PATH DIR`, start from one with
+    `submit -resume-from JOB:STEP`."""
+    session = session_of(ctx)
+    found = session.get(f"{job_path(job)}/checkpoints")
+    rows = []
+    for c in found["checkpoints"]:
+        size = human_bytes(c["size"]) + ("" if c["complete_size"] else "+")  # + : more files than were counted
+        metric = "-" if c["metric"] is None else f"{c['metric']:.6g}"
+        rows.append((c["step"], human_duration(time.time() - c["time"]), size, metric, c["path"]))
+    emit(found, output, lambda: ctable(("STEP", "SAVED", "SIZE", "METRIC", "PATH"), rows,
+                                       empty=f"job {job}: no checkpoints (save them with paddlecloud.checkpoint)"))

@@ -51,6 +51,7 @@ PARAMETERS = {
     "env": "env",
     "params": "params",
     "after": "after",
+    "resume_from": "resume_from",
     "package": "trainer_package_path",
     "datacenter": "datacenter",
     "max_retries": "max_retries",
@@ -142,6 +143,7 @@ class PaddleJob:
         env: dict[str, str] | None = None,
         params: dict[str, str | int | float | bool] | None = None,
         after: list[str] | None = None,
+        resume_from: str | None = None,
         registry: str = "",
         max_retries: int = 0,
         pending_timeout: int | None = None,
@@ -203,6 +205,7 @@ class PaddleJob:
         self.env = dict(env or {})
         self.params = dict(params or {})  # the run's hyperparameters: paddlecloud.params() inside the job
         self.after = list(after or [])  # jobs it starts after: "NAME[:ok|any|failed]"
+        self.resume_from = resume_from  # "JOB[:STEP]" to start from; "": never resume; None: the portal's rule
         self.registry = registry
         self.max_retries = max_retries
         self.pending_timeout = pending_timeout
@@ -243,6 +246,8 @@ class PaddleJob:
             spec["params"] = self.params
         if self.after:
             spec["after"] = self.after
+        if self.resume_from is not None:
+            spec["resume_from"] = self.resume_from
         if self.pending_timeout is not None:
             spec["pending_timeout"] = self.pending_timeout
         if self.stall_timeout is not None:
@@ -312,6 +317,11 @@ class PaddleJob:
     def metrics(self, worker: str = "trainer-0") -> list[dict[str, Any]]:
         """Every point `worker` logged with paddlecloud.metrics.log so far: [{"step", "time", "values": {...}}]."""
         return metrics.points(self.session, self._ref(), worker)
+
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """The run's checkpoints by step: step, path (/pfs/...), time, size, complete_size, metric."""
+        found: list[dict[str, Any]] = self.session.get(f"{job_path(self._ref())}/checkpoints")["checkpoints"]
+        return found
 
     def kill(self, rm: bool = False) -> dict[str, Any] | None:
         """Stop every worker; rm=True also removes the job from the history."""

@@ -31,6 +31,7 @@ FLAGS = {
     "env": "-env",
     "params": "-param",
     "after": "-after",
+    "resume_from": "-resume-from",
     "max_retries": "-max-retries",
     "pending_timeout": "-pending-timeout",
     "stall_timeout": "-stall-timeout",
@@ -93,11 +94,18 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
     bad_param = rules.params_problem(spec.get("params") or {})
     if bad_param:
         yield "params", f"{bad_param[0]}: {bad_param[1]}"
-    if spec.get("after"):
-        yield "after", rules.after_problem(spec["after"])
+    yield from _pipeline_problems(spec)
     for field, most in (("registry", rules.MAX_REGISTRY), ("image", rules.MAX_IMAGE), ("priority", rules.MAX_PRIORITY)):
         if len(spec.get(field) or "") > most:
             yield field, f"must be at most {most} characters"
+
+
+def _pipeline_problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
+    """Where the job starts from: the jobs it starts after, and the checkpoint it resumes from."""
+    if spec.get("after"):
+        yield "after", rules.after_problem(spec["after"])
+    if spec.get("resume_from") is not None:
+        yield "resume_from", rules.resume_from_problem(spec["resume_from"])
 
 
 def flag_message(error_fields: list[dict[str, Any]], detail: str, flags: dict[str, str] | None = None) -> str:
