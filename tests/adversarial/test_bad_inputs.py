@@ -399,6 +399,21 @@ for op, prefix in LISTS.items():
         # A page past the end may be a 404 (it names the page); a page number no list reaches is a 400.
         status = (400, 404) if value == "9" * 30 else 400
         CASES.append(Case(op, f"{parameter}={value[:10]}", status, parameter, url=f"{prefix}{parameter}={value}"))
+# --- where a job starts from: after (dependencies) and resume_from (a checkpoint) --------------------
+for label, change, fname, status in [
+    ("after a string", {"after": "fit"}, "after", 400),
+    ("after condition unknown", {"after": ["fit:maybe"]}, "after", 400),
+    ("after 17 jobs", {"after": [f"j{i}" for i in range(17)]}, "after", 400),
+    ("after an unknown job", {"after": ["nope"]}, "after", 400),
+    ("after a job twice", {"after": ["fit", "fit:any"]}, "after", 400),
+    ("after 10k chars", {"after": ["a" * 10_000]}, "after", 400),
+    ("resume_from a list", {"resume_from": ["fit"]}, "resume_from", 400),
+    ("resume_from bad shape", {"resume_from": "fit:step-3"}, "resume_from", 400),
+    ("resume_from 10k chars", {"resume_from": "f" * 10_000}, "resume_from", 400),
+    ("resume_from no checkpoint", {"resume_from": "fit"}, "resume_from", 400),
+    ("resume_from an unknown job", {"resume_from": "nope:3"}, "resume_from", 400),
+]:
+    CASES.append(field_case(SUBMIT, label, {**JOB, **change}, fname, status))
 CASES.append(C("GET", "/api/v1/jobs", "state unknown", 400, "state", url="/api/v1/jobs?state=lost", field="state"))
 CASES.append(C("GET", "/api/v1/jobs/", "state 10k chars", 400, "state", url="/api/v1/jobs/?state=" + "s" * 10_000))
 
@@ -410,6 +425,7 @@ for op in [
     ("GET", "/api/v1/jobs/{name}/metrics"),
     ("GET", "/api/v1/jobs/{name}/workers"),
     ("GET", "/api/v1/jobs/{name}/events"),
+    ("GET", "/api/v1/jobs/{name}/checkpoints"),
 ]:
     base = op[1].replace("{name}", "nope")
     CASES.append(Case(op, "unknown job", 404, "nope", url=base))
@@ -731,6 +747,7 @@ EXAMPLE_URLS = {
     "/api/v1/experiments/{name}/kill": "/api/v1/experiments/grid/kill",
     "/api/v1/jobs/{name}/logs": "/api/v1/jobs/fit/logs",
     "/api/v1/jobs/{name}/metrics": "/api/v1/jobs/fit/metrics",
+    "/api/v1/jobs/{name}/checkpoints": "/api/v1/jobs/fit/checkpoints",
     "/api/v1/jobs/{name}/workers": "/api/v1/jobs/fit/workers",
     "/api/v1/jobs/{name}/events": "/api/v1/jobs/fit/events",
     "/api/v1/jobs/{name}/hold": "/api/v1/jobs/fit/hold",

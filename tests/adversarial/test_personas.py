@@ -115,6 +115,7 @@ ROUTES: dict[Operation, Route] = {
     ("GET", "/api/v1/jobs/{name}/logs"): Route("/api/v1/jobs/fit/logs", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/events"): Route("/api/v1/jobs/fit/events", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/metrics"): Route("/api/v1/jobs/fit/metrics", 200, 404, 404),
+    ("GET", "/api/v1/jobs/{name}/checkpoints"): Route("/api/v1/jobs/fit/checkpoints", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/workers"): Route("/api/v1/jobs/fit/workers", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/usage"): Route("/api/v1/jobs/fit/usage", 200, 404, 404),
     # Operators act on any user's waiting job; users may not.
