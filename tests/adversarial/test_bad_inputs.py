@@ -400,7 +400,7 @@ for op, prefix in LISTS.items():
         status = (400, 404) if value == "9" * 30 else 400
         CASES.append(Case(op, f"{parameter}={value[:10]}", status, parameter, url=f"{prefix}{parameter}={value}"))
 # --- where a job starts from: after (dependencies) and resume_from (a checkpoint) --------------------
-for label, change, fname, status in [
+STARTS_FROM: list[tuple[str, dict[str, Any], str, int]] = [
     ("after a string", {"after": "fit"}, "after", 400),
     ("after condition unknown", {"after": ["fit:maybe"]}, "after", 400),
     ("after 17 jobs", {"after": [f"j{i}" for i in range(17)]}, "after", 400),
@@ -412,7 +412,8 @@ for label, change, fname, status in [
     ("resume_from 10k chars", {"resume_from": "f" * 10_000}, "resume_from", 400),
     ("resume_from no checkpoint", {"resume_from": "fit"}, "resume_from", 400),
     ("resume_from an unknown job", {"resume_from": "nope:3"}, "resume_from", 400),
-]:
+]
+for label, change, fname, status in STARTS_FROM:
     CASES.append(field_case(SUBMIT, label, {**JOB, **change}, fname, status))
 CASES.append(C("GET", "/api/v1/jobs", "state unknown", 400, "state", url="/api/v1/jobs?state=lost", field="state"))
 CASES.append(C("GET", "/api/v1/jobs/", "state 10k chars", 400, "state", url="/api/v1/jobs/?state=" + "s" * 10_000))
