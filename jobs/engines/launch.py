@@ -11,7 +11,7 @@ paddlecloud.contract.jobenv's.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +23,22 @@ from jobs.models import RESUME_CHECKPOINT, SPEC_EXPERIMENT, SPEC_TRIAL, Job
 def params_json(spec: dict[str, Any]) -> str | None:
     """The spec's params as the job reads them (PADDLECLOUD_PARAMS, paddlecloud.params()); None where none."""
     return json.dumps(spec["params"], sort_keys=True, ensure_ascii=False) if spec.get("params") else None
+
+
+@dataclass(frozen=True)
+class SpecFacts:
+    """What the job's spec tells its launcher beyond its shape, read from the spec in this one place for both engines:
+    its params, the experiment and trial it is, and the checkpoint it starts from."""
+
+    params: str | None = None  # the spec's params as JSON (PADDLECLOUD_PARAMS); None: it has none
+    experiment: str | None = None  # the experiment's uid and the trial's index, where the job is a trial
+    trial: int | None = None
+    resume_from: str | None = None  # the checkpoint folder it starts from, as the job sees it (PFS paths are alike)
+
+    @classmethod
+    def of(cls, spec: dict[str, Any]) -> SpecFacts:
+        resume = spec.get(RESUME_CHECKPOINT) or {}
+        return cls(params_json(spec), spec.get(SPEC_EXPERIMENT), spec.get(SPEC_TRIAL), resume.get("path"))
 
 
 @dataclass(frozen=True)
@@ -55,10 +71,7 @@ class Launch:
     output_dir: str
     log_limit: int | None
     isolation_port: int | None = None
-    params: str | None = None  # the spec's params as JSON (PADDLECLOUD_PARAMS); None: it has none
-    experiment: str | None = None  # the experiment's uid and the trial's index, where the job is a trial
-    trial: int | None = None
-    resume_from: str | None = None  # the checkpoint folder it starts from, as the job sees it (PFS paths are alike)
+    facts: SpecFacts = field(default_factory=SpecFacts)
 
     @classmethod
     def of(
@@ -74,10 +87,7 @@ class Launch:
             entry=job.spec["entry"],
             passes=int(job.spec.get("passes") or 1),
             attempt=job.attempt,
-            params=params_json(job.spec),
-            experiment=job.spec.get(SPEC_EXPERIMENT),
-            trial=job.spec.get(SPEC_TRIAL),
-            resume_from=(job.spec.get(RESUME_CHECKPOINT) or {}).get("path"),
+            facts=SpecFacts.of(job.spec),
             package_dir=package_dir,
             home=home,
             output_dir=output_dir,
@@ -110,8 +120,8 @@ class Launch:
             attempt=self.attempt,
             preempted=1 if self.attempt > 1 else None,  # attempts grow only by preemption
             isolation_port=self.isolation_port,
-            params=self.params,
-            experiment=self.experiment,
-            trial=self.trial,
-            resume_from=self.resume_from,
+            params=self.facts.params,
+            experiment=self.facts.experiment,
+            trial=self.facts.trial,
+            resume_from=self.facts.resume_from,
         ).to_env()

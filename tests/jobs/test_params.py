@@ -22,7 +22,7 @@ from paddlecloud.sdk.job import PaddleJob
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs.engines.launch import Launch, Peers
+from jobs.engines.launch import Launch, Peers, SpecFacts
 from jobs.models import Job
 from jobs.web.forms import SubmitForm, initial_from_spec
 from tests.jobs.conftest import put_package
@@ -74,7 +74,7 @@ def test_a_non_finite_number_is_refused_by_the_shared_rule() -> None:
 
 def test_the_launcher_is_told_the_params_as_json_and_reads_them_back() -> None:
     launch = Launch("j", "dc", "alice", 1, 0, "python t.py", 1, 1, "/p", "/h", "/o", None,
-                    params=json.dumps(PARAMS, sort_keys=True))  # fmt: skip
+                    facts=SpecFacts(params=json.dumps(PARAMS, sort_keys=True)))  # fmt: skip
     env = launch.env("trainer", Peers(("127.0.0.1",), (1,), ("127.0.0.1",), (2,), 3, 4), 0)
     assert json.loads(env["PADDLECLOUD_PARAMS"]) == PARAMS
     assert JobEnv.from_env(env).params == env["PADDLECLOUD_PARAMS"]

@@ -32,7 +32,7 @@ from paddlecloud.contract.jobenv import env_name
 from datacenters.models import Datacenter, StorageKind
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.storage import Storage
-from jobs.engines.launch import Launch, Peers, params_json
+from jobs.engines.launch import Launch, Peers, SpecFacts
 from jobs.files import layout, logfiles
 from jobs.models import Job
 
@@ -78,7 +78,7 @@ class Plan:
     log_limit: int | None = None  # bytes of each worker's log.txt the launcher keeps (datacenter.job_log_limit)
     attempt: int = 1  # the job's run: one more after each preemption (jobs/scheduling)
     isolation_port: int | None = None  # the node's kubelet port: the launcher waits until it is out of reach
-    params: str | None = None  # the spec's params as JSON (launch.params_json)
+    facts: SpecFacts = field(default_factory=SpecFacts)  # params, experiment, trial, checkpoint (launch.SpecFacts)
 
     @property
     def user_label(self) -> str:
@@ -109,7 +109,7 @@ class Plan:
             output_dir=self.output_dir,
             log_limit=self.log_limit,
             isolation_port=self.isolation_port,
-            params=self.params,
+            facts=self.facts,
         )
 
 
@@ -160,7 +160,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         log_limit=logfiles.log_limit(datacenter),
         attempt=job.attempt,
         isolation_port=datacenter.kubelet_port if datacenter.wait_for_isolation else None,
-        params=params_json(spec),
+        facts=SpecFacts.of(spec),
     )
 
 
