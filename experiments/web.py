@@ -23,7 +23,8 @@ from experiments.models import Experiment, Trial
 from jobs.web.compare import MAX_CURVE_BYTES, run_entry
 
 PAGE_SIZE = 200  # trials per page
-MAX_CURVES = 200  # trials whose curves one answer draws: the best by the metric
+MAX_CURVES = 50  # trials whose curves one answer draws, the best by the metric: more would not be readable
+CURVE_POINTS = 300  # per trial's curve: each point drawn is one line of its metrics file parsed
 MAX_REF = 60  # characters of an experiment's uid or name
 COLUMNS = ("index", "state", "best", "last", "steps")
 TRIAL_STATES = ("waiting", "queued", "running", "succeeded", "failed", "killed", "stopped", "refused", "removed")
@@ -97,12 +98,15 @@ def experiment_detail(request: HttpRequest, ref: str) -> HttpResponse:
 
 @login_required
 def experiment_curves(request: HttpRequest, ref: str) -> JsonResponse:
-    """The best MAX_CURVES trials that have a job: their params, best value and the curve of the metric."""
+    """The best MAX_CURVES trials that have a job: their params, best value and the curve of the metric (the
+    parallel coordinates draw these too; the table and the CSV have every trial)."""
     experiment = _experiment(request, ref)
     metric = experiment.metric or "loss"
-    trials = list(experiment.trials_by_metric().exclude(job=None).select_related("job")[:MAX_CURVES])
+    trials = experiment.trials_by_metric().exclude(job=None).select_related("job__owner", "job__datacenter")
+    trials = trials[:MAX_CURVES]
     budget = MAX_CURVE_BYTES // max(len(trials), 1)
-    runs = [run_entry(t.job, f"trial {t.index}", metric, budget, best=t.best, index=t.index) for t in trials if t.job]
+    runs = [run_entry(t.job, f"trial {t.index}", metric, budget, CURVE_POINTS, best=t.best, index=t.index)
+            for t in trials if t.job]  # fmt: skip
     params = list((experiment.sweep or {}).get("params") or {})
     return JsonResponse({"metric": metric, "goal": experiment.goal, "params": params, "runs": runs})
 

@@ -8,8 +8,9 @@ skipped and counted, never passed on.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
+from django.core.cache import cache
 from paddlecloud.contract.layout import METRICS_NAME
 from paddlecloud.contract.metricline import MAX_VALUES, valid_name, valid_step, valid_total, valid_value
 
@@ -20,6 +21,7 @@ from jobs.models import TERMINAL_STATES, Job
 from storage.backends import StorageUnavailable
 
 MAX_LINE = 8 * 1024  # a valid line is far shorter (32 values of 64-character names)
+CURVE_CACHE_SECONDS = 3600  # a released job's curve, as the experiment and compare pages draw it
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
@@ -95,21 +97,29 @@ def last_points(job: Job, worker: str, count: int, tail_bytes: int) -> list[dict
 
 
 def curve(job: Job, name: str, max_bytes: int, max_points: int, worker: str = "trainer-0") -> list[list[float]]:
-    """[step, value] of metric `name` as `worker` logged it, read from the start of its file up to `max_bytes` (a
-    bound on the work one page may ask for), thinned evenly to at most `max_points` (the last one kept)."""
-    found: list[list[float]] = []
-    cursor, read = "", 0
-    while read < max_bytes:
-        try:
-            answer = read_points(job, worker, cursor, min(logfiles.MAX_CHUNK, max_bytes - read))
-        except (LogRefused, StorageUnavailable, OSError):  # refused or out of reach: the page shows no curve
-            return []
-        found += [[p["step"], p["values"][name]] for p in answer["points"] if name in p["values"]]
-        read += int(answer["cursor"]) - int(cursor or 0)
-        if answer["complete"] or answer["cursor"] == (cursor or "0"):
-            break
-        cursor = answer["cursor"]
-    if len(found) <= max_points:
-        return found
-    every = len(found) / max_points
-    return [found[int(i * every)] for i in range(max_points - 1)] + [found[-1]]
+    """[step, value] of metric `name` as `worker` logged it, thinned evenly to at most `max_points` lines (the last
+    kept): from the start of its file up to `max_bytes` (a bound on the work one page may ask for), and only the
+    lines drawn are parsed. A job that ended and was released writes no more, so its curve is cached."""
+    final = job.state in TERMINAL_STATES and job.released
+    key = f"curve:{job.uid}:{worker}:{name}:{max_bytes}:{max_points}"
+    if final and (cached := cache.get(key)) is not None:
+        return cast(list[list[float]], cached)
+    try:
+        handle = logs.open_file(job, worker, METRICS_NAME)
+    except (LogRefused, StorageUnavailable, OSError):  # refused or out of reach: the page shows no curve
+        return []
+    if handle is None:
+        return []
+    with handle:
+        data = handle.read(max_bytes)
+    lines = data.splitlines() if final else data[: data.rfind(b"\n") + 1].splitlines()
+    every = max(len(lines) / max_points, 1.0)
+    picked = {int(i * every) for i in range(min(max_points, len(lines)))} | ({len(lines) - 1} if lines else set())
+    found = []
+    for index in sorted(picked):
+        point = parse_line(lines[index].decode("utf-8", errors="replace"))
+        if point is not None and name in point["values"]:
+            found.append([point["step"], point["values"][name]])
+    if final:
+        cache.set(key, found, CURVE_CACHE_SECONDS)
+    return found

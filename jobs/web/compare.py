@@ -53,12 +53,14 @@ def last_values(job: Job) -> dict[str, float]:
     return values
 
 
-def run_entry(job: Job, label: str, metric: str, budget: int, **extra: Any) -> dict[str, Any]:
+def run_entry(
+    job: Job, label: str, metric: str, budget: int, points: int = MAX_CURVE_POINTS, **extra: Any
+) -> dict[str, Any]:
     """One run as the curves answer has it: label, link, state, params, and the points of `metric`."""
     return {
         "label": label, "uid": job.uid, "href": reverse("job-detail", args=[job.uid]), "state": job.state,
         "params": job.spec.get("params") or {}, "active": job.state in ACTIVE_STATES,
-        "points": metrics.curve(job, metric, budget, MAX_CURVE_POINTS), **extra,
+        "points": metrics.curve(job, metric, budget, points), **extra,
     }  # fmt: skip
 
 
