@@ -32,11 +32,13 @@ class ExperimentSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
     datacenter = serializers.CharField(source="datacenter.name")
     trials = serializers.SerializerMethodField(help_text="How many trials are in each state.")
     best_trial = serializers.SerializerMethodField(help_text="The trial with the best metric so far; else null.")
+    then_job = serializers.CharField(source="then_job.uid", default=None,
+                                     help_text="The sweep's `then` job's uid, once submitted; else null.")  # fmt: skip
 
     class Meta:
         model = Experiment
         fields = ["name", "uid", "owner", "datacenter", "state", "message", "created_at", "finished_at", "sweep",
-                  "template", "trials", "best_trial"]  # fmt: skip
+                  "template", "trials", "best_trial", "then_job"]  # fmt: skip
 
     def get_trials(self, experiment: Experiment) -> dict[str, int]:
         counts = {row["state"]: row["n"] for row in experiment.trials.values("state").annotate(n=Count("id"))}

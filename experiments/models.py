@@ -32,6 +32,10 @@ class Experiment(models.Model):
     message = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    then_job = models.ForeignKey(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The sweep's `then` job, submitted once it succeeded (the best trial's params and checkpoint).",
+    )  # fmt: skip
 
     objects = ExperimentQuerySet.as_manager()
 

@@ -11,6 +11,9 @@
     metric: {name: loss, goal: minimize}   # what paddlecloud.metrics.log reports; the best trial is by it
     asha: {min_steps: 100, max_steps: 900, reduction: 3}   # asha only: its rungs, by the steps metrics.log reports
 
+`then` (a job spec, beside `template`) is a job submitted once the experiment succeeded, with the best trial's
+params and its latest checkpoint to start from (experiments/services.py).
+
 The same file makes the same trials: random and asha draws come from `seed` alone. Grid and random trials run to
 their end; asha draws as random does and stops the trials that fall behind at each rung (experiments/asha.py).
 """
@@ -214,7 +217,7 @@ def parse(raw: object) -> Sweep:
     """The sweep `raw` (a mapping, as JSON or YAML gives it) checked, with its trials; SweepProblem naming the key."""
     if not isinstance(raw, dict):
         raise SweepProblem("sweep", "must be an object of the keys " + ", ".join(sorted(KEYS)))
-    unknown = sorted(set(raw) - KEYS - {"template"})
+    unknown = sorted(set(raw) - KEYS - {"template", "then"})  # the job specs: checked as jobs (services)
     if unknown:
         raise SweepProblem(str(unknown[0])[:40], "unknown key; a sweep takes " + ", ".join(sorted(KEYS)))
     name = raw.get("name")

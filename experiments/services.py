@@ -22,6 +22,7 @@ from experiments import asha as asha_rule
 from experiments import progress, search
 from experiments.models import Experiment, ExperimentState, Trial
 from jobs import services as jobs
+from jobs.files import checkpoints
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason
 
 MAX_SUBMITS = 10  # trials one advance submits at most (it holds the experiment's row meanwhile); it says "more"
@@ -62,6 +63,33 @@ def _checked_template(user: User, sweep: search.Sweep, template: object) -> Any:
         raise
 
 
+def then_spec(then: Mapping[str, Any], name: str, best: Trial | None) -> dict[str, Any]:
+    """The `then` job's spec: its own, named `<experiment>-best` unless it says, with the best trial's params and
+    (where it saved one) its latest checkpoint to start from."""
+    spec: dict[str, Any] = {"jobname": f"{name}-best", **then, "params": dict(best.params) if best else {}}
+    if best is not None and best.job is not None and checkpoints.chosen(best.job, None) is not None:
+        spec["resume_from"] = best.job.uid
+    return spec
+
+
+def _checked_then(user: User, sweep: search.Sweep, then: object) -> None:
+    """The `then` job as a dry run, as if the first trial were the best; Invalid naming `then.<field>`."""
+    if then is None:
+        return
+    if not isinstance(then, dict):
+        raise Invalid("must be an object: the job spec to run once the experiment succeeded", "then")
+    if "params" in then or "resume_from" in then:
+        raise Invalid("the best trial sets it", f"then.{'params' if 'params' in then else 'resume_from'}")
+    spec = {**then_spec(then, sweep.name, None), "params": sweep.trials[0]}
+    try:
+        jobs.submit_request(user, spec, check_only=True)
+    except jobs.InvalidSpec as exc:
+        raise InvalidTemplate({f"then.{field}": found for field, found in exc.problems.items()}) from None
+    except DomainError as exc:
+        exc.field = f"then.{exc.field}" if exc.field else "then"
+        raise
+
+
 def create(user: User, data: Mapping[str, Any]) -> Experiment:
     """The experiment and its trials (none submitted yet: the caller has `advance` submit them once committed)."""
     try:
@@ -72,6 +100,7 @@ def create(user: User, data: Mapping[str, Any]) -> Experiment:
         raise Invalid(f"you have {MAX_RUNNING} running experiments, the most; kill one or let one end", "name")
     template = data.get("template")
     checked = _checked_template(user, sweep, template).checked
+    _checked_then(user, sweep, data.get("then"))
     suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
     stored = {key: value for key, value in data.items() if key != "template"}
     try:
@@ -168,9 +197,25 @@ def _end_if_done(experiment: Experiment) -> None:
     stopped = trials.filter(state=STOPPED).count()
     state = ExperimentState.SUCCEEDED if succeeded else ExperimentState.FAILED
     message = f"{succeeded} of {total} trials succeeded" + (f", {stopped} stopped early" if stopped else "")
-    Experiment.objects.filter(pk=experiment.pk, state=ExperimentState.RUNNING).update(
+    ended = Experiment.objects.filter(pk=experiment.pk, state=ExperimentState.RUNNING).update(
         state=state, message=message, finished_at=timezone.now()
     )
+    then = (experiment.sweep or {}).get("then")
+    if ended and succeeded and then:
+        _submit_then(experiment, then, message)
+
+
+def _submit_then(experiment: Experiment, then: Mapping[str, Any], message: str) -> None:
+    """Submit the sweep's `then` job once (the experiment just ended succeeded); a refusal is told in its message."""
+    best = experiment.trials_by_metric().exclude(best=None).select_related("job__owner", "job__datacenter").first()
+    best = best or experiment.trials.filter(state=JobState.SUCCEEDED).select_related("job").order_by("index").first()
+    try:
+        done = jobs.submit_request(experiment.owner, then_spec(then, experiment.name, best))
+    except DomainError as exc:
+        told = f"{message}; its `then` job was refused: {getattr(exc, 'field', '') or 'job'}: {exc.message}"
+        Experiment.objects.filter(pk=experiment.pk).update(message=told[:500])
+        return
+    Experiment.objects.filter(pk=experiment.pk).update(then_job=done.job, message=f"{message}; then {done.job.uid}")
 
 
 def advance(experiment_id: int) -> bool:

@@ -49,6 +49,9 @@ def body(package: str, **change: Any) -> dict[str, Any]:
         ({"template": {**TEMPLATE, "cpu": "lots"}}, "template.cpu", "is not a quantity"),
         ({"template": {**TEMPLATE, "params": {"lr": 1}}}, "template.params", "the sweep sets it"),
         ({"template": "python train.py"}, "template", "must be an object"),
+        ({"then": "python eval.py"}, "then", "must be an object"),
+        ({"then": {"entry": "python eval.py", "params": {"lr": 1}}}, "then.params", "the best trial sets it"),
+        ({"then": {"entry": "python eval.py", "cpu": "lots"}}, "then.cpu", "is not a quantity"),
         ({"template": {**TEMPLATE, "cpu": "512"}}, "template.quota", "could never start"),
     ],
 )

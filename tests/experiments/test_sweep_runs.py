@@ -16,6 +16,7 @@ from datacenters.models import Datacenter
 from experiments.models import Experiment
 from jobs.models import TERMINAL_STATES, Job
 from tests.jobs.conftest import put_package
+from tests.jobs.test_local_engine import finished
 from tests.wait import wait_for
 from tests.workers import WorkerProcess
 
@@ -37,6 +38,8 @@ print("trained with", p, "loss", loss, flush=True)
 print("trial", os.environ["PADDLECLOUD_TRIAL"], "of", os.environ["PADDLECLOUD_EXPERIMENT"], flush=True)
 """
 
+THEN = "import paddlecloud\nprint('evaluating the best:', paddlecloud.params(), flush=True)\n"
+
 
 def test_a_grid_sweep_runs_two_at_a_time_and_finds_the_best_trial(
     alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess, tmp_path: Path
@@ -44,6 +47,7 @@ def test_a_grid_sweep_runs_two_at_a_time_and_finds_the_best_trial(
     source = tmp_path / "sweep"
     source.mkdir()
     (source / "train.py").write_text(TRAIN)
+    (source / "then.py").write_text(THEN)
     put_package(local_dc, alice, "sweep", source)
     sweep = {
         "name": "sweep",
@@ -52,6 +56,7 @@ def test_a_grid_sweep_runs_two_at_a_time_and_finds_the_best_trial(
         "metric": {"name": "loss", "goal": "minimize"},
         "template": {"entry": "python train.py", "parallelism": 1, "pservers": 0, "cpu": "0.5",
                      "package": "/pfs/local/home/alice/jobs/sweep"},
+        "then": {"entry": "python then.py", "cpu": "0.5", "package": "/pfs/local/home/alice/jobs/sweep"},
     }  # fmt: skip
     most, done = [0], threading.Event()
 
@@ -71,7 +76,7 @@ def test_a_grid_sweep_runs_two_at_a_time_and_finds_the_best_trial(
     finally:
         done.set()
         sampler.join(5)
-    assert (ended.state, ended.message) == ("succeeded", "4 of 4 trials succeeded")
+    assert ended.state == "succeeded" and ended.message.startswith("4 of 4 trials succeeded; then sweep-best-")
     assert 1 <= most[0] <= 2, most[0]
     answer = alice_api.get("/api/v1/experiments/sweep").json()
     assert answer["best_trial"]["params"] == {"lr": 0.03, "batch": 32}
@@ -84,3 +89,7 @@ def test_a_grid_sweep_runs_two_at_a_time_and_finds_the_best_trial(
     log = alice_api.get(f"/api/v1/jobs/{answer['best_trial']['job']}/logs?worker=trainer-0").json()["text"]
     assert "trained with {'batch': 32, 'lr': 0.03} loss 0.032" in log
     assert f"trial {answer['best_trial']['index']} of {answer['uid']}" in log  # PADDLECLOUD_TRIAL, _EXPERIMENT
+    then = finished("sweep-best", worker)  # the `then` job, run with the best trial's params
+    assert then.state == "succeeded" and answer["then_job"] == then.uid
+    then_log = alice_api.get(f"/api/v1/jobs/{then.uid}/logs?worker=trainer-0").json()["text"]
+    assert "evaluating the best: {'batch': 32, 'lr': 0.03}" in then_log
