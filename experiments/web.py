@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -23,6 +24,7 @@ from experiments.models import Experiment, Trial
 from jobs.web.compare import MAX_CURVE_BYTES, run_entry
 
 PAGE_SIZE = 200  # trials per page
+LIST_SIZE = 50  # experiments per page of the list
 MAX_CURVES = 50  # trials whose curves one answer draws, the best by the metric: more would not be readable
 CURVE_POINTS = 300  # per trial's curve: each point drawn is one line of its metrics file parsed
 MAX_REF = 60  # characters of an experiment's uid or name
@@ -60,12 +62,13 @@ def sorted_ids(experiment: Experiment, sort: str, state: str) -> list[int]:
 
 @login_required
 def experiment_list(request: HttpRequest) -> HttpResponse:
-    mine = Experiment.objects.filter(owner_id=request.user.pk).select_related("datacenter")
-    page = Paginator(mine, 50).get_page(request.GET.get("page"))
+    mine = Experiment.objects.filter(owner_id=request.user.pk).annotate(total=Count("trials"))
+    mine = mine.order_by("-created_at", "-id")  # the newest first (an annotation drops the Meta ordering)
+    page = Paginator(mine, LIST_SIZE).get_page(request.GET.get("page"))
     rows = []
-    for experiment in page.object_list:
+    for experiment in page.object_list:  # one query each for its best trial: LIST_SIZE at most
         best = experiment.trials_by_metric().exclude(best=None).first()
-        rows.append((experiment, best, experiment.trials.count()))
+        rows.append((experiment, best, experiment.total))  # type: ignore[attr-defined]  # the annotation
     return render(request, "experiments/list.html", {"page": page, "rows": rows})
 
 
@@ -84,7 +87,8 @@ def experiment_detail(request: HttpRequest, ref: str) -> HttpResponse:
     found = Trial.objects.select_related("job").in_bulk(list(page.object_list))
     trials = [found[pk] for pk in page.object_list if pk in found]
     rows = [(t, [(t.params or {}).get(p) for p in params]) for t in trials]
-    counts = {s: experiment.trials.filter(state=s).count() for s in TRIAL_STATES}
+    found_counts = dict(experiment.trials.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    counts = {s: found_counts.get(s, 0) for s in TRIAL_STATES}
     context = {
         "experiment": experiment, "params": params, "rows": rows, "page": page, "sort": sort, "state": state,
         "counts": {s: n for s, n in counts.items() if n}, "total": sum(counts.values()),
