@@ -61,7 +61,8 @@ class ExperimentListCreate(generics.ListAPIView):  # type: ignore[type-arg]
     serializer_class = ExperimentSerializer
 
     def get_queryset(self) -> QuerySet[Experiment]:
-        return Experiment.objects.filter(owner_id=self.request.user.pk).select_related("owner", "datacenter")
+        mine = Experiment.objects.filter(owner_id=self.request.user.pk)
+        return mine.select_related("owner", "datacenter", "then_job")
 
     @extend_schema(request=None, responses={201: ExperimentSerializer})
     def post(self, request: Request) -> Response:

@@ -67,8 +67,9 @@ def then_spec(then: Mapping[str, Any], name: str, best: Trial | None) -> dict[st
     """The `then` job's spec: its own, named `<experiment>-best` unless it says, with the best trial's params and
     (where it saved one) its latest checkpoint to start from."""
     spec: dict[str, Any] = {"jobname": f"{name}-best", **then, "params": dict(best.params) if best else {}}
-    if best is not None and best.job is not None and checkpoints.chosen(best.job, None) is not None:
-        spec["resume_from"] = best.job.uid
+    saved = best is not None and best.job is not None and checkpoints.chosen(best.job, None) is not None
+    # Never a rerun's own resume: without the best trial's checkpoint, `then` starts from nothing.
+    spec["resume_from"] = best.job.uid if saved and best is not None and best.job is not None else ""
     return spec
 
 
@@ -162,9 +163,9 @@ def _stop_behind(experiment: Experiment, passed: set[int], metric: search.Metric
         why = (f"stopped early at rung {index + 1} (step {rungs[index]}): {metric.name} {value:.6g} is not among "
                f"the best 1/{asha.reduction} of the {len(values)} trials there (cutoff "
                f"{asha_rule.cutoff(values, metric, asha.reduction):.6g})")[:500]  # fmt: skip
-        if trial.job is not None:
-            jobs.kill(trial.job, reason=Reason.EARLY_STOPPED, message=why)
-        Trial.objects.filter(pk=trial.pk).update(state=STOPPED, message=why)
+        # Only a trial whose job this kill ended is stopped: one that ended meanwhile keeps how it ended.
+        if trial.job is not None and jobs.kill(trial.job, reason=Reason.EARLY_STOPPED, message=why):
+            Trial.objects.filter(pk=trial.pk).update(state=STOPPED, message=why)
 
 
 def _waits(exc: DomainError) -> bool:

@@ -96,7 +96,7 @@ def check(user: User, valid_spec: Mapping[str, Any], upload_pending: bool = Fals
     datacenter = choose_datacenter(user, data.pop("datacenter", None))
     data["datacenter"] = datacenter.name
     after = dependencies.resolve(user, data.get("after") or [])  # the user's own jobs, each ended as asked or not yet
-    resume = checkpoints.resume_point(user, data, auto_resume)
+    resume = checkpoints.resume_point(user, datacenter, data, auto_resume)
     if resume is not None:  # the job finds it as paddlecloud.checkpoint.latest() (PADDLECLOUD_RESUME_FROM)
         data[RESUME_CHECKPOINT] = {"path": resume.path, "step": resume.step}
     hooks.check_spec(user, datacenter, data)  # e.g. a build's image and registry become the job's
@@ -357,8 +357,14 @@ def hold(job: Job) -> Job:
 
 
 def release(job: Job) -> Job:
-    """Let a held job be admitted again; a waiting job not held stays as it is."""
-    _waiting_row(job).filter(held=True).update(held=False, reason=Reason.NONE, message="")
+    """Let a held job be admitted again; a waiting job not held stays as it is. One still blocked by a dependency
+    waits on for it (its reason says so again)."""
+    held = _waiting_row(job).filter(held=True)
+    held.filter(blocked=False).update(held=False, reason=Reason.NONE, message="")
+    still = {"reason": Reason.WAITING_FOR_DEPENDENCY, "message": "waiting for the jobs of its `after`"}
+    held.filter(blocked=True).update(held=False, **still)
+    if Job.objects.filter(pk=job.pk, blocked=True).exists():
+        dependencies.settle(job.pk)  # its message names what it waits for again
     return _changed(job, _waiting_row(job).count(), "released", wake=True)
 
 

@@ -239,6 +239,37 @@ class PfsStorage(FileSystemStorage):
             finally:
                 descent.close()
 
+    def names(self, name: str, limit: int) -> list[str]:
+        """The names in a directory, read lazily and at most `limit` of them (no stat): a folder a job filled with
+        a million entries costs no more than `limit`."""
+        found: list[str] = []
+        with self._dir_fd(name) as fd, os.scandir(fd) as entries:
+            for item in entries:
+                if len(found) >= limit:
+                    break
+                found.append(item.name)
+        return found
+
+    def bounded_usage(self, name: str, budget: int) -> tuple[int, int, bool]:
+        """(bytes in regular files below a directory, entries looked at, complete): `budget` entries at most,
+        lazily, links never followed; complete is False where it stopped at the budget."""
+        total, seen, pending = 0, 0, [""]
+        while pending:
+            relative = pending.pop()
+            try:
+                with self._dir_fd(f"{name}/{relative}" if relative else name) as fd, os.scandir(fd) as entries:
+                    for item in entries:
+                        seen += 1
+                        if seen > budget:
+                            return total, budget, False
+                        if item.is_dir(follow_symlinks=False):
+                            pending.append(f"{relative}/{item.name}" if relative else item.name)
+                        elif item.is_file(follow_symlinks=False):
+                            total += item.stat(follow_symlinks=False).st_size
+            except OSError:  # gone meanwhile, or swapped for a link: not counted
+                continue
+        return total, seen, True
+
     def usage(self, name: str) -> tuple[int, int]:
         """(bytes in regular files, entries) below a directory, as quota counts them."""
         total = count = 0

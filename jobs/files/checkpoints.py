@@ -8,6 +8,8 @@ import json
 import math
 import os
 import re
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,10 @@ from jobs.models import Job, JobState
 from storage.backends import StorageUnavailable, storage_for
 
 MAX_LISTED = 200  # checkpoints of one run listed (the newest)
-MAX_FILES = 10_000  # entries counted for one checkpoint's size; past it the size says "at least"
+MAX_NAMES = 10_000  # entries of the checkpoints folder read to find them (a job may fill it with anything)
+SIZE_BUDGET = 20_000  # entries looked at to size the listed checkpoints, all together (the newest first)
 MAX_META = 4096  # bytes of a checkpoint's meta file read
+FUTURE = 86_400  # seconds: a saved time further ahead than this is not believed (the folder's mtime is shown)
 _NAME = re.compile(r"step-(\d{1,12})")
 
 
@@ -32,8 +36,8 @@ class Found:
     step: int
     path: str  # as the user and the job name it: /pfs/<dc>/home/<user>/jobs/<name>/output/<uid>/checkpoints/...
     time: float  # when it was saved (its meta), else the folder's mtime
-    size: int  # bytes of its files
-    complete_size: bool  # False: more than MAX_FILES entries, `size` counts the first ones
+    size: int  # bytes of its files (what was counted: see complete_size)
+    complete_size: bool  # False: the size budget ran out first, `size` counts part of it
     metric: float | None
 
 
@@ -42,16 +46,19 @@ def _folder(job: Job) -> str:
     return "/".join(["home", job.owner.get_username(), *output_parts(job.name, job.uid), CHECKPOINTS_NAME])
 
 
-def _meta(storage: Any, name: str) -> dict[str, Any]:
+def _meta(storage: Any, job: Job, step_name: str) -> dict[str, Any]:
+    """The checkpoint's meta file as save wrote it: opened beneath the home like a log (no link followed, a FIFO,
+    socket, device or folder refused, never blocking), at most MAX_META bytes; {} where it is not one."""
+    parts = [*output_parts(job.name, job.uid), CHECKPOINTS_NAME, step_name, CHECKPOINT_META]
     try:
-        fd = storage.open_fd(f"{name}/{CHECKPOINT_META}", os.O_RDONLY)
+        fd = storage.open_file(f"home/{job.owner.get_username()}", parts, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return {}
-    with os.fdopen(fd, "rb") as file:
-        try:
+    try:
+        with os.fdopen(fd, "rb") as file:
             found = json.loads(file.read(MAX_META))
-        except ValueError:
-            return {}
+    except (OSError, ValueError):
+        return {}
     return found if isinstance(found, dict) else {}
 
 
@@ -61,46 +68,62 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def listed(job: Job) -> list[Found]:
-    """The run's complete checkpoints by step (the newest MAX_LISTED); none where it has none or storage is away."""
-    storage = storage_for(job.datacenter)
-    folder = _folder(job)
+def _steps(job: Job) -> list[tuple[int, str]]:
+    """(step, folder name) of the run's checkpoints, by step: the names alone, read lazily and bounded."""
     try:
-        entries = storage.scandir(folder)
+        names = storage_for(job.datacenter).names(_folder(job), MAX_NAMES)
     except (OSError, StorageUnavailable):
         return []
-    steps = sorted((int(m.group(1)), e) for e in entries if e.kind == "dir" and (m := _NAME.fullmatch(e.name)))
-    found = []
-    for step, entry in steps[-MAX_LISTED:]:
-        name = f"{folder}/{entry.name}"
-        size = count = 0
-        try:
-            for item in storage.walk(name):
-                count += 1
-                if count > MAX_FILES:
-                    break
-                size += item.size
-        except OSError:
-            continue
-        meta = _meta(storage, name)
-        when = _number(meta.get("time")) or entry.mtime
-        path = logical(job.datacenter, Path(job.datacenter.storage_root) / name)
-        found.append(Found(step, path, when, size, count <= MAX_FILES, _number(meta.get("metric"))))
-    return found
+    return sorted((int(m.group(1)), name) for name in names if (m := _NAME.fullmatch(name)))
+
+
+def _found(job: Job, step: int, name: str, budget: int) -> tuple[Found | None, int]:
+    """One checkpoint sized within `budget` entries, and the budget left; None where it is not a folder (a job's
+    file or link)."""
+    storage = storage_for(job.datacenter)
+    folder = f"{_folder(job)}/{name}"
+    try:
+        entry = storage.lstat(folder)
+    except (OSError, StorageUnavailable):
+        return None, budget
+    if not stat.S_ISDIR(entry.st_mode):
+        return None, budget
+    size, seen, complete = storage.bounded_usage(folder, budget) if budget > 0 else (0, 0, False)
+    meta = _meta(storage, job, name)
+    saved = _number(meta.get("time"))
+    when = saved if saved is not None and 0 <= saved <= time.time() + FUTURE else entry.st_mtime
+    path = logical(job.datacenter, Path(job.datacenter.storage_root) / folder)
+    return Found(step, path, when, size, complete, _number(meta.get("metric"))), budget - seen
+
+
+def listed(job: Job, most: int = MAX_LISTED) -> list[Found]:
+    """The run's newest `most` checkpoints by step; none where it has none or its storage is away. The newest are
+    sized first, from one budget of SIZE_BUDGET entries (an older one past it shows a partial size)."""
+    found: list[Found] = []
+    budget = SIZE_BUDGET
+    for step, name in reversed(_steps(job)[-most:]):
+        checkpoint, budget = _found(job, step, name, budget)
+        if checkpoint is not None:
+            found.append(checkpoint)
+    return found[::-1]
 
 
 def chosen(job: Job, step: int | None) -> Found | None:
-    """Checkpoint `step` of the run (its latest when None), or None where it has no such one."""
-    found = listed(job)
-    if step is None:
-        return found[-1] if found else None
-    return next((c for c in found if c.step == step), None)
+    """Checkpoint `step` of the run (its latest when None), or None where it has no such one: by name, then that
+    one folder looked at (never the others)."""
+    for found_step, name in reversed(_steps(job)):
+        if step is None or found_step == step:
+            checkpoint, _ = _found(job, found_step, name, SIZE_BUDGET)
+            if checkpoint is not None or step is not None:
+                return checkpoint
+    return None
 
 
-def resume_point(user: Any, spec: dict[str, Any], automatic: bool) -> Found | None:
-    """The checkpoint a new job starts from: `resume_from`'s (JOB[:STEP], the user's own runs only; Invalid naming
-    `resume_from` where there is none), or, with `resume_from` absent and `automatic`, the latest of the newest
-    earlier run of the same name where that run failed (a rerun of a failed job goes on where it stopped)."""
+def resume_point(user: Any, datacenter: Any, spec: dict[str, Any], automatic: bool) -> Found | None:
+    """The checkpoint a new job on `datacenter` starts from: `resume_from`'s (JOB[:STEP], the user's own runs on
+    that datacenter only; Invalid naming `resume_from` where there is none), or, with `resume_from` absent and
+    `automatic`, the latest of the newest earlier run of the same name there where that run failed (a rerun of a
+    failed job goes on where it stopped)."""
     text = spec.get("resume_from")
     mine = Job.objects.filter(owner=user).select_related("owner", "datacenter")
     if text:
@@ -108,6 +131,8 @@ def resume_point(user: Any, spec: dict[str, Any], automatic: bool) -> Found | No
         job = job_named(mine, name, user)
         if job is None:
             raise Invalid(f"you have no job {name!r} to resume from", "resume_from")
+        if job.datacenter_id != datacenter.pk:
+            raise Invalid(f"job {job.name} ran on {job.datacenter.name}, not {datacenter.name}", "resume_from")
         found = chosen(job, step)
         if found is None:
             at = f" at step {step}" if step is not None else ""
@@ -115,5 +140,5 @@ def resume_point(user: Any, spec: dict[str, Any], automatic: bool) -> Found | No
         return found
     if text is not None or not automatic:
         return None
-    previous = mine.filter(name=spec["jobname"]).order_by("-created_at", "-id").first()
+    previous = mine.filter(name=spec["jobname"], datacenter=datacenter).order_by("-created_at", "-id").first()
     return chosen(previous, None) if previous is not None and previous.state == JobState.FAILED else None

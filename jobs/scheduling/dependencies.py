@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.utils import timezone
 from paddlecloud.contract.spec import parse_after
 
 from core.errors import Invalid
@@ -33,12 +34,14 @@ def met(condition: str, state: str) -> bool:
 def resolve(user: User, after: list[str]) -> list[tuple[Job, str]]:
     """Each `NAME[:condition]` as the owner's job and its condition; Invalid naming `after` where one is unknown,
     or ended otherwise than asked (it never could be)."""
-    found = []
+    found: list[tuple[Job, str]] = []
     for text in after:
         name, condition = parse_after(text)
         job = job_named(Job.objects.filter(owner=user), name, user)
         if job is None:
             raise Invalid(f"you have no job named {name!r} to start after", "after")
+        if any(job.pk == seen.pk for seen, _ in found):
+            raise Invalid(f"{text[:60]!r} names job {job.uid} a second time", "after")
         if job.state in TERMINAL_STATES and not met(condition, job.state):
             raise Invalid(f"job {name} ({job.uid}) {job.state}: it can never end {condition}", "after")
         found.append((job, condition))
@@ -73,8 +76,14 @@ def settle(job_id: int) -> None:
     waiting = [(needs, c) for needs, c in rows if needs.state not in TERMINAL_STATES]
     blocked = Job.objects.filter(pk=job_id, blocked=True, state=JobState.QUEUED)
     if waiting:
-        blocked.update(message=_waiting_message(waiting))
-    elif blocked.update(blocked=False, reason=Reason.NONE, message=""):
+        blocked.filter(held=False).update(message=_waiting_message(waiting))  # a held job's reason stays Held
+        return
+    # Its wait in the queue starts now: the scheduler's age (preemption delay, backfill reservations) counts from
+    # here, not from a submit hours ago. A job an operator holds stays held, its reason Held.
+    now = timezone.now()
+    unblocked = blocked.filter(held=False).update(blocked=False, reason=Reason.NONE, message="", queued_at=now)
+    unblocked += blocked.filter(held=True).update(blocked=False, queued_at=now)
+    if unblocked:
         events.record(job_id, EventKind.QUEUED, "its dependencies ended as asked: it waits for admission")
 
 

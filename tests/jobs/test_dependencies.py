@@ -73,6 +73,8 @@ def test_the_api_refuses_an_unknown_or_impossible_dependency_and_creates_nothing
     services.kill(prep)
     answer = alice_api.post("/api/v1/jobs", spec("train", after=["prep:ok"]), format="json")
     assert answer.status_code == 400 and "killed: it can never end ok" in answer.json()["errors"][0]["message"]
+    twice = alice_api.post("/api/v1/jobs", spec("train", after=["prep:any", f"{prep.uid}:any"]), format="json")
+    assert twice.status_code == 400 and "a second time" in twice.json()["errors"][0]["message"], twice.json()
     mine = bob_api.post("/api/v1/jobs", {**spec("train"), "package": "", "after": ["prep:any"]}, format="json")
     assert mine.status_code == 400 and "you have no job named 'prep'" in str(mine.json())  # alice's is not bob's
     assert not Job.objects.filter(name="train").exists() and not JobDependency.objects.exists()
@@ -90,6 +92,11 @@ def test_a_job_waits_for_its_dependency_then_runs(
     assert (made.json()["reason"], made.json()["state"]) == ("WaitingForDependency", "queued")
     assert "waiting for prep (running) to end any" in made.json()["message"]
     train = Job.objects.get(name="train")
+    services.hold(train)  # an operator holds it, then releases it: it still waits for prep
+    services.release(train)
+    train.refresh_from_db()
+    assert (train.blocked, train.held, train.reason) == (True, False, "WaitingForDependency"), train.message
+    assert "waiting for prep (running) to end any" in train.message
     cycle.schedule(local_dc)  # room enough (prep holds 0.5 of 2 cores): still never admitted while blocked
     train.refresh_from_db()
     assert train.blocked and train.admitted_at is None
