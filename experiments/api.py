@@ -20,7 +20,9 @@ MAX_BODY_KEYS = 16
 
 
 class TrialSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
-    job = serializers.CharField(source="job.uid", default=None, help_text="Its job's uid; null until it is submitted.")
+    job = serializers.CharField(
+        source="job.uid", default=None, allow_null=True, help_text="Its job's uid; null until it is submitted."
+    )
 
     class Meta:
         model = Trial
@@ -32,7 +34,7 @@ class ExperimentSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
     datacenter = serializers.CharField(source="datacenter.name")
     trials = serializers.SerializerMethodField(help_text="How many trials are in each state.")
     best_trial = serializers.SerializerMethodField(help_text="The trial with the best metric so far; else null.")
-    then_job = serializers.CharField(source="then_job.uid", default=None,
+    then_job = serializers.CharField(source="then_job.uid", default=None, allow_null=True,
                                      help_text="The sweep's `then` job's uid, once submitted; else null.")  # fmt: skip
 
     class Meta:
