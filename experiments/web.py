@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -115,27 +114,19 @@ def experiment_curves(request: HttpRequest, ref: str) -> JsonResponse:
     return JsonResponse({"metric": metric, "goal": experiment.goal, "params": params, "runs": runs})
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @login_required
-def experiment_csv(request: HttpRequest, ref: str) -> StreamingHttpResponse:
-    """Every trial (index order): its params, state, best, last, steps, job and message."""
+def experiment_csv(request: HttpRequest, ref: str) -> HttpResponse:
+    """Every trial (index order, at most search.MAX_TRIALS): its params, state, best, last, steps, job, message."""
     experiment = _experiment(request, ref)
     params = list((experiment.sweep or {}).get("params") or {})
-    writer = csv.writer(_Echo())
-
-    def rows() -> Iterator[str]:
-        yield writer.writerow(["index", *params, "state", "best", "last", "steps", "job", "message"])
-        for trial in experiment.trials.order_by("index").select_related("job").iterator(chunk_size=500):
-            values = [(trial.params or {}).get(p) for p in params]
-            yield writer.writerow([trial.index, *values, trial.state, trial.best, trial.last, trial.steps,
-                                   trial.job.uid if trial.job else "", trial.message])  # fmt: skip
-
-    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{experiment.uid}-trials.csv"'
+    writer = csv.writer(response, lineterminator="\n")
+    writer.writerow(["index", *params, "state", "best", "last", "steps", "job", "message"])
+    for trial in experiment.trials.order_by("index").select_related("job").iterator(chunk_size=500):
+        values = [(trial.params or {}).get(p) for p in params]
+        writer.writerow([trial.index, *values, trial.state, trial.best, trial.last, trial.steps,
+                         trial.job.uid if trial.job else "", trial.message])  # fmt: skip
     return response
 
 

@@ -40,6 +40,14 @@ if os.environ.get("FAIL"):
 """
 
 
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "train.py").write_text(TRAIN)
+    return folder
+
+
 def log_of(portal: Portal, job: Job) -> str:
     path = portal.pfs_home / "jobs" / job.name / "output" / job.uid / "trainer_0" / "log.txt"
     return path.read_text(errors="replace")
@@ -56,11 +64,8 @@ def submit(portal: Portal, package: Path, name: str, *flags: str) -> None:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(600)
 def test_a_run_starts_from_another_s_checkpoint_and_a_failed_rerun_resumes(
-    portal: Portal, worker: WorkerProcess, tmp_path: Path
+    portal: Portal, worker: WorkerProcess, package: Path
 ) -> None:
-    package = tmp_path / "ckpt"
-    package.mkdir()
-    (package / "train.py").write_text(TRAIN)
     submit(portal, package, "base")
     base = finished("base", worker, timeout=300)
     assert base.state == "succeeded", log_of(portal, base)
@@ -101,11 +106,8 @@ def test_a_run_starts_from_another_s_checkpoint_and_a_failed_rerun_resumes(
 
 @pytest.mark.django_db
 def test_a_missing_checkpoint_or_another_user_s_run_is_refused_naming_resume_from(
-    portal: Portal, bob_api: APIClient, tmp_path: Path
+    portal: Portal, bob_api: APIClient, package: Path
 ) -> None:
-    package = tmp_path / "ckpt"
-    package.mkdir()
-    (package / "train.py").write_text(TRAIN)
     submit(portal, package, "base")
     for flags, words in [(["-resume-from", "base"], "has no checkpoint to resume from"),
                          (["-resume-from", "base:7"], "has no checkpoint at step 7"),

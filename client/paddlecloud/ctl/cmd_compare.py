@@ -8,17 +8,13 @@ from typing import Any
 import click
 
 from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, session_of
-from paddlecloud.ctl.output import emit, table
+from paddlecloud.ctl.output import emit, metric_cell, table
 from paddlecloud.sdk import metrics
 from paddlecloud.sdk.errors import UsageProblem
 from paddlecloud.sdk.jobs import get
 from paddlecloud.sdk.metrics import GOALS
 
 MAX_JOBS = 50  # runs in one comparison: each is one job read and its metrics read to the end
-
-
-def _number(value: Any) -> str:
-    return "-" if value is None else f"{value:.6g}" if isinstance(value, int | float) else str(value)
 
 
 def compared(session: Any, names: tuple[str, ...], metric: str | None, goal: str) -> list[dict[str, Any]]:
@@ -47,9 +43,10 @@ def render(rows: list[dict[str, Any]]) -> str:
     headers = ["JOB", "STATE", *params, *names, *(f"BEST {m}" for m in chosen), "STEP"]
     lines = []
     for row in rows:
-        best = [_number(row.get("best")) if row["metric"] == m else "-" for m in chosen]
-        lines.append([row["name"], row["state"], *(_number(row["params"].get(p)) for p in params),
-                      *(_number(row["metrics"].get(n)) for n in names), *best, _number(row.get("step"))])  # fmt: skip
+        best = [metric_cell(row.get("best")) if row["metric"] == m else "-" for m in chosen]
+        values = [metric_cell(row["params"].get(p)) for p in params]
+        lasts = [metric_cell(row["metrics"].get(n)) for n in names]
+        lines.append([row["name"], row["state"], *values, *lasts, *best, metric_cell(row.get("step"))])
     return table(headers, lines)
 
 

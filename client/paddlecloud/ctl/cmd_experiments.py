@@ -7,12 +7,8 @@ from typing import Any
 import click
 
 from paddlecloud.ctl.app import OUTPUT, get, session_of
-from paddlecloud.ctl.output import age, emit, params_text, table
+from paddlecloud.ctl.output import age, emit, metric_cell, params_text, table
 from paddlecloud.sdk import experiments
-
-
-def _number(value: Any) -> str:
-    return "-" if value is None else f"{value:.6g}"
 
 
 def _counts(experiment: dict[str, Any]) -> str:
@@ -31,7 +27,7 @@ def get_experiments(ctx: click.Context, output: str) -> None:
         rows = []
         for e in items:
             best = e.get("best_trial")
-            shown = f"{_number(best['best'])} (trial {best['index']})" if best else "-"
+            shown = f"{metric_cell(best['best'])} (trial {best['index']})" if best else "-"
             rows.append((e["name"], e["state"], _counts(e), shown, age(e.get("created_at")), e.get("message") or ""))
         return table(("NAME", "STATE", "SUCCEEDED", "BEST", "AGE", "MESSAGE"), rows, empty="No experiments.")
 
@@ -56,6 +52,6 @@ def get_experiment(ctx: click.Context, name: str, ordering: str, output: str) ->
     metric = ((experiment.get("sweep") or {}).get("metric") or {}).get("name", "")
     click.echo(f"{experiment['name']}  {experiment['state']}  {_counts(experiment)} succeeded"
                f"{'  metric ' + metric if metric else ''}  {experiment.get('message') or ''}".rstrip())  # fmt: skip
-    rows = [(t["index"], params_text(t["params"]), t["state"], _number(t.get("best")), _number(t.get("last")),
+    rows = [(t["index"], params_text(t["params"]), t["state"], metric_cell(t.get("best")), metric_cell(t.get("last")),
              "-" if t.get("steps") is None else t["steps"], t.get("job") or "-") for t in trials]  # fmt: skip
     click.echo(table(("INDEX", "PARAMS", "STATE", "BEST", "LAST", "STEPS", "JOB"), rows, empty="No trials."))

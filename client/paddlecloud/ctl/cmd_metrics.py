@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, get, session_of
-from paddlecloud.ctl.output import emit, human_bytes, human_duration
+from paddlecloud.ctl.output import emit, human_bytes, human_duration, metric_cell
 from paddlecloud.ctl.output import table as ctable
 from paddlecloud.sdk.jobs import job_path
 from paddlecloud.sdk.metrics import last_values
@@ -60,7 +60,7 @@ def get_checkpoints(ctx: click.Context, job: str, output: str) -> None:
     rows = []
     for c in found["checkpoints"]:
         size = human_bytes(c["size"]) + ("" if c["complete_size"] else "+")  # + : more files than were counted
-        metric = "-" if c["metric"] is None else f"{c['metric']:.6g}"
+        metric = metric_cell(c["metric"])
         rows.append((c["step"], human_duration(time.time() - c["time"]), size, metric, c["path"]))
     emit(found, output, lambda: ctable(("STEP", "SAVED", "SIZE", "METRIC", "PATH"), rows,
                                        empty=f"job {job}: no checkpoints (save them with paddlecloud.checkpoint)"))

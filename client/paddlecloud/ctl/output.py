@@ -54,6 +54,13 @@ def age(stamp: str | None) -> str:
     return human_duration((now() - when).total_seconds()) if when else "-"
 
 
+def metric_cell(value: object) -> str:
+    """A metric's value in a table cell: 6 significant digits; "-" where there is none."""
+    if value is None:
+        return "-"
+    return f"{value:.6g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+
+
 def human_bytes(count: float) -> str:
     """Binary units as Kubernetes writes them: 0, 512, 1.5Ki, 16Gi."""
     value = float(count)
