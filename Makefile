@@ -9,27 +9,24 @@ LOCK := requirements-lock.txt
 DEPS_HASH := $(shell cat $(LOCK) client/pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(DEPS_HASH)
 
-.PHONY: install lock run stop test lint typecheck pytest docs docs-build docs-gen docs-check k8s-build k8s-up k8s-up-node \
+.PHONY: install lock run stop test test-fast lint typecheck pytest docs docs-build docs-gen docs-check k8s-build k8s-up k8s-up-node \
 	k8s-down k8s-status clean
 
+# With uv, pip where uv cannot be installed: scripts/install.sh says why.
 $(STAMP): $(LOCK) client/pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e ./client
-	$(PY) -m pip check
+	PYTHON=$(PYTHON) VENV=$(VENV) LOCK=$(LOCK) scripts/install.sh
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
 install: $(STAMP)
 
 # Regenerate the lock after changing requirements*.txt or client/pyproject.toml (keeps the other pins;
-# `make lock LOCK_FLAGS=--upgrade` moves everything to the newest versions the ranges allow). The editable
-# client cannot carry a hash: its line is dropped, its dependencies stay.
+# `make lock LOCK_FLAGS=--upgrade` moves everything to the newest versions the ranges allow), with uv's resolver.
+# The editable client cannot carry a hash: its line is dropped, its dependencies stay.
 lock: install
-	$(PY) -m piptools compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links \
-		--no-emit-index-url $(LOCK_FLAGS) -o $(LOCK) requirements-dev.txt
-	awk '/^# WARNING: pip install will require/ {drop=1} drop && /^-e / {drop=2; next} \
-		drop==2 && /^ +#/ {next} drop==2 {drop=0} !drop' $(LOCK) > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
+	$(VENV)/bin/uv pip compile --quiet --generate-hashes --python $(PY) --no-header $(LOCK_FLAGS) \
+		-o $(LOCK) requirements-dev.txt
+	awk '/^-e / {drop=1; next} drop && /^ +#/ {next} {drop=0; print}' $(LOCK) > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
 
 run: install
 	@scripts/run.sh
@@ -49,6 +46,10 @@ pytest: install
 	@scripts/pytest.sh
 
 test: lint typecheck docs-check pytest
+
+# The inner loop: every test but the Kubernetes, real-Paddle, Celery-worker and browser ones (a few minutes).
+test-fast: install
+	@scripts/pytest.sh -m "not k8s and not paddle and not celery" --ignore=tests/browser
 
 # The documentation site (mkdocs.yml, docs/). `make docs` serves it with live reload on DOCS_ADDR (not 8000:
 # that is `make run`'s portal); `make docs-build` builds it into site/. --strict turns every warning (a broken

@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 
 is_running "$RUN_DIR/portal.pid" || require_free_port  # before any work; start_portal checks again
+# The example's runtime (Paddle) installs while the portal migrates and starts; the job waits on its lock if it
+# is not done by then. Its output goes to the log; a failure is the job's to report, with the reason.
+mkdir -p "$LOG_DIR"
+.venv/bin/python manage.py prepare_runtime > "$LOG_DIR/runtime.log" 2>&1 &
 .venv/bin/python manage.py bootstrap --demo-user demo
 
 start_portal

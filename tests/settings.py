@@ -5,8 +5,14 @@ import os
 from portal.settings import *  # noqa: F403
 from portal.settings import DATABASES, VAR_DIR
 
-# Set in the environment, so Celery workers started by the tests join this run (same queue).
-_run = os.environ.setdefault("PADDLECLOUD_TEST_RUN", f"test-{os.getpid()}")
+# Set in the environment, so Celery workers started by the tests join this run (same queue). Each pytest-xdist
+# worker is a run of its own: it inherits the controller's value, so its worker id is added to it (once: a Celery
+# worker a test starts inherits the suffixed value and the same PYTEST_XDIST_WORKER).
+_run = os.environ.get("PADDLECLOUD_TEST_RUN") or f"test-{os.getpid()}"
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _xdist_worker and not _run.endswith(f"-{_xdist_worker}"):
+    _run = f"{_run}-{_xdist_worker}"
+os.environ["PADDLECLOUD_TEST_RUN"] = _run
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"{_run}.sqlite3")}
 else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -135,6 +136,10 @@ def test_a_cycle_for_the_jobs_an_event_named_reads_and_writes_only_theirs(
         kill(job)
 
 
+def _changed(mirror: watch.Mirror, uid: str, before: object) -> bool:
+    return bool(mirror.versions([uid]) != before)
+
+
 @pytest.mark.django_db
 def test_a_full_cycle_passes_over_running_jobs_nothing_happened_to(
     k8s_dc: Datacenter, alice: User, bob: User, heard: Heard, k8s_api: k8s.ApiClient, monkeypatch: pytest.MonkeyPatch
@@ -157,14 +162,20 @@ def test_a_full_cycle_passes_over_running_jobs_nothing_happened_to(
     reconcile_datacenter(k8s_dc)
     assert settled.CHOICES == {"looked at": 0, "passed over": 2}
     assert tampered() == set(both)  # passed over: nothing happened to their objects or rows
-    # A change of one job's pod reaches the mirror, and the next full cycle looks at that job (and only it).
-    before = mirror.versions([touched.uid])
-    (pod,) = [p for p in mirror.items("Pod", [touched.uid])]
-    patch = {"metadata": {"annotations": {"paddlecloud.test/touched": "yes"}}}
-    k8s.CoreV1Api(k8s_api).patch_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"], patch)
-    wait_for(lambda: mirror.versions([touched.uid]) != before, "the mirror to count the pod's change", 10)
-    settled.CHOICES.clear()
-    reconcile_datacenter(k8s_dc)
+    # A change of one job's pod reaches the mirror, and the next full cycle looks at that job (and only it). The
+    # cluster itself may change the quiet job's objects in that window too (its Job's status counts, late on a loaded
+    # host): such a window proves nothing, so it is tried again, and the claim is checked on one where it stayed quiet.
+    for attempt in range(3):
+        Worker.objects.filter(job__in=both).update(message="tampered")
+        quiet_before, before = mirror.versions([quiet.uid]), mirror.versions([touched.uid])
+        (pod,) = [p for p in mirror.items("Pod", [touched.uid])]
+        patch = {"metadata": {"annotations": {"paddlecloud.test/touched": f"yes-{attempt}"}}}
+        k8s.CoreV1Api(k8s_api).patch_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"], patch)
+        wait_for(partial(_changed, mirror, touched.uid, before), "the mirror to count the pod's change", 10)
+        settled.CHOICES.clear()
+        reconcile_datacenter(k8s_dc)
+        if mirror.versions([quiet.uid]) == quiet_before:
+            break
     assert settled.CHOICES == {"looked at": 1, "passed over": 1}
     assert tampered() == {quiet.pk}
     # A row changed behind the cycle's back (its counts) is looked at too, and put right.

@@ -76,17 +76,45 @@ def _is_complete(venv: Path) -> bool:
     return (venv / COMPLETE_MARKER).is_file() and os.access(venv / "bin" / "python", os.X_OK)
 
 
+def uv_binary() -> str | None:
+    """uv (the fast installer) beside this interpreter (the portal's venv has it) or on PATH; None without it."""
+    beside = Path(sys.executable).parent / "uv"
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("uv")
+
+
+def base_installer(venv: Path, cache: Path) -> list[str]:
+    """The command that installs into a base: uv where it is (0.1-0.2x pip's time for Paddle), else the venv's pip.
+
+    uv's own cache sits beside the bases (one per host, same filesystem, so installs are links, not copies); a
+    base is read-only to jobs, so the cache it shares files with is too. Layers keep pip: it sees the base's
+    packages through the layer's .pth and installs only what the base lacks, which uv would not."""
+    uv = uv_binary()
+    if uv is None:
+        return [str(venv / "bin" / "python"), "-m", "pip", "install", "--progress-bar", "off"]
+    return [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--cache-dir", str(cache / ".uv-cache")]
+
+
 def last_error_line(lines: list[str]) -> str:
-    """pip's last ``ERROR:`` line (what went wrong), else its last non-empty line."""
+    """The installer's last error line (pip's ``ERROR:``, uv's ``error:`` or ``×``), else its last non-empty line."""
     text = [line.strip() for line in lines if line.strip()]
-    errors = [line for line in text if line.startswith("ERROR:")]
+    errors = [line for line in text if line.startswith(("ERROR:", "error:", "×"))]
     return (errors or text or ["no output"])[-1][:500]
+
+
+_PIP_TO_UV = {"PIP_INDEX_URL": "UV_INDEX_URL", "PIP_EXTRA_INDEX_URL": "UV_EXTRA_INDEX_URL",
+              "PIP_FIND_LINKS": "UV_FIND_LINKS"}
 
 
 def _run_logged(cmd: list[str], cwd: Path, log: Log, what: str) -> None:
     """Run ``cmd`` with its output in the log; raise VenvError naming pip's last error line."""
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PYTHONUNBUFFERED": "1",
+           "UV_NO_PROGRESS": "1"}
     env.pop("PYTHONPATH", None)  # the build must not see the launcher's own path tweaks
+    for pip_name, uv_name in _PIP_TO_UV.items():  # an operator's pip index settings apply to uv too
+        if pip_name in env and uv_name not in env:
+            env[uv_name] = env[pip_name]
     proc = subprocess.Popen(
         cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
     )
@@ -203,7 +231,7 @@ def ensure_base(
         if ready():
             return venv
         t0 = time.monotonic()
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--progress-bar", "off"]
+        pip = base_installer(venv, cache)
         with tempfile.TemporaryDirectory(prefix="paddlecloud-client-") as tmp:
             client = str(_clean_copy(client_dir, Path(tmp)))
             if not _is_complete(venv):
