@@ -13,14 +13,21 @@ python=${PYTHON:-python3} venv=${VENV:-.venv} lock=${LOCK:-requirements-lock.txt
 py=$venv/bin/python
 
 uv=""
-find_uv() {  # the venv's uv; else the lock's, put in a temporary folder by this Python's pip
+find_uv() {  # the venv's uv; else the lock's, kept per user by its hashed lines (pip puts it there once)
   [ "${PADDLECLOUD_NO_UV:-}" = "1" ] && return 1
   if [ -x "$venv/bin/uv" ]; then uv=$venv/bin/uv; return 0; fi
-  boot=$(mktemp -d) && trap 'rm -rf "$boot"' EXIT
-  awk '/^uv==/ {on=1} on {print} on && !/\\$/ {exit}' "$lock" > "$boot/uv.txt"
-  [ -s "$boot/uv.txt" ] || { echo "make install: $lock has no uv line" >&2; return 1; }
-  "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore --require-hashes --no-deps --target "$boot" \
-    -r "$boot/uv.txt" && uv=$boot/bin/uv
+  local lines key boot
+  lines=$(awk '/^uv==/ {on=1} on {print} on && !/\\$/ {exit}' "$lock")
+  [ -n "$lines" ] || { echo "make install: $lock has no uv line" >&2; return 1; }
+  key=$(printf '%s\n' "$lines" | sha256sum | cut -c1-16)
+  boot=${XDG_CACHE_HOME:-$HOME/.cache}/paddlecloud/uv-$key
+  if [ ! -x "$boot/bin/uv" ]; then
+    rm -rf "$boot.tmp" && mkdir -p "$boot.tmp" && printf '%s\n' "$lines" > "$boot.tmp/uv.txt"
+    "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore --require-hashes --no-deps \
+      --target "$boot.tmp" -r "$boot.tmp/uv.txt" || return 1
+    rm -rf "$boot" && mv "$boot.tmp" "$boot"
+  fi
+  uv=$boot/bin/uv
 }
 
 if find_uv; then
@@ -34,7 +41,7 @@ else
   echo "make install: uv could not be installed here (see above), so pip installs the lock instead (about 10x slower)" >&2
   [ -x "$py" ] || "$python" -m venv "$venv"
   # The lock without uv's own lines, which pip just refused.
-  without_uv=$(mktemp) && trap 'rm -rf "${boot:-}" "$without_uv"' EXIT
+  without_uv=$(mktemp) && trap 'rm -f "$without_uv"' EXIT
   awk '/^uv==/ {skip=1; next} skip && /^ / {next} {skip=0; print}' "$lock" > "$without_uv"
   "$py" -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r "$without_uv"
   "$py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e ./client
