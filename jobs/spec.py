@@ -10,6 +10,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from paddlecloud.contract import predecessors
 from paddlecloud.contract import spec as rules
 from rest_framework import serializers
 
@@ -114,11 +115,11 @@ class JobSpecSerializer(StrictSerializer):
         return value
 
     def validate_after(self, value: object) -> object:
-        _raise(rules.after_problem(value))
+        _raise(predecessors.after_problem(value))
         return value
 
     def validate_resume_from(self, value: str) -> str:
-        _raise(rules.resume_from_problem(value))
+        _raise(predecessors.resume_from_problem(value))
         return value
 
     def validate_entry(self, value: str) -> str:

@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from core.errors import Conflict, Forbidden, NotFound
 from storage import paths, uploads, usage
-from storage.backends import Entry, entry_of
+from storage.entries import Entry, entry_of
 from storage.errors import raise_os_error
 from storage.models import LIVE_STATES, Upload
 from storage.paths import ResolvedPath

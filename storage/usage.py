@@ -194,7 +194,7 @@ class Measured:
     bytes: int  # in regular files (links, sockets, FIFOs count 0, as quota counts them)
     files: int  # entries of every kind
     complete: bool  # False: the walk stopped at its bounds, so both are lower bounds
-    preallocated: int = 0  # held on disk past files' ends (backends.Entry); not in the recorded usage
+    preallocated: int = 0  # held on disk past files' ends (entries.Entry); not in the recorded usage
 
 
 def measure_home(user: Any, datacenter: Datacenter, max_entries: int, seconds: float) -> Measured:

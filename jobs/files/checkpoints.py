@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlecloud.contract.layout import CHECKPOINT_META, CHECKPOINTS_NAME, output_parts
-from paddlecloud.contract.spec import parse_resume_from
+from paddlecloud.contract.predecessors import parse_resume_from
 
 from core.errors import Invalid
 from jobs.files.layout import logical

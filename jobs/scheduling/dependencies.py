@@ -15,7 +15,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.utils import timezone
-from paddlecloud.contract.spec import parse_after
+from paddlecloud.contract.predecessors import parse_after
 
 from core.errors import Invalid
 from jobs import events

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from paddlecloud.runtime import launcher
 from paddlecloud.runtime.gloo_store import GlooStore
-from paddlecloud.runtime.launcher import EXIT_BAD_FACTS, EXIT_DNS, EXIT_PSERVER_UNREACHABLE, LaunchError, Tee
+from paddlecloud.runtime.launcher import EXIT_BAD_FACTS, EXIT_DNS, EXIT_PSERVER_UNREACHABLE, LaunchError
+from paddlecloud.runtime.tee import Tee
 
 from tests.wait import wait_for
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from paddlecloud.contract import spec as rules
+from paddlecloud.contract import predecessors
 from paddlecloud.sdk import spec as sdk_spec
 from paddlecloud.sdk.errors import UsageProblem
 from rest_framework.test import APIClient
@@ -54,7 +54,7 @@ def package(local_dc: Datacenter, alice: User, tmp_path: Path) -> str:
     ],
 )
 def test_a_bad_after_is_refused_naming_the_rule(after: object, rule: str) -> None:
-    problem = rules.after_problem(after)
+    problem = predecessors.after_problem(after)
     assert problem is not None and rule in problem
     with pytest.raises(UsageProblem, match="-after"):
         sdk_spec.check({"jobname": "x", "entry": "python t.py", "after": after})

@@ -7,7 +7,7 @@ import itertools
 from pathlib import Path
 
 from paddlecloud.contract import logtimes
-from paddlecloud.runtime.launcher import Tee
+from paddlecloud.runtime.tee import Tee
 
 from jobs.files.logfiles import line_count, read_chunk
 

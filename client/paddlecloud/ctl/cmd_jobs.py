@@ -1,10 +1,9 @@
-"""paddlectl's job commands: submit, get jobs/workers, logs, wait, kill, delete job."""
+"""paddlectl's job commands: submit, get jobs/workers, wait, kill, delete job (logs: cmd_logs)."""
 
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,12 @@ from paddlecloud.ctl.app import (
     session_of,
     warn,
 )
+from paddlecloud.ctl.cmd_logs import follow_logs
 from paddlecloud.ctl.output import BarProgress, age, dump, emit, human_bytes, jobs_table, workers_table
 from paddlecloud.sdk import experiments, images, jobs, spec
 from paddlecloud.sdk.errors import PaddleCloudError, UsageProblem, describe_end
 from paddlecloud.sdk.files import is_remote
-from paddlecloud.sdk.jobs import LogStream, job_path, lines, stamped_lines, wait
+from paddlecloud.sdk.jobs import job_path, wait
 from paddlecloud.sdk.session import Session
 from paddlecloud.sdk.transfers import Summary
 
@@ -263,68 +263,6 @@ def get_workers(ctx: click.Context, job: str, output: str) -> None:
     """NAME, ROLE, STATE, START (how long ago), RESTARTS, EXIT CODE, CPU (cores), MEM, MESSAGE."""
     items = list(session_of(ctx).paginate(f"{job_path(job)}/workers"))
     emit(items, output, lambda: workers_table(items))
-
-
-def follow_logs(
-    ctx: click.Context,
-    job: str,
-    worker: str | None,
-    tail: int | None,
-    follow: bool,
-    prefix: bool | None,
-    timestamps: bool = False,
-) -> None:
-    session = session_of(ctx)
-    stream = LogStream(session, job, worker=worker, tail=tail, follow=follow, notify=note)
-    iterator: Iterator[tuple[str, str, list[float | None]]] = stream.stamped()
-    for line in _with_prefix_choice(iterator, stream, prefix, timestamps):
-        click.echo(line, nl=False)
-        sys.stdout.flush()
-    if follow:
-        end = stream.job
-        message = describe_end(end)
-        if end.get("state") != states.SUCCEEDED:
-            raise PaddleCloudError(message)
-        note(message)
-
-
-Piece = tuple[str, str, list[float | None]]
-
-
-def _with_prefix_choice(iterator: Iterator[Piece], stream: Any, prefix: bool | None, timestamps: bool) -> Iterator[str]:
-    first = next(iterator, None)
-    # The workers are known once the stream has looked the job up (before its first piece).
-    use = prefix if prefix is not None else len(stream.workers) > 1
-    if first is None:
-        return
-    pieces = _chain(first, iterator)
-    if timestamps:
-        yield from stamped_lines(pieces, use)
-    else:
-        yield from lines(((worker, text) for worker, text, _ in pieces), use)
-
-
-def _chain(first: Piece, rest: Iterator[Piece]) -> Iterator[Piece]:
-    yield first
-    yield from rest
-
-
-@cli.command(short_help="Print logs of the job (-f to follow it to the end).")
-@click.option("-n", "--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines of each log.")
-@click.option("-w", "--worker", default=None, help="One worker: trainer-0, pserver-1, ... (default: all of them).")
-@click.option("-f", "--follow", is_flag=True,
-              help="Follow until the job ends; then exit 0 if it succeeded, 1 if it failed or was killed.")
-@click.option("--prefix/--no-prefix", default=None, help="Start each line with [worker] (default: with several).")
-@click.option("-timestamps", "--timestamps", is_flag=True,
-              help="Start each line with the UTC time it was written (RFC 3339, milliseconds).")
-@click.argument("job", shell_complete=complete_jobs)
-@click.pass_context
-def logs(ctx: click.Context, job: str, tail: int | None, worker: str | None, follow: bool,
-         prefix: bool | None, timestamps: bool) -> None:
-    """Print the logs of every worker of JOB (trainers, then pservers), or of one with -w."""
-    if worker and worker.startswith(f"{job}-"):
-        worker = worker[len(job) + 1:]  # the original's pod-style names: <job>-trainer-0
-    follow_logs(ctx, job, worker, tail, follow, prefix, timestamps)
 
 
 def wait_job(ctx: click.Context, job: str, timeout: float | None = None) -> None:

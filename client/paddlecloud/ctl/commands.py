@@ -18,6 +18,7 @@ from paddlecloud.ctl import (
     cmd_help,
     cmd_images,
     cmd_jobs,
+    cmd_logs,
     cmd_metrics,
     cmd_queue,
     cmd_usage,
@@ -25,8 +26,8 @@ from paddlecloud.ctl import (
 from paddlecloud.ctl.app import cli
 
 COMMAND_MODULES = (
-    cmd_jobs, cmd_describe, cmd_experiments, cmd_queue, cmd_images, cmd_metrics, cmd_compare, cmd_files, cmd_build,
-    cmd_account, cmd_usage, cmd_config, cmd_help,
+    cmd_jobs, cmd_logs, cmd_describe, cmd_experiments, cmd_queue, cmd_images, cmd_metrics, cmd_compare, cmd_files,
+    cmd_build, cmd_account, cmd_usage, cmd_config, cmd_help,
 )
 
 __all__ = ["COMMAND_MODULES", "cli"]

@@ -58,11 +58,12 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from paddlecloud.contract import exitcodes, jobenv, layout, logcap, logtimes, venvcache
+from paddlecloud.contract import exitcodes, jobenv, layout, logtimes, venvcache
 from paddlecloud.contract.layout import LOG_NAME
 from paddlecloud.runtime import isolation, launch_env, reaper, rendezvous
 from paddlecloud.runtime.gloo_store import GlooStore
 from paddlecloud.runtime.launch_env import Facts, FactsError
+from paddlecloud.runtime.tee import Tee
 
 EXIT_BAD_FACTS = exitcodes.BAD_FACTS
 EXIT_DNS = exitcodes.DNS
@@ -88,35 +89,6 @@ class Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
         self.signum = signum
-
-
-class Tee:
-    """Writes to the job's log file (stamping arrival times, see logtimes; kept under `limit` bytes, see
-    logcap) and to stdout; one lock so lines never interleave."""
-
-    def __init__(self, log: BinaryIO | None, times: logtimes.Recorder | None = None, limit: int | None = None) -> None:
-        self._log = logcap.CappedLog(log, times, limit) if log is not None else None
-        self._lock = threading.Lock()
-
-    def write(self, data: bytes) -> None:
-        with self._lock:
-            if self._log is not None:
-                try:
-                    self._log.write(data)
-                except OSError as e:
-                    # Disk full or storage gone: stop logging, never stop draining the pipe
-                    # (a blocked pipe would hang the entry).
-                    self._log.stop_times()
-                    self._log = None
-                    data += f"[paddlecloud-launch] log file write failed, stdout only from now: {e}\n".encode()
-            try:
-                sys.stdout.buffer.write(data)
-                sys.stdout.buffer.flush()
-            except (OSError, ValueError):
-                pass  # a closed stdout must not kill the job: the log file is what counts
-
-    def line(self, message: str) -> None:
-        self.write(f"[paddlecloud-launch] {message}\n".encode())
 
 
 def resolver(timeout: float, tee: Tee) -> launch_env.Resolver:

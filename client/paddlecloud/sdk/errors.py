@@ -61,3 +61,32 @@ def describe_end(job: dict[str, Any]) -> str:
     state = job.get("state", "?")
     why = ": ".join(part for part in (job.get("reason") or "", job.get("message") or "") if part)
     return f"job {job.get('name')} {state}" + (f": {why}" if why and state != SUCCEEDED else "")
+
+
+def network_problem(exc: Exception) -> str:
+    """A short reason for a requests exception: 'connection refused', 'host not found', ..."""
+    import requests  # noqa: PLC0415 - loaded already: only a request's failure gets here
+
+    text = str(exc)
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "TLS error (check the endpoint's certificate or use the right scheme)"
+    if isinstance(exc, requests.exceptions.Timeout):
+        return "no answer in time"
+    lowered = text.lower()
+    for needle, reason in (
+        ("connection refused", "connection refused"),
+        ("name or service not known", "host not found"),
+        ("nodename nor servname", "host not found"),
+        ("temporary failure in name resolution", "host not found"),
+        ("failed to resolve", "host not found"),
+        ("no route to host", "no route to host"),
+        ("network is unreachable", "network unreachable"),
+        ("connection reset", "connection reset"),
+        ("connection aborted", "connection lost"),
+        ("remotedisconnected", "connection lost"),
+        ("broken pipe", "connection lost"),
+        ("timed out", "no answer in time"),  # a read timeout, however urllib3 words it
+    ):
+        if needle in lowered:
+            return reason
+    return "connection failed"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from paddlecloud.contract.version import __version__
 from paddlecloud.sdk import config as configfile
-from paddlecloud.sdk.errors import APIError, ConfigError, NetworkError
+from paddlecloud.sdk.errors import APIError, ConfigError, NetworkError, network_problem
 
 if TYPE_CHECKING:
     import requests
@@ -42,35 +42,6 @@ def _env_float(name: str, default: float) -> float:
         return max(0.0, float(os.environ.get(name, default)))
     except ValueError:
         return default
-
-
-def network_problem(exc: Exception) -> str:
-    """A short reason for a requests exception: 'connection refused', 'host not found', ..."""
-    import requests  # noqa: PLC0415 - loaded already: only a request's failure gets here
-
-    text = str(exc)
-    if isinstance(exc, requests.exceptions.SSLError):
-        return "TLS error (check the endpoint's certificate or use the right scheme)"
-    if isinstance(exc, requests.exceptions.Timeout):
-        return "no answer in time"
-    lowered = text.lower()
-    for needle, reason in (
-        ("connection refused", "connection refused"),
-        ("name or service not known", "host not found"),
-        ("nodename nor servname", "host not found"),
-        ("temporary failure in name resolution", "host not found"),
-        ("failed to resolve", "host not found"),
-        ("no route to host", "no route to host"),
-        ("network is unreachable", "network unreachable"),
-        ("connection reset", "connection reset"),
-        ("connection aborted", "connection lost"),
-        ("remotedisconnected", "connection lost"),
-        ("broken pipe", "connection lost"),
-        ("timed out", "no answer in time"),  # a read timeout, however urllib3 words it
-    ):
-        if needle in lowered:
-            return reason
-    return "connection failed"
 
 
 def transport_retrying(retries: int, first_wait: float, sleep: Callable[[float], None] | None = None) -> Retrying:

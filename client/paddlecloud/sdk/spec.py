@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from paddlecloud.contract import predecessors
 from paddlecloud.contract import spec as rules
 from paddlecloud.sdk.errors import UsageProblem
 
@@ -103,9 +104,9 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
 def _pipeline_problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
     """Where the job starts from: the jobs it starts after, and the checkpoint it resumes from."""
     if spec.get("after"):
-        yield "after", rules.after_problem(spec["after"])
+        yield "after", predecessors.after_problem(spec["after"])
     if spec.get("resume_from") is not None:
-        yield "resume_from", rules.resume_from_problem(spec["resume_from"])
+        yield "resume_from", predecessors.resume_from_problem(spec["resume_from"])
 
 
 def flag_message(error_fields: list[dict[str, Any]], detail: str, flags: dict[str, str] | None = None) -> str:
