@@ -7,6 +7,7 @@ own is how the env text area is split into NAME=value lines.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from jobs.scheduling.priorities import DEFAULT as DEFAULT_PRIORITY
 
 MAX_SEARCH = 40  # a job name is at most 40 characters
 MAX_ENV_TEXT = 64 * 1024
+MAX_AFTER_TEXT = 1000  # room for predecessors.MAX_AFTER names with their conditions
 
 
 class JobFilterForm(forms.Form):
@@ -83,6 +85,15 @@ class SubmitForm(forms.Form):
         choices=[(action, action) for action in rules.STALL_ACTIONS], required=False,
         help_text="warn: a warning and an event; fail: the job fails (Stalled)",
     )  # fmt: skip
+    # paddlectl's -after and -resume-from, in their words; the API's rules (contract.predecessors) check them.
+    after = _text(
+        "Start after", max_length=MAX_AFTER_TEXT,
+        help_text="jobs of yours, NAME or NAME:ok|any|failed, separated by spaces or commas; it waits until they end",
+    )
+    resume_from = _text(
+        "Resume from", max_length=80,
+        help_text="JOB or JOB:STEP: start from that run's checkpoint (its latest when no step is given)",
+    )
 
     def __init__(
         self,
@@ -110,6 +121,8 @@ class SubmitForm(forms.Form):
             text = data.pop(field, "")
             if text:
                 data[field] = self._lines(field, text, parse)
+        if "after" in data:
+            data["after"] = [name for name in re.split(r"[\s,]+", data["after"]) if name]
         notify_text = data.pop("notify", "")
         if notify_text:
             try:
@@ -181,6 +194,8 @@ def initial_from_spec(spec: dict[str, Any], with_env_values: bool) -> dict[str, 
         parts = ["email"] if notify.get("email") else []
         parts += [f"webhook={notify['webhook']}"] if notify.get("webhook") else []
         initial["notify"] = ",".join(parts) or "none"
+    if isinstance(spec.get("after"), list):
+        initial["after"] = " ".join(str(item) for item in spec["after"])
     env = spec.get("env") or {}
     initial["env"] = "\n".join(f"{name}={value if with_env_values else ''}" for name, value in env.items())
     return initial

@@ -256,3 +256,21 @@ def test_the_job_page_without_javascript_tables_the_last_metric_points_of_a_long
     steps = [cell.split("</td>", 1)[0] for cell in table.split("<tr><td>")[1:]]
     assert steps == [str(step) for step in range(2990, 3000)]
     assert "<td>0.000333333</td><td>0.1</td>" in table
+
+
+def test_the_submit_form_takes_after_and_resume_from_in_paddlectls_words(
+    world: Job, local_dc: Datacenter, alice: User
+) -> None:
+    Path(local_dc.storage_root, "home/alice/jobs/next").mkdir(parents=True)
+    client = page_client(alice)
+    body = {"jobname": "next", "entry": "python train.py", "datacenter": "local"}
+    twice = client.post("/jobs/new", {**body, "after": "fit:any, fit"})
+    assert twice.status_code == 400 and "names a job twice" in " ".join(twice.context["form"].errors["after"])
+    bad = client.post("/jobs/new", {**body, "after": "fit:any", "resume_from": "Not A Job!"})
+    assert bad.status_code == 400 and "JOB or JOB:STEP" in " ".join(bad.context["form"].errors["resume_from"])
+    assert not Job.objects.filter(name="next").exists()
+    created = client.post("/jobs/new", {**body, "after": "fit:any"})
+    job = Job.objects.get(name="next")
+    assert created.status_code == 302 and job.spec["after"] == ["fit:any"]
+    clone = client.get("/jobs/new", {"clone": job.uid}).content.decode()
+    assert 'value="fit:any"' in clone
