@@ -15,6 +15,7 @@ from experiments import services
 from experiments.models import Experiment
 from jobs import services as jobs
 from jobs.models import Job, JobState
+from jobs.scheduling import cycle
 from tests.jobs.conftest import put_package
 
 TEMPLATE: dict[str, Any] = {"entry": "python train.py", "parallelism": 1, "pservers": 0, "cpu": "0.5"}
@@ -135,3 +136,48 @@ def test_a_template_without_its_package_is_refused(alice_api: APIClient, package
     response = alice_api.post("/api/v1/experiments", {**SWEEP, "template": template}, format="json")
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "template.package"
+
+
+def test_two_users_experiments_share_a_full_datacenter_fairly(
+    alice_api: APIClient, bob_api: APIClient, local_dc: Datacenter, bob: User, package: str, tmp_path: Path
+) -> None:
+    """Trials are ordinary jobs, so fair share orders them: alice's sweep, submitted first with four trials at
+    once, does not take the whole room from bob's; each cycle admits one of each while both wait."""
+    source = tmp_path / "bob-sweep"
+    source.mkdir()
+    (source / "train.py").write_text("print('hello')\n")
+    put_package(local_dc, bob, "lr-sweep", source)
+    Datacenter.objects.filter(pk=local_dc.pk).update(capacity_cpu="1")  # room for two 0.5-cpu trials
+    for api, owner in ((alice_api, "alice"), (bob_api, "bob")):
+        sweep = body(f"/pfs/local/home/{owner}/jobs/lr-sweep", parallel=4)
+        assert api.post("/api/v1/experiments", sweep, format="json").status_code == 201
+    for experiment in Experiment.objects.order_by("pk"):  # alice's trials are queued first
+        services.advance(experiment.pk)
+    assert Job.objects.filter(state=JobState.QUEUED).count() == 8
+    dc = Datacenter.objects.get(pk=local_dc.pk)
+    for _ in range(2):
+        admitted = cycle.schedule(dc) or []
+        owners = sorted(Job.objects.filter(pk__in=admitted).values_list("owner__username", flat=True))
+        assert owners == ["alice", "bob"]
+        Job.objects.filter(pk__in=admitted).update(state=JobState.SUCCEEDED, released=True)  # room again
+
+
+def test_a_preempted_trial_waits_again_and_its_experiment_goes_on_to_succeed(
+    alice_api: APIClient, package: str
+) -> None:
+    sweep = body(package, params={"lr": {"values": [0.1]}})
+    assert alice_api.post("/api/v1/experiments", sweep, format="json").status_code == 201
+    experiment = Experiment.objects.get()
+    services.advance(experiment.pk)
+    job = Job.objects.get()
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    cycle.mark_preempted(job.pk, "preempted by a higher priority job")
+    services.advance(experiment.pk)
+    experiment.refresh_from_db()
+    trial = experiment.trials.get()
+    assert (trial.state, trial.job_id, experiment.state) == (JobState.QUEUED, job.pk, "running")
+    assert Job.objects.count() == 1  # the same job runs again (its next attempt), not a new trial
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, released=True)
+    services.advance(experiment.pk)
+    experiment.refresh_from_db()
+    assert (experiment.trials.get().state, experiment.state) == (JobState.SUCCEEDED, "succeeded")
