@@ -82,6 +82,9 @@ class Trial(models.Model):
     steps = models.PositiveBigIntegerField(null=True, blank=True, help_text="The last step it logged the metric at.")
     cursor = models.CharField(max_length=20, blank=True, default="", help_text="How far its metrics file was read.")
     rungs = models.JSONField(default=dict, blank=True, help_text="ASHA: its metric at each rung it passed.")
+    checkpoints_removed = models.BooleanField(
+        default=False, help_text="keep_checkpoints: its checkpoints were removed (it ended outside the best)."
+    )
 
     class Meta:
         ordering = ["experiment_id", "index"]

@@ -10,6 +10,7 @@
     seed: 0
     metric: {name: loss, goal: minimize}   # what paddlecloud.metrics.log reports; the best trial is by it
     asha: {min_steps: 100, max_steps: 900, reduction: 3}   # asha only: its rungs, by the steps metrics.log reports
+    keep_checkpoints: 3             # only the best 3 trials' checkpoints stay: the others' go once they end (metric)
 
 `then` (a job spec, beside `template`) is a job submitted once the experiment succeeded, with the best trial's
 params and its latest checkpoint to start from (experiments/services.py).
@@ -35,7 +36,7 @@ MAX_TRIALS = 10_000
 MAX_PARALLEL = 100  # the most trials of one experiment queued or running at once (a user's queue bound is 100)
 MAX_NAME = 34  # "<name>-9999" is a 40-character job name
 MAX_VALUES = 1000  # values of one param
-KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric", "asha"}
+KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric", "asha", "keep_checkpoints"}
 SEARCHES = ("grid", "random", "asha")
 MAX_STEPS = 10**12  # of a rung: far beyond any run, and well inside 64 bits
 MAX_REDUCTION = 100
@@ -213,6 +214,14 @@ def running_settings(raw: Mapping[str, Any]) -> tuple[int, Metric | None, Asha |
     return int(raw.get("parallel") or 1), metric, asha
 
 
+def keep_checkpoints(raw: Mapping[str, Any]) -> int | None:
+    """How many trials keep their checkpoints (the best by the metric), or None: every trial keeps its own."""
+    keep = _int(raw, "keep_checkpoints", 1, MAX_TRIALS, None)
+    if keep is not None and _metric(raw.get("metric")) is None:
+        raise SweepProblem("keep_checkpoints", "needs a metric: the best trials are the ones kept")
+    return keep
+
+
 def parse(raw: object) -> Sweep:
     """The sweep `raw` (a mapping, as JSON or YAML gives it) checked, with its trials; SweepProblem naming the key."""
     if not isinstance(raw, dict):
@@ -237,6 +246,7 @@ def parse(raw: object) -> Sweep:
     seed = _int(raw, "seed", 0, 2**32 - 1, 0) or 0
     metric = _metric(raw.get("metric"))
     asha = _asha_for(raw, search, metric)
+    keep_checkpoints(raw)
     if search in ("random", "asha"):
         if most is None:
             raise SweepProblem("max_trials", f"required with search: {search}")

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from core.errors import Conflict, DomainError, Invalid, Unavailable
 from experiments import asha as asha_rule
-from experiments import progress, search
+from experiments import keep, progress, search
 from experiments.models import Experiment, ExperimentState, Trial
 from jobs import services as jobs
 from jobs.files import checkpoints
@@ -220,18 +220,22 @@ def _submit_then(experiment: Experiment, then: Mapping[str, Any], message: str) 
 
 
 def advance(experiment_id: int) -> bool:
-    """Record the trials that ended, submit the next ones up to `parallel` (at most MAX_SUBMITS a pass, so the row
-    lock is short), and end the experiment when all did. True: more trials may be submitted now (call again)."""
+    """Record the trials that ended, remove the checkpoints `keep_checkpoints` no longer keeps, submit the next ones
+    up to `parallel` (at most MAX_SUBMITS a pass, so the row lock is short), and end the experiment when all did.
+    True: more trials may be submitted, or checkpoints removed, now (call again)."""
     experiment = Experiment.objects.filter(pk=experiment_id).first()
     if experiment is None:
         return False
     parallel, metric, asha = search.running_settings(experiment.sweep)
     passed = _read_trials(experiment_id, metric, asha)  # reads files, outside the lock; a killed one's trials end too
+    # keep_checkpoints removes folders, outside the lock too; a full pass may have left more (an ended experiment's
+    # too): "call again".
+    more_to_remove = keep.prune(experiment) == keep.MAX_REMOVALS
     with transaction.atomic():
         locked = Experiment.objects.select_for_update(of=("self",)).filter(pk=experiment_id)
         experiment = locked.filter(state=ExperimentState.RUNNING).select_related("owner").first()
         if experiment is None:
-            return False
+            return more_to_remove
         if asha and metric and passed:
             _stop_behind(experiment, passed, metric, asha)
         room = max(parallel - experiment.trials.exclude(state__in=[*FINAL, WAITING]).count(), 0)
@@ -242,7 +246,7 @@ def advance(experiment_id: int) -> bool:
                 break
             submitted += 1
         _end_if_done(experiment)
-    return submitted == MAX_SUBMITS and room > MAX_SUBMITS
+    return (submitted == MAX_SUBMITS and room > MAX_SUBMITS) or more_to_remove
 
 
 def kill(experiment: Experiment) -> Experiment:

@@ -12,8 +12,9 @@ from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
 from experiments import services
-from experiments.models import Experiment
+from experiments.models import Experiment, Trial
 from jobs import services as jobs
+from jobs.files.layout import output_dir
 from jobs.models import Job, JobState
 from jobs.scheduling import cycle
 from tests.jobs.conftest import put_package
@@ -181,3 +182,46 @@ def test_a_preempted_trial_waits_again_and_its_experiment_goes_on_to_succeed(
     services.advance(experiment.pk)
     experiment.refresh_from_db()
     assert (experiment.trials.get().state, experiment.state) == (JobState.SUCCEEDED, "succeeded")
+
+
+def test_keep_checkpoints_removes_those_of_trials_that_ended_outside_the_best(
+    alice_api: APIClient, local_dc: Datacenter, package: str
+) -> None:
+    sweep = body(package, parallel=4, keep_checkpoints=2)
+    assert alice_api.post("/api/v1/experiments", sweep, format="json").status_code == 201
+    experiment = Experiment.objects.get()
+    services.advance(experiment.pk)
+    trials = list(experiment.trials.select_related("job", "job__owner"))
+    folders = {}
+    for trial in trials:
+        assert trial.job is not None
+        step = output_dir(local_dc, "alice", trial.job.name, trial.job.uid) / "checkpoints" / "step-10"
+        step.mkdir(parents=True)
+        (step / "model.pdparams").write_bytes(b"w" * 1000)
+        folders[trial.index] = step.parent
+    # Trials 0-2 ended with these best losses; trial 3 still runs with the best of all so far.
+    for index, best, state in ((0, 0.3, JobState.SUCCEEDED), (1, 0.1, JobState.FAILED), (2, 0.2, JobState.KILLED),
+                               (3, 0.05, JobState.RUNNING)):  # fmt: skip
+        trial = experiment.trials.get(index=index)
+        Trial.objects.filter(pk=trial.pk).update(best=best, state=JobState.RUNNING)
+        assert trial.job is not None
+        Job.objects.filter(pk=trial.job.pk).update(state=state, released=state != JobState.RUNNING)
+    services.advance(experiment.pk)
+    # The best two are trial 3 (running: never touched) and trial 1; trials 0 and 2 ended behind them.
+    assert {i: f.exists() for i, f in folders.items()} == {0: False, 1: True, 2: False, 3: True}
+    listed = alice_api.get("/api/v1/experiments/lr-sweep/trials?ordering=index").json()["results"]
+    assert [t["checkpoints_removed"] for t in listed] == [True, False, True, False]
+    services.advance(experiment.pk)  # once: nothing is tried again
+    assert experiment.trials.filter(checkpoints_removed=True).count() == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [({"keep_checkpoints": 0}, "an integer from 1"), ({"keep_checkpoints": 2, "metric": None}, "needs a metric")],
+)
+def test_a_bad_keep_checkpoints_is_a_400_naming_it(alice_api: APIClient, package: str, change: dict[str, Any],
+                                                    words: str) -> None:
+    sweep = {k: v for k, v in body(package, **change).items() if v is not None}
+    response = alice_api.post("/api/v1/experiments", sweep, format="json")
+    assert response.status_code == 400, response.json()
+    assert any(e["field"] == "keep_checkpoints" and words in e["message"] for e in response.json()["errors"])
