@@ -71,7 +71,11 @@ def _amount(override: Quota | None, datacenter: Datacenter, name: str, kind: qua
 
 
 def limits(user: Any, datacenter: Datacenter) -> Amounts:
-    override = Quota.objects.filter(user=user, datacenter=datacenter).first()
+    return limits_of(Quota.objects.filter(user=user, datacenter=datacenter).first(), datacenter)
+
+
+def limits_of(override: Quota | None, datacenter: Datacenter) -> Amounts:
+    """The limits of a user whose override row (or None: the datacenter's defaults) the caller already read."""
 
     def pick(name: str, default: Any) -> Any:
         value = getattr(override, name, None) if override else None

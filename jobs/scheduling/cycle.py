@@ -140,8 +140,9 @@ def _load_teams(datacenter: Datacenter, world: shapes.World) -> None:
 
 def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: shapes.World, now: Any) -> None:
     overrides = {q.user_id: q for q in Quota.objects.filter(datacenter=datacenter, user_id__in=owners)}
+    defaults = quota.limits_of(None, datacenter)  # once a cycle, not once an owner: no query per owner
     for owner in owners:
-        limits = quota.limits(owner, datacenter) if owner in overrides else quota.limits(None, datacenter)
+        limits = quota.limits_of(overrides[owner], datacenter) if owner in overrides else defaults
         world.owner_limits[owner] = shapes.Bound(
             float(limits.cpu), float(limits.memory), float(limits.gpu), limits.jobs
         )
