@@ -26,7 +26,7 @@ class TrialSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     class Meta:
         model = Trial
-        fields = ["index", "params", "job", "state", "message", "best", "last", "steps", "checkpoints_removed"]
+        fields = ["index", "params", "job", "state", "message", "best", "last", "steps", "checkpoints_pruned"]
 
 
 class ExperimentSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]

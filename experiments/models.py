@@ -82,8 +82,8 @@ class Trial(models.Model):
     steps = models.PositiveBigIntegerField(null=True, blank=True, help_text="The last step it logged the metric at.")
     cursor = models.CharField(max_length=20, blank=True, default="", help_text="How far its metrics file was read.")
     rungs = models.JSONField(default=dict, blank=True, help_text="ASHA: its metric at each rung it passed.")
-    checkpoints_removed = models.BooleanField(
-        default=False, help_text="keep_checkpoints: its checkpoints were removed (it ended outside the best)."
+    checkpoints_pruned = models.BooleanField(
+        default=False, help_text="The keep policy was applied to its checkpoints (once it ended): the others are gone."
     )
 
     class Meta:

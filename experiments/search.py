@@ -10,7 +10,7 @@
     seed: 0
     metric: {name: loss, goal: minimize}   # what paddlecloud.metrics.log reports; the best trial is by it
     asha: {min_steps: 100, max_steps: 900, reduction: 3}   # asha only: its rungs, by the steps metrics.log reports
-    keep_checkpoints: 3             # only the best 3 trials' checkpoints stay: the others' go once they end (metric)
+    keep: {best: 1, latest: 1}      # the checkpoints of each trial kept once it ended (the default); the rest go
 
 `then` (a job spec, beside `template`) is a job submitted once the experiment succeeded, with the best trial's
 params and its latest checkpoint to start from (experiments/services.py).
@@ -36,7 +36,7 @@ MAX_TRIALS = 10_000
 MAX_PARALLEL = 100  # the most trials of one experiment queued or running at once (a user's queue bound is 100)
 MAX_NAME = 34  # "<name>-9999" is a 40-character job name
 MAX_VALUES = 1000  # values of one param
-KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric", "asha", "keep_checkpoints"}
+KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric", "asha", "keep"}
 SEARCHES = ("grid", "random", "asha")
 MAX_STEPS = 10**12  # of a rung: far beyond any run, and well inside 64 bits
 MAX_REDUCTION = 100
@@ -214,12 +214,25 @@ def running_settings(raw: Mapping[str, Any]) -> tuple[int, Metric | None, Asha |
     return int(raw.get("parallel") or 1), metric, asha
 
 
-def keep_checkpoints(raw: Mapping[str, Any]) -> int | None:
-    """How many trials keep their checkpoints (the best by the metric), or None: every trial keeps its own."""
-    keep = _int(raw, "keep_checkpoints", 1, MAX_TRIALS, None)
-    if keep is not None and _metric(raw.get("metric")) is None:
-        raise SweepProblem("keep_checkpoints", "needs a metric: the best trials are the ones kept")
-    return keep
+KEEP_DEFAULT = (1, 1)  # checkpoints of each ended trial kept: the best 1 and the latest 1 (experiments/keep.py)
+MAX_KEPT = 1000
+
+
+def keep_policy(raw: Mapping[str, Any]) -> tuple[int, int]:
+    """(best, latest): how many checkpoints of each ended trial `keep: {best: N, latest: M}` keeps."""
+    keep = raw.get("keep", {})
+    if not isinstance(keep, dict) or set(keep) - {"best", "latest"}:
+        raise SweepProblem("keep", "must be {best: N, latest: M}: how many checkpoints of each trial stay")
+    chosen = []
+    for key, default in zip(("best", "latest"), KEEP_DEFAULT, strict=True):
+        value = keep.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_KEPT:
+            raise SweepProblem(f"keep.{key}", f"must be an integer from 0 to {MAX_KEPT}")
+        chosen.append(value)
+    best, latest = chosen
+    if latest == 0 and (best == 0 or _metric(raw.get("metric")) is None):
+        raise SweepProblem("keep", "must keep at least one checkpoint: latest >= 1, or best >= 1 with a metric")
+    return best, latest
 
 
 def parse(raw: object) -> Sweep:
@@ -246,7 +259,7 @@ def parse(raw: object) -> Sweep:
     seed = _int(raw, "seed", 0, 2**32 - 1, 0) or 0
     metric = _metric(raw.get("metric"))
     asha = _asha_for(raw, search, metric)
-    keep_checkpoints(raw)
+    keep_policy(raw)
     if search in ("random", "asha"):
         if most is None:
             raise SweepProblem("max_trials", f"required with search: {search}")

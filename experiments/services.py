@@ -220,7 +220,7 @@ def _submit_then(experiment: Experiment, then: Mapping[str, Any], message: str) 
 
 
 def advance(experiment_id: int) -> bool:
-    """Record the trials that ended, remove the checkpoints `keep_checkpoints` no longer keeps, submit the next ones
+    """Record the trials that ended, remove the checkpoints their keep policy does not keep, submit the next ones
     up to `parallel` (at most MAX_SUBMITS a pass, so the row lock is short), and end the experiment when all did.
     True: more trials may be submitted, or checkpoints removed, now (call again)."""
     experiment = Experiment.objects.filter(pk=experiment_id).first()
@@ -228,9 +228,9 @@ def advance(experiment_id: int) -> bool:
         return False
     parallel, metric, asha = search.running_settings(experiment.sweep)
     passed = _read_trials(experiment_id, metric, asha)  # reads files, outside the lock; a killed one's trials end too
-    # keep_checkpoints removes folders, outside the lock too; a full pass may have left more (an ended experiment's
-    # too): "call again".
-    more_to_remove = keep.prune(experiment) == keep.MAX_REMOVALS
+    # The keep policy removes checkpoints of ended trials, outside the lock too; a full pass may have left more (an
+    # ended experiment's too): "call again".
+    more_to_remove = keep.prune(experiment) == keep.MAX_TRIALS
     with transaction.atomic():
         locked = Experiment.objects.select_for_update(of=("self",)).filter(pk=experiment_id)
         experiment = locked.filter(state=ExperimentState.RUNNING).select_related("owner").first()

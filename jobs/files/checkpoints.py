@@ -108,6 +108,17 @@ def listed(job: Job, most: int = MAX_LISTED) -> list[Found]:
     return found[::-1]
 
 
+def steps_and_metrics(job: Job, most: int = MAX_LISTED) -> list[tuple[int, str, float | None]]:
+    """(step, path as the user names it, the metric `save` was given) of the run's newest `most` checkpoints by
+    step, unsized: what a keep policy decides by."""
+    storage = storage_for(job.datacenter)
+    root = Path(job.datacenter.storage_root)
+    return [
+        (step, logical(job.datacenter, root / _folder(job) / name), _number(_meta(storage, job, name).get("metric")))
+        for step, name in _steps(job)[-most:]
+    ]
+
+
 def chosen(job: Job, step: int | None) -> Found | None:
     """Checkpoint `step` of the run (its latest when None), or None where it has no such one: by name, then that
     one folder looked at (never the others)."""

@@ -573,8 +573,8 @@ SWEEP_CHANGES: list[tuple[str, dict[str, Any], str]] = [
     ("template cpu not a quantity", {"template": {**SWEEP["template"], "cpu": "lots"}}, "template.cpu"),
     ("template package outside home", {"template": {**SWEEP["template"], "package": "/etc"}}, "template.package"),
     ("template sets params", {"template": {**SWEEP["template"], "params": {"lr": 1}}}, "template.params"),
-    ("keep_checkpoints 10^30", {"keep_checkpoints": 10**30}, "keep_checkpoints"),
-    ("keep_checkpoints text", {"keep_checkpoints": "best"}, "keep_checkpoints"),
+    ("keep.best 10^30", {"keep": {"best": 10**30}}, "keep.best"),
+    ("keep a string", {"keep": "best"}, "keep"),
 ]
 for label, change, fname in SWEEP_CHANGES:
     CASES.append(field_case(EXPERIMENTS, label, {**SWEEP, "name": "bad", **change}, fname))

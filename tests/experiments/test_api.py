@@ -3,6 +3,7 @@ as ordinary jobs, the next ones as trials end, kill, and nobody else's experimen
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
 from experiments import services
-from experiments.models import Experiment, Trial
+from experiments.models import Experiment
 from jobs import services as jobs
 from jobs.files.layout import output_dir
 from jobs.models import Job, JobState
@@ -184,44 +185,61 @@ def test_a_preempted_trial_waits_again_and_its_experiment_goes_on_to_succeed(
     assert (experiment.trials.get().state, experiment.state) == (JobState.SUCCEEDED, "succeeded")
 
 
-def test_keep_checkpoints_removes_those_of_trials_that_ended_outside_the_best(
-    alice_api: APIClient, local_dc: Datacenter, package: str
-) -> None:
-    sweep = body(package, parallel=4, keep_checkpoints=2)
-    assert alice_api.post("/api/v1/experiments", sweep, format="json").status_code == 201
-    experiment = Experiment.objects.get()
-    services.advance(experiment.pk)
-    trials = list(experiment.trials.select_related("job", "job__owner"))
-    folders = {}
-    for trial in trials:
-        assert trial.job is not None
-        step = output_dir(local_dc, "alice", trial.job.name, trial.job.uid) / "checkpoints" / "step-10"
-        step.mkdir(parents=True)
-        (step / "model.pdparams").write_bytes(b"w" * 1000)
-        folders[trial.index] = step.parent
-    # Trials 0-2 ended with these best losses; trial 3 still runs with the best of all so far.
-    for index, best, state in ((0, 0.3, JobState.SUCCEEDED), (1, 0.1, JobState.FAILED), (2, 0.2, JobState.KILLED),
-                               (3, 0.05, JobState.RUNNING)):  # fmt: skip
-        trial = experiment.trials.get(index=index)
-        Trial.objects.filter(pk=trial.pk).update(best=best, state=JobState.RUNNING)
-        assert trial.job is not None
-        Job.objects.filter(pk=trial.job.pk).update(state=state, released=state != JobState.RUNNING)
-    services.advance(experiment.pk)
-    # The best two are trial 3 (running: never touched) and trial 1; trials 0 and 2 ended behind them.
-    assert {i: f.exists() for i, f in folders.items()} == {0: False, 1: True, 2: False, 3: True}
-    listed = alice_api.get("/api/v1/experiments/lr-sweep/trials?ordering=index").json()["results"]
-    assert [t["checkpoints_removed"] for t in listed] == [True, False, True, False]
-    services.advance(experiment.pk)  # once: nothing is tried again
-    assert experiment.trials.filter(checkpoints_removed=True).count() == 2
+def checkpoint(job: Job, step: int, metric: float | None) -> Path:
+    """A checkpoint as paddlecloud.checkpoint.save writes it: step-<n> with a weight file and its meta."""
+    folder = output_dir(job.datacenter, job.owner.get_username(), job.name, job.uid) / "checkpoints" / f"step-{step}"
+    folder.mkdir(parents=True)
+    (folder / "model.pdparams").write_bytes(b"w" * 1000)
+    meta = {"step": step, "time": 1.0} | ({"metric": metric} if metric is not None else {})
+    (folder / ".paddlecloud-checkpoint.json").write_text(json.dumps(meta))
+    return folder
 
 
 @pytest.mark.parametrize(
-    ("change", "words"),
-    [({"keep_checkpoints": 0}, "an integer from 1"), ({"keep_checkpoints": 2, "metric": None}, "needs a metric")],
+    ("keep", "left"),
+    [
+        (None, [20, 40]),  # the default: the best 1 (the lowest loss, step 20) and the latest 1
+        ({"best": 2, "latest": 0}, [20, 40]),  # step 30 has no metric: never among the best
+        ({"best": 0, "latest": 2}, [30, 40]),
+        ({"best": 3, "latest": 1}, [10, 20, 40]),
+    ],
 )
-def test_a_bad_keep_checkpoints_is_a_400_naming_it(alice_api: APIClient, package: str, change: dict[str, Any],
-                                                    words: str) -> None:
-    sweep = {k: v for k, v in body(package, **change).items() if v is not None}
-    response = alice_api.post("/api/v1/experiments", sweep, format="json")
+def test_a_trial_that_ended_keeps_the_checkpoints_its_experiment_keeps(
+    alice_api: APIClient, package: str, keep: dict[str, int] | None, left: list[int]
+) -> None:
+    sweep = body(package, params={"lr": {"values": [0.1, 0.2]}}, **({"keep": keep} if keep else {}))
+    assert alice_api.post("/api/v1/experiments", sweep, format="json").status_code == 201
+    experiment = Experiment.objects.get()
+    services.advance(experiment.pk)
+    ended, running = (t.job for t in experiment.trials.select_related("job__owner", "job__datacenter"))
+    assert ended is not None and running is not None
+    saved = ((10, 0.5), (20, 0.2), (30, None), (40, 0.3))  # (step, loss)
+    folders = {job.pk: {step: checkpoint(job, step, loss) for step, loss in saved} for job in (ended, running)}
+    Job.objects.filter(pk=ended.pk).update(state=JobState.SUCCEEDED, released=True)
+    Job.objects.filter(pk=running.pk).update(state=JobState.RUNNING)
+    services.advance(experiment.pk)
+    assert [step for step, folder in folders[ended.pk].items() if folder.exists()] == left
+    assert all(folder.exists() for folder in folders[running.pk].values())  # a running trial is never touched
+    trials = alice_api.get("/api/v1/experiments/lr-sweep/trials?ordering=index").json()["results"]
+    assert [t["checkpoints_pruned"] for t in trials] == [True, False]
+    checkpoint(ended, 50, 0.01)  # written after its end (by hand): the policy was applied once, not again
+    services.advance(experiment.pk)
+    assert (folders[ended.pk][10].parent / "step-50").exists()
+
+
+@pytest.mark.parametrize(
+    ("keep", "field", "words"),
+    [
+        ({"best": -1}, "keep.best", "an integer from 0 to 1000"),
+        ({"latest": "all"}, "keep.latest", "an integer from 0 to 1000"),
+        ({"newest": 2}, "keep", "must be {best: N, latest: M}"),
+        ({"best": 0, "latest": 0}, "keep", "at least one checkpoint"),
+        ("best", "keep", "must be {best: N, latest: M}"),
+    ],
+)
+def test_a_bad_keep_is_a_400_naming_its_key(
+    alice_api: APIClient, package: str, keep: object, field: str, words: str
+) -> None:
+    response = alice_api.post("/api/v1/experiments", body(package, keep=keep), format="json")
     assert response.status_code == 400, response.json()
-    assert any(e["field"] == "keep_checkpoints" and words in e["message"] for e in response.json()["errors"])
+    assert any(e["field"] == field and words in e["message"] for e in response.json()["errors"]), response.json()
