@@ -12,12 +12,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def ci_run(tmp_path: Path, test_seconds: float, budget: int) -> subprocess.CompletedProcess[str]:
+def ci_run(tmp_path: Path, test_seconds: float, budget: int, total: int = 5400) -> subprocess.CompletedProcess[str]:
     (tmp_path / ".ci").mkdir()
     shutil.copy(ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
     (tmp_path / "Makefile").write_text(f"test:\n\tsleep {test_seconds}\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PADDLECLOUD_CI_SERVICES")}
-    env["PADDLECLOUD_CI_TEST_BUDGET"] = str(budget)
+    unset = ("CI", "PADDLECLOUD_CI_SERVICES", "PADDLECLOUD_CI_TEST_BUDGET")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env["PADDLECLOUD_CI_BUDGET"] = str(total)
+    if budget:
+        env["PADDLECLOUD_CI_TEST_BUDGET"] = str(budget)
     return subprocess.run(
         ["bash", ".ci/run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )  # fmt: skip
@@ -43,3 +46,9 @@ def test_a_phase_past_its_budget_fails_ci_with_a_message_naming_it(tmp_path: Pat
     assert "CI phase 'make-test' ran past its budget of 2s" in result.stderr
     assert "make-test (stopped here)" in result.stdout
     assert re.search(r"^CI finished in \d+s \(exit 124\)$", result.stdout, re.M)
+
+
+def test_by_default_the_tests_get_what_is_left_of_cis_whole_budget(tmp_path: Path) -> None:
+    result = ci_run(tmp_path, 30, budget=0, total=63)  # 63 s in all, less the summary's minute: 3 s (2 if slow)
+    assert result.returncode == 124, result.stdout + result.stderr
+    assert re.search(r"CI phase 'make-test' ran past its budget of [23]s", result.stderr), result.stderr
