@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import background_build
 from tools.k8s.images import read_manifest
 
 PADDLECTL = Path(sys.executable).parent / "paddlectl"
@@ -45,7 +46,9 @@ needs_buildah = pytest.mark.skipif(
 
 
 def require_buildah() -> None:
-    """Fail with the reason (reached in CI only: elsewhere the test is skipped by `needs_buildah`)."""
+    """Fail with the reason (reached in CI only: elsewhere the test is skipped by `needs_buildah`); in CI, first wait
+    for the background build that makes the runtime image (tests/background_build.py)."""
+    background_build.wait()
     missing = buildah_missing()
     if missing:
         pytest.fail(missing, pytrace=False)

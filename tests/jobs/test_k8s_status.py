@@ -67,11 +67,15 @@ def _aged(facts: Facts, age: float) -> Facts:
 def test_a_quota_rejection_fails_the_job_once_it_outlasts_the_grace() -> None:
     facts, objs = load("quota_exceeded")
     assert k8s_status.missing_pods(facts, objs)
-    within = k8s_status.observe(_aged(facts, facts.quota_grace - 1), objs)
+    within = k8s_status.observe(dataclasses.replace(facts, quota_rejected_for=facts.quota_grace - 1), objs)
     assert (within.state, within.reason) == (JobState.PENDING, Reason.QUOTA_EXCEEDED)
-    after = k8s_status.observe(_aged(facts, facts.quota_grace + 1), objs)
+    after = k8s_status.observe(dataclasses.replace(facts, quota_rejected_for=facts.quota_grace + 1), objs)
     assert (after.state, after.reason) == (JobState.FAILED, Reason.QUOTA_EXCEEDED)
     assert "exceeded quota" in after.message
+    # A job Kueue held for long, refused at once on its admission (its victims' pods still terminate): the grace
+    # counts from the rejection, not from the submit.
+    old = k8s_status.observe(dataclasses.replace(facts, age=3600, quota_rejected_for=0), objs)
+    assert (old.state, old.reason) == (JobState.PENDING, Reason.QUOTA_EXCEEDED)
 
 
 def test_a_trainers_job_deleted_behind_our_back_fails_the_job_after_a_while() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ if str(ROOT) not in sys.path:  # `tools` lives at the repo root, which plain `py
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
+from tests import background_build  # noqa: E402
 from tests.k8s.registry_fixtures import k8s_registry, k8s_registry_image  # noqa: E402, F401
 from tools.k8s.images import read_manifest  # noqa: E402
 from tools.k8s.testcluster import (  # noqa: E402
@@ -61,11 +61,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = None if required else _missing_message()
     wants_node = [i for i in items if "k8s_node_cluster" in getattr(i, "fixturenames", ())]
     node_missing_reason = None if required or not wants_node else _node_missing_message()
-    # Under pytest-xdist they all go to one worker (tests/conftest.py, pytest_xdist_make_scheduler), which takes
-    # about as long as the other tests together: first, so both halves run at once. But last while CI still
-    # builds their binaries in the background (.ci/run): then every worker runs other tests meanwhile.
-    first = not _background_build_running()
-    items[:] = sorted(items, key=lambda item: item.path.is_relative_to(HERE) != first)
+    # Under pytest-xdist they (and the other tests of background_build.BUILT_FOR) go to one worker (tests/conftest.py,
+    # pytest_xdist_make_scheduler), which takes about as long as the other tests together: first, so both halves run
+    # at once. But last while CI still builds what they need in the background (.ci/run): then every worker runs
+    # other tests meanwhile.
+    first = not background_build.running()
+    items[:] = sorted(items, key=lambda item: background_build.needs_build(item.nodeid) != first)
     for item in items:
         if item.path.is_relative_to(HERE):
             item.add_marker(pytest.mark.k8s)
@@ -78,28 +79,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=node_missing_reason))
 
 
-def _background_build_running() -> bool:
-    status_file = os.environ.get("PADDLECLOUD_K8S_BUILD_STATUS")
-    return bool(status_file) and not Path(status_file).exists()
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _k8s_build_finished() -> None:
-    """In CI the control plane, node and images build in the background while the other tests run (.ci/run writes
-    the build's exit status to PADDLECLOUD_K8S_BUILD_STATUS when it ends): the first test here waits for it."""
-    status_file = os.environ.get("PADDLECLOUD_K8S_BUILD_STATUS")
-    if not status_file:
-        return
-    status, log = Path(status_file), Path(status_file).with_suffix(".log")
-    deadline = time.monotonic() + float(os.environ.get("PADDLECLOUD_K8S_BUILD_WAIT", 5400))
-    while not status.exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"the background k8s build did not end in time; its log: {log}", pytrace=False)
-        time.sleep(2)
-    code = status.read_text().strip()
-    if code != "0":
-        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
-        pytest.fail(f"the background k8s build failed (exit {code}); the end of {log}:\n{tail}", pytrace=False)
+    """In CI the control plane, node and images build in the background while the other tests run: the first test
+    here waits for that build (tests/background_build.py)."""
+    background_build.wait()
 
 
 @pytest.fixture(scope="session")

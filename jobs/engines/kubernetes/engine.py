@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import time
 from collections.abc import Hashable
 from datetime import datetime, timedelta
 from functools import partial
@@ -64,7 +65,7 @@ from jobs.engines.kubernetes.builds import ClusterBuilds
 from jobs.engines.usage_samples import WorkerUsage
 from jobs.files import errorline, layout
 from jobs.files.logfiles import MAX_CHUNK, LogChunk, log_tail, parse_cursor, read_log_file
-from jobs.models import TERMINAL_STATES, Job, JobState, Role
+from jobs.models import TERMINAL_STATES, Job, JobState, Reason, Role
 from storage import paths
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class KubernetesEngine(ClusterBuilds, Engine):
         submitted = job.submitted_at or job.created_at or timezone.now()
         timeout = int(job.spec.get("pending_timeout") or self.datacenter.pending_timeout)
         seen = (job.engine_data or {}).get("pserver_pods") or {}
+        rejected_at = (job.engine_data or {}).get("quota_rejected_at")
         return k8s_status.Facts(
             uid=job.uid,
             trainers=job.trainers,
@@ -141,6 +143,7 @@ class KubernetesEngine(ClusterBuilds, Engine):
             pserver_pods={int(k): str(v) for k, v in seen.items()},
             running=job.state == JobState.RUNNING,
             quota_grace=min(QUOTA_GRACE_SECONDS, timeout / 2),
+            quota_rejected_for=max(time.time() - float(rejected_at), 0.0) if rejected_at else 0.0,
         )
 
     def poll(self, jobs: list[Job], recorder: Recorder) -> dict[int, Observation]:
@@ -185,6 +188,7 @@ class KubernetesEngine(ClusterBuilds, Engine):
             seen = k8s_status.observe(facts[job.pk], objs)
             observations[job.pk] = k8s_status.explain(seen, partial(self._worker_reason, job))
             self._remember_pservers(job, objs, recorder)
+            self._remember_quota_rejection(job, seen, recorder)
         observations.update(held)
         revoked.check_registry_secrets(jobs, observations, recorder, self.ensure_current)
         return observations
@@ -249,6 +253,14 @@ class KubernetesEngine(ClusterBuilds, Engine):
                 new[str(index)] = pods[-1]["metadata"]["uid"]
         if new:
             recorder.keep(job, {"pserver_pods": {**seen, **new}})
+
+    def _remember_quota_rejection(self, job: Job, seen: Observation, recorder: Recorder) -> None:
+        """When its pods were first refused by the quota (the grace counts from then); forgotten once they are not."""
+        since = (job.engine_data or {}).get("quota_rejected_at")
+        if seen.reason == Reason.QUOTA_EXCEEDED and not since:
+            recorder.keep(job, {"quota_rejected_at": time.time()})
+        elif seen.reason != Reason.QUOTA_EXCEEDED and since:
+            recorder.keep(job, {"quota_rejected_at": None})
 
     # ----- finish / stop / cleanup -----
 

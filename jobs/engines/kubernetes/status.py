@@ -9,8 +9,8 @@ Rules, in order of precedence:
    limit) if the failing trainer's last container was, else `BackoffLimit` (max_retries > 0) or
    `TrainerFailed`, with its exit code.
 4. A pod refused by the ResourceQuota (a `FailedCreate` event saying "exceeded quota") -> pending,
-   `QuotaExceeded` with the API server's message; failed with `QuotaExceeded` once the job has been
-   pending that way for `quota_grace` seconds (a rejection can be momentary, e.g. while the pods of a
+   `QuotaExceeded` with the API server's message; failed with `QuotaExceeded` once the rejection has lasted
+   `quota_grace` seconds since the engine first saw it (a rejection can be momentary, e.g. while the pods of a
    killed job are still terminating, and the Job controller keeps retrying).
 5. A pod the scheduler cannot place -> pending, `Unschedulable` with the scheduler's message; a pod
    whose image cannot be pulled -> pending, `ImagePullBackOff` with the kubelet's message (the registry's
@@ -79,6 +79,9 @@ class Facts:
     pserver_pods: dict[int, str] = field(default_factory=dict)  # index -> uid of the pod first seen running
     running: bool = False  # the job was already running
     quota_grace: float = 30.0
+    # Seconds since the engine first saw its pods refused by the quota (0: not before this look). Not the job's age:
+    # a job Kueue held for long may meet a rejection at once on its admission, while its victims' pods terminate.
+    quota_rejected_for: float = 0.0
 
 
 def pull_message(why: str, kubelet_message: str) -> str:
@@ -305,7 +308,7 @@ def _not_ended(f: Facts, objs: JobObjects, problems: list[_Problem], statuses: l
     current = JobState.RUNNING if f.running else JobState.PENDING
     rejected = _quota_rejection(objs) if missing_pods(f, objs) else None
     if rejected:
-        if f.age > f.quota_grace:
+        if f.quota_rejected_for > f.quota_grace:
             return Observation(JobState.FAILED, Reason.QUOTA_EXCEEDED, rejected, None, statuses)
         return Observation(current, Reason.QUOTA_EXCEEDED, rejected, None, statuses)
     if all(s.state in (WorkerState.RUNNING, WorkerState.SUCCEEDED) for s in statuses):
