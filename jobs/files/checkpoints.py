@@ -46,6 +46,11 @@ def _folder(job: Job) -> str:
     return "/".join(["home", job.owner.get_username(), *output_parts(job.name, job.uid), CHECKPOINTS_NAME])
 
 
+def _logical(job: Job, step_name: str) -> str:
+    """Checkpoint `step_name` of the run as the user names it (/pfs/<dc>/home/...)."""
+    return logical(job.datacenter, Path(job.datacenter.storage_root) / _folder(job) / step_name)
+
+
 def _meta(storage: Any, job: Job, step_name: str) -> dict[str, Any]:
     """The checkpoint's meta file as save wrote it: opened beneath the home like a log (no link followed, a FIFO,
     socket, device or folder refused, never blocking), at most MAX_META bytes; {} where it is not one."""
@@ -92,8 +97,7 @@ def _found(job: Job, step: int, name: str, budget: int) -> tuple[Found | None, i
     meta = _meta(storage, job, name)
     saved = _number(meta.get("time"))
     when = saved if saved is not None and 0 <= saved <= time.time() + FUTURE else entry.st_mtime
-    path = logical(job.datacenter, Path(job.datacenter.storage_root) / folder)
-    return Found(step, path, when, size, complete, _number(meta.get("metric"))), budget - seen
+    return Found(step, _logical(job, name), when, size, complete, _number(meta.get("metric"))), budget - seen
 
 
 def listed(job: Job, most: int = MAX_LISTED) -> list[Found]:
@@ -112,9 +116,8 @@ def steps_and_metrics(job: Job, most: int = MAX_LISTED) -> list[tuple[int, str, 
     """(step, path as the user names it, the metric `save` was given) of the run's newest `most` checkpoints by
     step, unsized: what a keep policy decides by."""
     storage = storage_for(job.datacenter)
-    root = Path(job.datacenter.storage_root)
     return [
-        (step, logical(job.datacenter, root / _folder(job) / name), _number(_meta(storage, job, name).get("metric")))
+        (step, _logical(job, name), _number(_meta(storage, job, name).get("metric")))
         for step, name in _steps(job)[-most:]
     ]
 

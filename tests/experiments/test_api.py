@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from paddlecloud.contract.layout import CHECKPOINT_META
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
@@ -191,7 +192,7 @@ def checkpoint(job: Job, step: int, metric: float | None) -> Path:
     folder.mkdir(parents=True)
     (folder / "model.pdparams").write_bytes(b"w" * 1000)
     meta = {"step": step, "time": 1.0} | ({"metric": metric} if metric is not None else {})
-    (folder / ".paddlecloud-checkpoint.json").write_text(json.dumps(meta))
+    (folder / CHECKPOINT_META).write_text(json.dumps(meta))
     return folder
 
 
