@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from paddlecloud.contract import keeping
+from paddlecloud.contract.keeping import GOALS
 from paddlecloud.contract.metricline import valid_name
 from paddlecloud.contract.spec import ParamValue, params_problem
 
@@ -40,7 +42,6 @@ KEYS = {"name", "params", "search", "max_trials", "parallel", "seed", "metric", 
 SEARCHES = ("grid", "random", "asha")
 MAX_STEPS = 10**12  # of a rung: far beyond any run, and well inside 64 bits
 MAX_REDUCTION = 100
-GOALS = ("minimize", "maximize")
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,32}[a-z0-9])?")
 
 
@@ -214,23 +215,15 @@ def running_settings(raw: Mapping[str, Any]) -> tuple[int, Metric | None, Asha |
     return int(raw.get("parallel") or 1), metric, asha
 
 
-KEEP_DEFAULT = (1, 1)  # checkpoints of each ended trial kept: the best 1 and the latest 1 (experiments/keep.py)
-MAX_KEPT = 1000
-
-
 def keep_policy(raw: Mapping[str, Any]) -> tuple[int, int]:
-    """(best, latest): how many checkpoints of each ended trial `keep: {best: N, latest: M}` keeps."""
+    """(best, latest): how many checkpoints of each ended trial `keep: {best: N, latest: M}` keeps (the contract's
+    rule, paddlecloud.contract.keeping; the goal is the metric's)."""
     keep = raw.get("keep", {})
-    if not isinstance(keep, dict) or set(keep) - {"best", "latest"}:
-        raise SweepProblem("keep", "must be {best: N, latest: M}: how many checkpoints of each trial stay")
-    chosen = []
-    for key, default in zip(("best", "latest"), KEEP_DEFAULT, strict=True):
-        value = keep.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_KEPT:
-            raise SweepProblem(f"keep.{key}", f"must be an integer from 0 to {MAX_KEPT}")
-        chosen.append(value)
-    best, latest = chosen
-    if latest == 0 and (best == 0 or _metric(raw.get("metric")) is None):
+    problem = keeping.policy_problem(keep, with_goal=False)
+    if problem:
+        raise SweepProblem(*problem)
+    best, latest, _ = keeping.policy(keep)
+    if latest == 0 and _metric(raw.get("metric")) is None:
         raise SweepProblem("keep", "must keep at least one checkpoint: latest >= 1, or best >= 1 with a metric")
     return best, latest
 

@@ -29,7 +29,7 @@ MAX_SUBMITS = 10  # trials one advance submits at most (it holds the experiment'
 MAX_RUNNING = 20  # running experiments per user
 WAITING, REFUSED, REMOVED, STOPPED = "waiting", "refused", "removed", "stopped"
 FINAL = {REFUSED, REMOVED, STOPPED, *TERMINAL_STATES}
-_TEMPLATE_SET_BY_SWEEP = ("jobname", "params")
+_TEMPLATE_SET_BY_SWEEP = ("jobname", "params", "keep")  # keep: the sweep's own `keep` decides for trials
 
 
 class InvalidTemplate(Invalid):

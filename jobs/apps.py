@@ -26,6 +26,7 @@ class JobsConfig(AppConfig):
 
         # The way back of the release -> schedule -> start cycle (jobs/signals.py says why it is a signal).
         signals.job_released.connect(tasks.wake_scheduler, weak=False)
+        signals.job_released.connect(tasks.prune_when_released, weak=False)  # a job's `keep` policy, once it ended
         from jobs.scheduling import dependencies  # noqa: PLC0415
 
         signals.job_ended.connect(dependencies.on_job_ended, weak=False)  # a job's end may unblock its dependents

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from paddlecloud.contract import predecessors
+from paddlecloud.contract import keeping, predecessors
 from paddlecloud.contract import spec as rules
 from rest_framework import serializers
 
@@ -86,7 +86,17 @@ class JobSpecSerializer(StrictSerializer):
         "finds it as paddlecloud.checkpoint.latest(). Absent: a rerun of a failed job resumes from that run's "
         "latest checkpoint; empty: never.",
     )  # fmt: skip
+    keep = serializers.JSONField(
+        required=False,
+        help_text="{best: N, latest: M, goal: minimize|maximize}: once the job ended, its checkpoints other than the "
+        "latest M and the best N by the metric each was saved with are removed (keys left out: 1, 1, minimize). "
+        "Absent: the job's own paddlecloud.checkpoint.save(keep=...) alone decides.",
+    )
     max_retries = _integer("max_retries", default=0)
+    max_restarts = _integer(
+        "max_restarts", default=0, help_text="Times the whole job runs again, from its latest checkpoint, after a "
+        "failure (a process's non-zero exit, OOM or loss, a rendezvous or stall timeout); 0: it fails."
+    )  # fmt: skip
     priority = serializers.CharField(
         max_length=rules.MAX_PRIORITY, required=False, allow_blank=True, default="",
         help_text="A priority class (GET /api/v1/priorities); empty: `normal`. Operators choose who may use which.",
@@ -128,13 +138,16 @@ class JobSpecSerializer(StrictSerializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """The rules across fields: env names reserved in the job's mode only (pservers > 0); a param's problem
-        names the param (`params.<name>`)."""
+        names the param (`params.<name>`), a keep policy's its key (`keep.best`)."""
         problem = rules.env_problem(attrs.get("env") or {}, attrs.get("pservers", 0))
         if problem:
             raise serializers.ValidationError({"env": [problem]})
         bad_param = rules.params_problem(attrs.get("params", {}))
         if bad_param:
             raise serializers.ValidationError({bad_param[0]: [bad_param[1]]})
+        bad_keep = keeping.policy_problem(attrs["keep"]) if "keep" in attrs else None
+        if bad_keep:
+            raise serializers.ValidationError({bad_keep[0]: [bad_keep[1]]})
         return attrs
 
 

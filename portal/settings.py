@@ -250,7 +250,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["core.api.parsers.BoundedJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["core.api.renderers.JSONRenderer"],  # lone surrogates escaped, not a 500
     "DEFAULT_PAGINATION_CLASS": "core.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",

@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paddlecloud.contract.keeping import GOALS, kept_steps
 from paddlecloud.contract.layout import CHECKPOINT_META, CHECKPOINTS_NAME
 
 _NAME = re.compile(r"^step-(\d{1,12})$")
 _stop = threading.Event()
 _installed = False
-GOALS = ("minimize", "maximize")
 
 
 @dataclass(frozen=True)
@@ -213,10 +213,7 @@ def _entries(root: Path) -> list[Path]:
 
 def _prune(root: Path, keep: int, keep_best: int = 0, goal: str = "minimize") -> None:
     complete = [c for c in list_all(root.parent) if c.path.parent == root]
-    kept = {c.step for c in complete[-keep:]}
-    sign = 1.0 if goal == "minimize" else -1.0
-    scored = sorted((sign * c.metric, c.step) for c in complete if c.metric is not None)
-    kept |= {step for _, step in scored[:keep_best]}
+    kept = kept_steps(((c.step, c.metric) for c in complete), keep_best, keep, goal)  # the portal's rule too
     for found in complete:
         if found.step not in kept:
             shutil.rmtree(found.path, ignore_errors=True)

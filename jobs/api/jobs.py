@@ -53,6 +53,11 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     estimated_start = serializers.SerializerMethodField(
         help_text="A rough estimate of its start while it waits (GET of one job only; the docs: The queue); else null."
     )
+    failures = serializers.ListField(
+        child=serializers.DictField(), read_only=True,
+        help_text="The failures it was restarted after (spec max_restarts), the newest last: attempt, reason, "
+        "message, exit_code, checkpoint_step (its latest checkpoint then, or null) and at.",
+    )  # fmt: skip
 
     class Meta:
         model = Job
@@ -65,6 +70,9 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "reason",
             "message",
             "exit_code",
+            "attempt",
+            "restarts",
+            "failures",
             "warnings",
             "progress",
             "priority",

@@ -10,12 +10,13 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.errors import quote
+from core.api.renderers import JSONRenderer
 from core.api.serializers import StrictSerializer
 from core.errors import Forbidden, Invalid
 from datacenters.models import Datacenter

@@ -3,8 +3,8 @@
 An engine says where the job's peers are (`Peers`: hosts and ports, which differ: loopback ports on the local
 engine, DNS names and fixed ports in a cluster) and where the job sees its folders; everything else comes from
 the job the same way on both engines, here: the counts (`Job.trainers`, `Job.pservers`), the entry, the passes,
-the params, the experiment and trial it is (if any), the attempt (and `preempted` on any attempt after the first,
-since attempts grow only by preemption) and the datacenter's rendezvous bound. The variables themselves are
+the params, the experiment and trial it is (if any), the attempt (with `preempted` after a preemption,
+`restart_reason` after a failure's restart) and the datacenter's rendezvous bound. The variables themselves are
 paddlecloud.contract.jobenv's.
 """
 
@@ -72,6 +72,7 @@ class Launch:
     log_limit: int | None
     isolation_port: int | None = None
     facts: SpecFacts = field(default_factory=SpecFacts)
+    restart_reason: str | None = None  # the failure of the attempt before, where it was restarted after one
 
     @classmethod
     def of(
@@ -87,6 +88,7 @@ class Launch:
             entry=job.spec["entry"],
             passes=int(job.spec.get("passes") or 1),
             attempt=job.attempt,
+            restart_reason=job.restarted_after(),
             facts=SpecFacts.of(job.spec),
             package_dir=package_dir,
             home=home,
@@ -118,7 +120,8 @@ class Launch:
             log_limit=self.log_limit,
             rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
             attempt=self.attempt,
-            preempted=1 if self.attempt > 1 else None,  # attempts grow only by preemption
+            preempted=1 if self.attempt > 1 and self.restart_reason is None else None,  # else a failure's restart
+            restart_reason=self.restart_reason,
             isolation_port=self.isolation_port,
             params=self.facts.params,
             experiment=self.facts.experiment,

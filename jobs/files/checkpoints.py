@@ -1,10 +1,12 @@
 """A run's checkpoints on the PFS (what paddlecloud.checkpoint saved in `<output>/checkpoints/step-<n>`): listed with
 their step, time, size and the metric `save` was given, read beneath the owner's home with no link followed and
-bounded (a job writes this folder: it may hold anything), and one chosen to resume another run from."""
+bounded (a job writes this folder: it may hold anything), one chosen to resume another run from, and those a keep
+policy does not keep removed once the run ended."""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -14,14 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paddlecloud.contract.keeping import kept_steps
 from paddlecloud.contract.layout import CHECKPOINT_META, CHECKPOINTS_NAME, output_parts
 from paddlecloud.contract.predecessors import parse_resume_from
 
-from core.errors import Invalid
+from core.errors import DomainError, Invalid, NotFound
 from jobs.files.layout import logical
 from jobs.lookup import job_named
 from jobs.models import Job, JobState
+from storage import files
 from storage.backends import StorageUnavailable, storage_for
+
+log = logging.getLogger(__name__)
 
 MAX_LISTED = 200  # checkpoints of one run listed (the newest)
 MAX_NAMES = 10_000  # entries of the checkpoints folder read to find them (a job may fill it with anything)
@@ -120,6 +126,27 @@ def steps_and_metrics(job: Job, most: int = MAX_LISTED) -> list[tuple[int, str, 
         (step, _logical(job, name), _number(_meta(storage, job, name).get("metric")))
         for step, name in _steps(job)[-most:]
     ]
+
+
+def prune(job: Job, best: int, latest: int, goal: str) -> int:
+    """Remove the run's checkpoints the policy (paddlecloud.contract.keeping) does not keep, as `paddlectl file rm -r`
+    would: beneath its owner's home with the owner's rights, their space back to the quota. Only for a run that
+    ended and was released (nothing writes there any more); only its newest MAX_LISTED are looked at. How many were
+    removed; one that cannot be (the PFS away) is logged and left."""
+    found = steps_and_metrics(job)
+    keep = kept_steps(((step, metric) for step, _, metric in found), best, latest, goal)
+    removed = 0
+    for step, path, _ in found:
+        if step in keep:
+            continue
+        try:
+            files.remove(job.owner, path, recursive=True)
+            removed += 1
+        except NotFound:
+            pass  # gone already: a pass before this one
+        except DomainError as exc:
+            log.warning("job %s: checkpoint %s was not removed: %s", job.uid, path, exc)
+    return removed
 
 
 def chosen(job: Job, step: int | None) -> Found | None:

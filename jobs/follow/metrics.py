@@ -24,13 +24,18 @@ MAX_LINE = 8 * 1024  # a valid line is far shorter (32 values of 64-character na
 CURVE_CACHE_SECONDS = 3600  # a released job's curve, as the experiment and compare pages draw it
 
 
+# NaN/Infinity -> None -> refused below. One decoder for every line: json.loads with an option builds a new one each
+# call, a third of the time of a curve's first read.
+_DECODER = json.JSONDecoder(parse_constant=lambda _: None)
+
+
 def parse_line(line: str) -> dict[str, Any] | None:
     """One point {"step", "time", "values"} (and "total_steps" if the line has one), or None when the line is
     not one paddlecloud.metrics writes."""
     if len(line) > MAX_LINE:
         return None
     try:
-        data = json.loads(line, parse_constant=lambda _: None)  # NaN/Infinity -> None -> refused below
+        data = _DECODER.decode(line)
     except ValueError:
         return None
     if not isinstance(data, dict) or not valid_step(data.get("step")):
@@ -49,6 +54,21 @@ def parse_line(line: str) -> dict[str, Any] | None:
     if total is not None:
         point["total_steps"] = total
     return point
+
+
+def _curve_point(line: bytes, name: str) -> list[float] | None:
+    """[step, value of `name`] of one line; only what is passed on is checked (the step and that value), by the
+    client's rules as parse_line checks them: half its time, for the pages that draw many curves."""
+    if len(line) > MAX_LINE:
+        return None
+    try:
+        data = _DECODER.decode(line.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    values = data.get("values") if isinstance(data, dict) else None
+    if not isinstance(values, dict) or not valid_step(data.get("step")) or not valid_value(value := values.get(name)):
+        return None
+    return [data["step"], value]
 
 
 def read_points(job: Job, worker: str, cursor: str, limit: int = logfiles.MAX_CHUNK) -> dict[str, Any]:
@@ -117,9 +137,9 @@ def curve(job: Job, name: str, max_bytes: int, max_points: int, worker: str = "t
     picked = {int(i * every) for i in range(min(max_points, len(lines)))} | ({len(lines) - 1} if lines else set())
     found = []
     for index in sorted(picked):
-        point = parse_line(lines[index].decode("utf-8", errors="replace"))
-        if point is not None and name in point["values"]:
-            found.append([point["step"], point["values"][name]])
+        point = _curve_point(lines[index], name)
+        if point is not None:
+            found.append(point)
     if final:
         cache.set(key, found, CURVE_CACHE_SECONDS)
     return found

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from jobs import events, signals
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.engines.capabilities import ChangeVersions, FinalWorkers, UsageMeter, WorkerSpans
-from jobs.follow import progress, reconcile_runs, settled, stalls, worker_usage
+from jobs.follow import progress, reconcile_runs, restarts, settled, stalls, worker_usage
 from jobs.follow.records import RECORDS, note_refused_logs, record_workers
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
 from jobs.scheduling import cycle, ledger
@@ -77,6 +78,11 @@ def apply(
         return
     record_workers(job, observation, workers)
     counts = _counts(observation)
+    if observation.state == JobState.FAILED:
+        final = restarts.failed(job, observation.reason, observation.message, observation.exit_code)
+        if final is None:
+            return  # back in the queue, Restarting: requeue_preempted stops its workers and lets it wait again
+        observation = replace(observation, reason=final[0], message=final[1])
     if observation.state in (JobState.SUCCEEDED, JobState.FAILED):
         if not _finish(job, engine):
             return  # the next cycle tries again; the job keeps its state meanwhile
@@ -100,6 +106,11 @@ def apply(
         transition(job.pk, JobState.RUNNING, reason="", message="", **counts)
     else:
         _note(job, {"reason": observation.reason or "", "message": observation.message, **counts})
+    _check_pending_timeout(job, observation, engine)
+
+
+def _check_pending_timeout(job: Job, observation: Observation, engine: Engine) -> None:
+    """Fail a job pending past its pending_timeout (the spec's, else the datacenter's), saying why it waited."""
     timeout = int(job.spec.get("pending_timeout") or job.datacenter.pending_timeout)
     if (
         job.state == JobState.PENDING
@@ -129,12 +140,14 @@ def _note(job: Job, values: dict[str, Any]) -> None:
 
 
 def check_stall(job: Job, engine: Engine) -> None:
-    """Mark a silent running job Stalled (jobs.follow.stalls); with `stall_action: fail`, fail it (reason Stalled)."""
+    """Mark a silent running job Stalled (jobs.follow.stalls); with `stall_action: fail`, fail it (reason Stalled),
+    or restart it where its spec's max_restarts allows."""
     message = stalls.check(job)
+    final = restarts.failed(job, Reason.STALLED, message) if message else None  # None: it restarts
     if (
-        message
+        final is not None
         and _finish(job, engine)
-        and transition(job.pk, JobState.FAILED, from_states=[JobState.RUNNING], reason=Reason.STALLED, message=message)
+        and transition(job.pk, JobState.FAILED, from_states=[JobState.RUNNING], reason=final[0], message=final[1])
     ):
         workers_stopping(job.pk, JobState.FAILED)
         job.refresh_from_db()
@@ -216,7 +229,8 @@ def _release(job: Job, engine: Engine) -> bool:
 
 
 def requeue_preempted(job: Job, engine: Engine) -> bool:
-    """Once nothing of a preempted job runs: account its run, forget its workers, and let it wait again (attempt + 1).
+    """Once nothing of a preempted job (or one restarting after a failure: jobs.follow.restarts) runs: account its
+    run, forget its workers, and let it wait again (attempt + 1).
 
     Its output folder stays (a checkpoint saved there is what the next attempt resumes from).
     """
@@ -228,6 +242,9 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
             return True
         if not engine.stop(job, RECORDS, grace=job.datacenter.preemption_grace):
             return False
+        if not restarts.waited(job):
+            return True  # a restart's backoff: its workers are stopped; it waits in the queue once that is over
+        why = "restarting after a failure" if job.reason == Reason.RESTARTING else "preempted"
         measured, spans = _measured(engine, job)  # before the cleanup removes what the engine measured
         if not engine.cleanup(job, RECORDS):
             return False
@@ -238,7 +255,7 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
                 preempted_at=None, admitted_at=None, borrowing=False, attempt=F("attempt") + 1, engine_data={},
                 submitted_at=None, stalled_at=None,
                 started_at=None, queued_at=timezone.now(), cleaned=False,
-                message=f"preempted; waiting to run again as attempt {job.attempt + 1}",
+                message=f"{why}; waiting to run again as attempt {job.attempt + 1}",
                 **dict.fromkeys(COUNT_FIELDS, 0),
             )  # fmt: skip
     if moved:
@@ -257,11 +274,8 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
         ids = list(job_ids)
         jobs, preempting = jobs.filter(pk__in=ids), preempting.filter(pk__in=ids)
     for job in preempting:
-        try:
+        with _alone(job, datacenter, "stop preempted"):
             requeue_preempted(job, engine)
-        except TransientEngineError as exc:
-            log.warning("cannot stop preempted %s: %s", job.uid, exc)
-            reconcile_runs.engine_error(datacenter.pk, f"cannot stop preempted {job.uid}: {exc}")
     try:
         _follow_started(jobs.filter(state__in=STARTED_STATES), datacenter, engine, full=job_ids is None)
     except TransientEngineError as exc:
@@ -269,11 +283,23 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
         reconcile_runs.engine_error(datacenter.pk, f"cannot reach the datacenter: {exc}")  # the health page
         return
     for job in _with_relations(list(jobs.filter(state__in=TERMINAL_STATES, released=False)), datacenter):
-        try:
+        with _alone(job, datacenter, "release"):
             release(job, engine)
-        except TransientEngineError as exc:
-            log.warning("cannot release %s: %s", job.uid, exc)
-            reconcile_runs.engine_error(datacenter.pk, f"cannot release {job.uid}: {exc}")
+
+
+@contextmanager
+def _alone(job: Job, datacenter: Datacenter, what: str) -> Iterator[None]:
+    """One job's step of the cycle, apart from the others': whatever breaks it (the engine away, or a job that
+    broke its own folders in a way nothing foresaw) is logged and shown on the health page, and the cycle goes
+    on to the next job; this one is tried again at the next cycle."""
+    try:
+        yield
+    except TransientEngineError as exc:
+        log.warning("cannot %s %s: %s", what, job.uid, exc)
+        reconcile_runs.engine_error(datacenter.pk, f"cannot {what} {job.uid}: {exc}")
+    except Exception as exc:  # one job's breakage must not stop the datacenter's reconcile
+        log.exception("cannot %s %s", what, job.uid)
+        reconcile_runs.engine_error(datacenter.pk, f"cannot {what} {job.uid}: {type(exc).__name__}: {exc}")
 
 
 def _with_relations(jobs: list[Job], datacenter: Datacenter) -> list[Job]:
@@ -308,11 +334,12 @@ def _follow_started(started_jobs: Any, datacenter: Datacenter, engine: Engine, f
     for job in started:
         if job.pk in observations:
             seen = observations[job.pk]
-            apply(job, seen, engine, workers[job.pk])
-            check_stall(job, engine)
-            counts = _counts(seen)
-            written = (seen.reason or "", *(counts[name] for name in COUNT_FIELDS))  # as _note left the row
-            settled.note(datacenter.pk, job.pk, (versions or {}).get(job.uid), job.state, seen, written)
+            with _alone(job, datacenter, "follow"):  # not noted as settled where it broke: looked at again
+                apply(job, seen, engine, workers[job.pk])
+                check_stall(job, engine)
+                counts = _counts(seen)
+                written = (seen.reason or "", *(counts[name] for name in COUNT_FIELDS))  # as _note left the row
+                settled.note(datacenter.pk, job.pk, (versions or {}).get(job.uid), job.state, seen, written)
 
 
 def _rows(started_jobs: Any, datacenter: Datacenter) -> list[settled.Row]:

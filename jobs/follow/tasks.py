@@ -14,6 +14,8 @@ from django.contrib.auth import get_user_model
 from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
+from paddlecloud.contract import keeping
 
 from core.locks import exclusive, job_lock
 from datacenters.models import Datacenter
@@ -21,6 +23,7 @@ from jobs import hooks
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, EngineError, TransientEngineError
 from jobs.engines.capabilities import QuotaSync, Reaper, RegistryLogins, WorkerEvents
+from jobs.files import checkpoints
 from jobs.follow import looks, reconcile_runs
 from jobs.follow.reconcile import reconcile_datacenter, release, stuck_submissions
 from jobs.follow.records import RECORDS
@@ -143,6 +146,36 @@ def schedule(datacenter_id: int | None = None) -> None:
     for datacenter in datacenters:
         for job_id in cycle.schedule(datacenter) or ():
             submit_job.delay(job_id)
+
+
+@shared_task(name="jobs.prune_checkpoints", acks_late=True)
+def prune_checkpoints(job_id: int) -> None:
+    """Apply the ended job's `keep` policy to its checkpoints (jobs.files.checkpoints.prune): twice is once, as
+    the kept ones stay kept. Only once it was released: nothing of it writes there any more."""
+    job = Job.objects.select_related("owner", "datacenter").filter(
+        pk=job_id, released=True, state__in=TERMINAL_STATES
+    ).first()  # fmt: skip
+    policy = job.spec.get("keep") if job is not None else None
+    if job is None or not isinstance(policy, dict):
+        return
+    removed = checkpoints.prune(job, *keeping.policy(policy))
+    if removed:
+        log.info("job %s: %d checkpoints removed by its keep policy", job.uid, removed)
+
+
+def prune_when_released(sender: object, job_id: int, **kwargs: object) -> None:
+    """Receives job_released: a job whose spec has a `keep` policy gets it applied, by a worker (it walks the PFS).
+    Where the broker does not take it the checkpoints stay, as they would without a policy, and it is logged."""
+    if not Job.objects.filter(pk=job_id, spec__has_key="keep").exists():
+        return
+
+    def send() -> None:
+        try:
+            prune_checkpoints.delay(job_id)
+        except (KombuOperationalError, OSError) as exc:
+            log.warning("job %s: the broker did not take its checkpoint pruning (%s)", job_id, exc)
+
+    transaction.on_commit(send)
 
 
 def wake_scheduler(sender: object, datacenter_id: int, **kwargs: object) -> None:

@@ -58,6 +58,8 @@ class Reason(models.TextChoices):
     STALLED = "Stalled"  # no trainer wrote a log line or used CPU for its stall_timeout, and its stall_action is `fail`
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"  # queued: a job of its `after` has not ended as asked yet
     DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"  # failed unstarted: an `after` job ended otherwise
+    RESTARTING = "Restarting"  # queued again after a failure (spec max_restarts): from its latest checkpoint
+    CRASH_LOOP = "CrashLoop"  # failed: its last restarts each failed with no new checkpoint between them
     EARLY_STOPPED = "EarlyStopped"  # killed by its experiment's search (ASHA): its metric fell behind at a rung
     PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
 
@@ -133,7 +135,15 @@ class Job(models.Model):
         default=False, help_text="Admitted past its team's quota, on room other teams left idle: reclaimable."
     )
     preemptible = models.BooleanField(default=True, help_text="A waiting job of higher priority may stop it.")
-    attempt = models.PositiveIntegerField(default=1, help_text="Its run: one more each time it was preempted.")
+    attempt = models.PositiveIntegerField(
+        default=1, help_text="Its run: one more each time it was preempted or restarted after a failure."
+    )
+    restarts = models.PositiveIntegerField(default=0, help_text="Restarts after a failure so far (spec max_restarts).")
+    failures = models.JSONField(
+        default=list, blank=True,
+        help_text="The failures it restarted after (jobs.follow.restarts), the newest last: attempt, reason, message, "
+        "exit code, its latest checkpoint's step then, and when.",
+    )  # fmt: skip
     preempted_at = models.DateTimeField(
         null=True, blank=True, help_text="Set while a preemption stops its workers; cleared once it waits again."
     )
@@ -173,10 +183,52 @@ class Job(models.Model):
             models.Index(fields=["owner", "name"]),
             # The job list (page and API): a user's newest first, without sorting all their jobs.
             models.Index(fields=["owner", "-created_at"], name="job_owner_newest"),
+            # The scheduling cycle's first read (jobs.scheduling.cycle.load): each owner's turns among the waiting,
+            # read from the index alone (its condition's columns are keys too: SQLite's plan then reads no row).
+            models.Index(
+                fields=[
+                    "datacenter",
+                    "state",
+                    "owner",
+                    "-priority",
+                    "-queue_boost",
+                    "created_at",
+                    "id",
+                    "held",
+                    "blocked",
+                    "admitted_at",
+                ],
+                condition=Q(state="queued", admitted_at__isnull=True),
+                name="job_waiting_turns",
+            ),
+            # What admitted jobs hold (every cycle and reconcile): a few rows among a datacenter's many.
+            models.Index(
+                fields=["datacenter", "owner"],
+                condition=Q(admitted_at__isnull=False, released=False),
+                name="job_holding",
+            ),
+            # Each cycle's checks for blocked (jobs.scheduling.dependencies) and preempting jobs: rare among the queued.
+            # (Their conditions' columns are keys too: SQLite's planner then prefers them to (datacenter, state).)
+            models.Index(
+                fields=["datacenter", "state", "blocked"], condition=Q(state="queued", blocked=True), name="job_blocked"
+            ),
+            models.Index(
+                fields=["datacenter", "state", "preempted_at"],
+                condition=Q(state="queued", preempted_at__isnull=False),
+                name="job_preempting",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.uid}) of {self.owner_id}: {self.state}"
+
+    def restarted_after(self) -> str | None:
+        """Why this attempt runs, where the attempt before it failed and was restarted (jobs.follow.restarts keeps
+        the failures): "<reason>: <message>", as PADDLECLOUD_RESTART_REASON gives it to the job."""
+        for failure in reversed(self.failures or []):
+            if isinstance(failure, dict) and failure.get("attempt") == self.attempt - 1:
+                return f"{failure.get('reason') or 'Failed'}: {failure.get('message') or ''}"
+        return None
 
     @property
     def is_active(self) -> bool:

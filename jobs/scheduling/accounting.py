@@ -51,8 +51,9 @@ def parse_time(text: str, field_name: str) -> datetime:
         raise Invalid(f"{rule}; got {text[:MAX_DATE_TEXT]!r}", field_name)
     try:
         if len(text) == 10:
-            return datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
-        when = datetime.fromisoformat(text)
+            when = datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
+        else:
+            when = datetime.fromisoformat(text)
     except ValueError:
         raise Invalid(f"{rule}; got {text!r}", field_name) from None
     if not MIN_YEAR <= when.year <= MAX_YEAR:  # keeps the window's arithmetic inside datetime's range

@@ -53,7 +53,7 @@ class _Turns:
                 world.team_of.setdefault(candidate.owner_id, candidate.team)
         for queue in self.queues.values():
             queue.sort(key=own, reverse=True)  # the first job at the end: pop() is O(1)
-        self.heap: list[tuple[Turn, int]] = []
+        self.heap: list[tuple[Turn, int, int]] = []  # (turn, owner, the world's admissions when it was computed)
         for owner in self.queues:
             self.push(owner)
 
@@ -64,15 +64,16 @@ class _Turns:
     def push(self, owner: int) -> None:
         key = self.key(owner)
         if key is not None:
-            heapq.heappush(self.heap, (key, owner))
+            heapq.heappush(self.heap, (key, owner, self.world.admissions))
 
     def pop(self) -> Candidate | None:
         while self.heap:
-            key, owner = heapq.heappop(self.heap)
-            current = self.key(owner)
-            if current is not None and current > key:
-                heapq.heappush(self.heap, (current, owner))  # a teammate's admission moved it back
-                continue
+            key, owner, as_of = heapq.heappop(self.heap)
+            if as_of != self.world.admissions:  # no admission since: the turn stands (most waiting jobs wait)
+                current = self.key(owner)
+                if current is not None and current > key:
+                    heapq.heappush(self.heap, (current, owner, self.world.admissions))  # a teammate's admission
+                    continue
             return self.queues[owner].pop()
         return None
 
@@ -94,6 +95,7 @@ def _admit(candidate: Candidate, world: World, result: Plan) -> None:
     if not world.within_team(candidate):
         result.borrowing.add(candidate.job_id)
     result.admit.append(candidate.job_id)
+    world.admissions += 1
     world.in_use = world.in_use + request
     world.owner_in_use[owner] = world.owner_in_use.get(owner, Amount()) + request
     world.owner_jobs[owner] = world.owner_jobs.get(owner, 0) + 1

@@ -33,7 +33,13 @@ class Bound:
 
     def over(self, amount: Amount, jobs: int = 0) -> list[str]:
         """The resources `amount` (and `jobs` running jobs) would exceed, by name."""
-        names = [r for r in RESOURCES if getattr(self, r) is not None and getattr(amount, r) > getattr(self, r) + 1e-9]
+        names = []  # spelled out, not a loop over RESOURCES: the cycle asks this a few times per waiting job
+        if self.cpu is not None and amount.cpu > self.cpu + 1e-9:
+            names.append("cpu")
+        if self.memory is not None and amount.memory > self.memory + 1e-9:
+            names.append("memory")
+        if self.gpu is not None and amount.gpu > self.gpu + 1e-9:
+            names.append("gpu")
         if self.jobs is not None and jobs > self.jobs:
             names.append("jobs")
         return names
@@ -50,6 +56,7 @@ class Candidate:
     boosted: bool = False  # an operator moved it to the front of its priority
     team: int | None = None
     preemptible: bool = True  # a job that may not be preempted may not borrow either
+    noted: tuple[str, str] = ("", "")  # its reason and message as stored: the cycle writes only a change
 
 
 @dataclass(frozen=True)
@@ -89,10 +96,17 @@ class World:
     teams: dict[int, Team] = field(default_factory=dict)
     team_of: dict[int, int] = field(default_factory=dict)  # owner -> team (of the jobs looked at)
 
+    admissions: int = 0  # admitted in this cycle so far: a turn computed before the last one may be stale
+
     def dominant(self, held: Amount) -> float:
-        return max(
-            (getattr(held, r) / getattr(self.scale, r) for r in RESOURCES if getattr(self.scale, r) > 0), default=0.0
-        )
+        scale, largest = self.scale, 0.0  # a resource the datacenter lacks (scale 0) counts for nobody
+        if scale.cpu > 0:
+            largest = max(largest, held.cpu / scale.cpu)
+        if scale.memory > 0:
+            largest = max(largest, held.memory / scale.memory)
+        if scale.gpu > 0:
+            largest = max(largest, held.gpu / scale.gpu)
+        return largest
 
     def share(self, owner: int) -> float:
         now = self.dominant(self.owner_in_use.get(owner, Amount()))

@@ -162,7 +162,9 @@ def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
                    resumed=job.spec.get(RESUME_CHECKPOINT))  # fmt: skip
     context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), params=params,
                    metric_tables=metrics_tables(job))  # fmt: skip
-    context.update(_place_context(job), preempted=times(job.attempt - 1))
+    before = [f"preempted {times(preempted)}"] if (preempted := job.attempt - 1 - job.restarts) > 0 else []
+    before += [f"restarted {times(job.restarts)} after failing"] if job.restarts else []
+    context.update(_place_context(job), before_this=", ".join(before), last_failure=(job.failures or [None])[-1])
     return render(request, "jobs/detail.html", context)
 
 

@@ -410,6 +410,10 @@ STARTS_FROM: list[tuple[str, dict[str, Any], str, int]] = [
     ("resume_from a list", {"resume_from": ["fit"]}, "resume_from", 400),
     ("resume_from bad shape", {"resume_from": "fit:step-3"}, "resume_from", 400),
     ("resume_from 10k chars", {"resume_from": "f" * 10_000}, "resume_from", 400),
+    ("keep a list", {"keep": [1, 1]}, "keep", 400),
+    ("keep a huge count", {"keep": {"best": 10**30}}, "keep.best", 400),
+    ("keep 10k keys", {"keep": {f"k{i}": 1 for i in range(10_000)}}, "keep", 400),
+    ("keep a goal of 10k chars", {"keep": {"goal": "m" * 10_000}}, "keep.goal", 400),
     ("resume_from no checkpoint", {"resume_from": "fit"}, "resume_from", 400),
     ("resume_from an unknown job", {"resume_from": "nope:3"}, "resume_from", 400),
 ]

@@ -290,3 +290,15 @@ def test_the_wal_file_lives_beside_the_database(transactional_db: None) -> None:
         pytest.skip("SQLite only")
     User.objects.create_user("erin", password="x")
     assert Path(str(connection.settings_dict["NAME"]) + "-wal").exists()
+
+
+def test_a_refused_value_holding_a_lone_surrogate_is_a_400_not_a_500(
+    alice_api: APIClient, local_dc: Datacenter
+) -> None:
+    """JSON's "\\ud800" parses to a lone surrogate, which UTF-8 cannot encode: the 400 that quotes it is written
+    with it escaped (core/api/renderers.py), not a 500."""
+    body = '{"jobname": "x", "entry": "python a.py", "stall_action": "\\ud800"}'
+    response = alice_api.post("/api/v1/jobs", body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    errors = json.loads(response.content)["errors"]
+    assert errors[0]["field"] == "stall_action" and "\ud800" in errors[0]["message"], errors

@@ -211,6 +211,8 @@ def test_an_error_to_a_csv_request_is_json(db: None, alice_api: APIClient) -> No
         ({"until": "2026-01-01T25:00"}, "until"),
         ({"since": "9" * 10_000}, "since"),
         ({"since": "0001-01-01"}, "since"),
+        ({"until": "0001-01-01"}, "until"),  # a date alone skipped the year rule: the default since overflowed
+        ({"until": "9999-12-31"}, "until"),
         ({"since": "2026-01-10", "until": "2026-01-10"}, "since"),
         ({"since": "2026-01-11", "until": "2026-01-10"}, "since"),
         ({"since": "2024-01-01", "until": "2025-01-02"}, "since"),  # 367 days

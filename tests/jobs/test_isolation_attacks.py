@@ -196,6 +196,37 @@ def test_a_job_whose_network_died_cannot_restart_a_trainer_and_says_how_the_netw
     )
 
 
+SWAP_WORKER_FOLDER = """\
+import os, sys
+from paddlecloud.contract.layout import worker_folder
+mine = os.path.join(os.environ["PADDLECLOUD_OUTPUT_DIR"], worker_folder("trainer", 0))
+os.rename(mine, mine + ".moved")
+os.symlink("/tmp", mine)  # the engine's restart must not follow it, nor break on it
+print("swapped", flush=True)
+sys.exit(3)
+"""
+
+
+def test_a_job_that_breaks_its_own_worker_folder_fails_alone_and_the_others_go_on(
+    alice_api: APIClient, bob_api: APIClient, alice: User, bob: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    """Its restart meets a link where its folder was: that job fails, saying why; the datacenter's reconcile goes
+    on, so bob's job, which ends meanwhile, is seen to end (the loop once stopped at the first such job)."""
+    for owner, name, text in ((alice, "swap", SWAP_WORKER_FOLDER), (bob, "quiet", "import time\ntime.sleep(3)\n")):
+        package = Path(local_dc.storage_root) / "home" / owner.username / "jobs" / name
+        package.mkdir(parents=True)
+        (package / "job.py").write_text(text)
+    spec = {"entry": "python job.py", "parallelism": 1, "pservers": 0, "cpu": "0.5"}
+    swap = {**spec, "jobname": "swap", "max_retries": 1}
+    assert alice_api.post("/api/v1/jobs", swap, format="json").status_code == 201
+    assert bob_api.post("/api/v1/jobs", {**spec, "jobname": "quiet"}, format="json").status_code == 201
+    swapped = finished("swap", worker, timeout=90)
+    assert (swapped.state, swapped.reason) == (JobState.FAILED, Reason.BACKOFF_LIMIT), swapped.message
+    assert "exited with code 3" in swapped.message and "cannot restart it" in swapped.message, swapped.message
+    quiet = finished("quiet", worker, timeout=90)
+    assert quiet.state == JobState.SUCCEEDED, quiet.message
+
+
 def test_a_network_holder_killed_alone_takes_its_namespace_and_slirp4netns_with_it(tmp_path: Path) -> None:
     """Only the holder's main process dies (the OOM killer's pick, say): nothing of the network may linger
     for the engine to take as alive."""

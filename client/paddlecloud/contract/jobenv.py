@@ -58,9 +58,12 @@ VARIABLES = """\
 ``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (less counts as 65536);
                                    past it the head and the end are kept with a line saying how
                                    much was dropped between them (the datacenter's job log limit)
-``PADDLECLOUD_ATTEMPT``            this run of the job: 1, then one more after each preemption
-``PADDLECLOUD_PREEMPTED``          ``1`` when an earlier attempt was preempted: resume from the
+``PADDLECLOUD_ATTEMPT``            this run of the job: 1, then one more after each preemption or
+                                   restart after a failure (spec ``max_restarts``)
+``PADDLECLOUD_PREEMPTED``          ``1`` when the attempt before was preempted: resume from the
                                    latest checkpoint (``paddlecloud.checkpoint.latest()``)
+``PADDLECLOUD_RESTART_REASON``     optional: why this attempt runs when the one before failed and
+                                   was restarted (``Reason: message``); resume as after a preemption
 ``PADDLECLOUD_PARAMS``             optional: the job's params as a JSON object (name: string,
                                    number or bool); read them with ``paddlecloud.params()``
 ``PADDLECLOUD_EXPERIMENT``         optional: the uid of the experiment the job is a trial of
@@ -108,6 +111,7 @@ class JobEnv:
     log_limit: int | None = None
     attempt: int | None = None
     preempted: int | None = None
+    restart_reason: str | None = None
     params: str | None = None  # JSON: the spec's params
     experiment: str | None = None  # the uid of the experiment the job is a trial of
     trial: int | None = None  # its index there
@@ -164,6 +168,7 @@ class JobEnv:
             log_limit=_int(env, "log_limit", 1),
             attempt=_int(env, "attempt", 1),
             preempted=_int(env, "preempted", 0),
+            restart_reason=_str(env, "restart_reason") or None,
             params=_str(env, "params") or None,
             experiment=_str(env, "experiment") or None,
             trial=_int(env, "trial", 0),

@@ -33,6 +33,7 @@ LIMITS = {
     "gpu": (0, 64),
     "passes": (1, 100000),
     "max_retries": (0, 10),
+    "max_restarts": (0, 100),  # whole-job restarts from the latest checkpoint after a failure
     "pending_timeout": (1, 7 * 86400),
     "stall_timeout": (30, 7 * 86400),  # seconds without a trainer's log line before the job is Stalled
 }

@@ -7,12 +7,12 @@ from typing import Any
 
 import click
 
+from paddlecloud.contract.keeping import GOALS
 from paddlecloud.ctl.app import OUTPUT, cli, complete_jobs, session_of
 from paddlecloud.ctl.output import emit, metric_cell, table
 from paddlecloud.sdk import metrics
 from paddlecloud.sdk.errors import UsageProblem
 from paddlecloud.sdk.jobs import get
-from paddlecloud.sdk.metrics import GOALS
 
 MAX_JOBS = 50  # runs in one comparison: each is one job read and its metrics read to the end
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
+from paddlecloud.contract import keeping, states
 from paddlecloud.contract import spec as contract_spec
-from paddlecloud.contract import states
 from paddlecloud.ctl.app import (
     OUTPUT,
     cli,
@@ -66,8 +66,14 @@ def _default_jobname(package: str) -> str:
               "as paddlecloud.checkpoint.latest(). Without it, a rerun of a failed job resumes from that run.")
 @click.option("-no-resume", "--no-resume", "no_resume", is_flag=True,
               help="Start from nothing, even as a rerun of a failed job that left checkpoints.")
+@click.option("-keep", "--keep", "keep", default=None, metavar="best=N,latest=M[,goal=maximize]",
+              help="Once the job ended, remove its checkpoints other than the latest M and the best N by the metric "
+              "each was saved with (keys left out: 1, 1, minimize).")
 @click.option("-max-retries", "--max-retries", "max_retries", type=int, default=0, show_default=True,
               help="Restarts of a failed trainer before the job fails.")
+@click.option("-max-restarts", "--max-restarts", "max_restarts", type=int, default=0, show_default=True,
+              help="Times the whole job runs again from its latest checkpoint after a failure (the failed run "
+              "is charged; the same failure with no new checkpoint 3 times in a row ends it, CrashLoop).")
 @click.option("-pending-timeout", "--pending-timeout", "pending_timeout", type=int, default=None,
               help="Seconds the job may wait for resources before it fails.")
 @click.option("-stall-timeout", "--stall-timeout", "stall_timeout", type=int, default=None,
@@ -162,18 +168,16 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
         "env": spec.parse_env(flags["env"]),
         "params": spec.parse_params(flags["params"]),
         "max_retries": flags["max_retries"],
+        "max_restarts": flags["max_restarts"],
         "pending_timeout": flags["pending_timeout"],
         "datacenter": flags["datacenter"],
         "priority": flags["priority"],
     }
     if flags["no_preempt"]:
         body["no_preempt"] = True
+    body.update(_checkpoint_flags(flags))
     if flags["after"]:
         body["after"] = list(flags["after"])
-    if flags["resume_from"] and flags["no_resume"]:
-        raise UsageProblem("-no-resume: not with -resume-from")
-    if flags["resume_from"] is not None or flags["no_resume"]:
-        body["resume_from"] = "" if flags["no_resume"] else flags["resume_from"]
     for name in ("stall_timeout", "stall_action"):
         if flags[name] is not None:
             body[name] = flags[name]
@@ -183,6 +187,21 @@ def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
         except ValueError as exc:
             raise UsageProblem(f"-notify: {exc}") from None
     return body
+
+
+def _checkpoint_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    """-resume-from, -no-resume and -keep as spec fields (only those given)."""
+    fields: dict[str, Any] = {}
+    if flags["resume_from"] and flags["no_resume"]:
+        raise UsageProblem("-no-resume: not with -resume-from")
+    if flags["resume_from"] is not None or flags["no_resume"]:
+        fields["resume_from"] = "" if flags["no_resume"] else flags["resume_from"]
+    if flags["keep"] is not None:
+        try:
+            fields["keep"] = keeping.parse_flag(flags["keep"])
+        except ValueError as exc:
+            raise UsageProblem(f"-keep: {exc}") from None
+    return fields
 
 
 def _build_requester(session: Session, base_image: str) -> Callable[[dict[str, Any]], None]:

@@ -52,9 +52,11 @@ PARAMETERS = {
     "params": "params",
     "after": "after",
     "resume_from": "resume_from",
+    "keep": "keep",
     "package": "trainer_package_path",
     "datacenter": "datacenter",
     "max_retries": "max_retries",
+    "max_restarts": "max_restarts",
     "pending_timeout": "pending_timeout",
     "stall_timeout": "stall_timeout",
     "stall_action": "stall_action",
@@ -144,8 +146,10 @@ class PaddleJob:
         params: dict[str, str | int | float | bool] | None = None,
         after: list[str] | None = None,
         resume_from: str | None = None,
+        keep: dict[str, int | str] | None = None,
         registry: str = "",
         max_retries: int = 0,
+        max_restarts: int = 0,
         pending_timeout: int | None = None,
         stall_timeout: int | None = None,
         stall_action: str | None = None,
@@ -206,8 +210,10 @@ class PaddleJob:
         self.params = dict(params or {})  # the run's hyperparameters: paddlecloud.params() inside the job
         self.after = list(after or [])  # jobs it starts after: "NAME[:ok|any|failed]"
         self.resume_from = resume_from  # "JOB[:STEP]" to start from; "": never resume; None: the portal's rule
+        self.keep = keep  # {best, latest, goal}: the checkpoints kept once it ended; None: its own save() decides
         self.registry = registry
         self.max_retries = max_retries
+        self.max_restarts = max_restarts  # whole-job restarts from the latest checkpoint after a failure
         self.pending_timeout = pending_timeout
         self.stall_timeout = stall_timeout  # seconds without a trainer's log line: Stalled; None: the datacenter's
         self.stall_action = stall_action  # "warn" (the portal's default) or "fail"
@@ -241,25 +247,16 @@ class PaddleJob:
             "registry": self.registry,
             "env": self.env,
             "max_retries": self.max_retries,
+            "max_restarts": self.max_restarts,
         }
-        if self.params:
-            spec["params"] = self.params
-        if self.after:
-            spec["after"] = self.after
-        if self.resume_from is not None:
-            spec["resume_from"] = self.resume_from
-        if self.pending_timeout is not None:
-            spec["pending_timeout"] = self.pending_timeout
-        if self.stall_timeout is not None:
-            spec["stall_timeout"] = self.stall_timeout
-        if self.stall_action:
-            spec["stall_action"] = self.stall_action
-        if self.datacenter:
-            spec["datacenter"] = self.datacenter
-        if self.priority:
-            spec["priority"] = self.priority
-        if self.no_preempt:
-            spec["no_preempt"] = True
+        # Given only where set: an absent field is the portal's default (resume_from "" is "never", not absent).
+        optional = {
+            "params": self.params or None, "after": self.after or None, "resume_from": self.resume_from,
+            "keep": self.keep, "pending_timeout": self.pending_timeout, "stall_timeout": self.stall_timeout,
+            "stall_action": self.stall_action or None, "datacenter": self.datacenter or None,
+            "priority": self.priority or None, "no_preempt": True if self.no_preempt else None,
+        }  # fmt: skip
+        spec.update({field: value for field, value in optional.items() if value is not None})
         return spec
 
     # --- the portal -----------------------------------------------------------------------

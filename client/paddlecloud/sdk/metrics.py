@@ -10,8 +10,6 @@ from paddlecloud.contract.states import TRAINER
 from paddlecloud.sdk.jobs import get, job_path, workers_of
 from paddlecloud.sdk.session import Session, cursor_answers
 
-GOALS = ("minimize", "maximize")
-
 
 def points(session: Session, name: str, worker: str = f"{TRAINER}-0") -> list[dict[str, Any]]:
     """Every point `worker` of the job `name` (a name or uid) logged so far: {"step", "time", "values"}, in order."""

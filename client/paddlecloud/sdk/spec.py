@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from paddlecloud.contract import predecessors
+from paddlecloud.contract import keeping, predecessors
 from paddlecloud.contract import spec as rules
 from paddlecloud.sdk.errors import UsageProblem
 
@@ -33,7 +33,9 @@ FLAGS = {
     "params": "-param",
     "after": "-after",
     "resume_from": "-resume-from",
+    "keep": "-keep",
     "max_retries": "-max-retries",
+    "max_restarts": "-max-restarts",
     "pending_timeout": "-pending-timeout",
     "stall_timeout": "-stall-timeout",
     "stall_action": "-stall-action",
@@ -102,11 +104,14 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
 
 
 def _pipeline_problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
-    """Where the job starts from: the jobs it starts after, and the checkpoint it resumes from."""
+    """Where the job starts from (the jobs it starts after, the checkpoint it resumes from) and what it leaves."""
     if spec.get("after"):
         yield "after", predecessors.after_problem(spec["after"])
     if spec.get("resume_from") is not None:
         yield "resume_from", predecessors.resume_from_problem(spec["resume_from"])
+    bad_keep = keeping.policy_problem(spec["keep"]) if spec.get("keep") is not None else None
+    if bad_keep:
+        yield "keep", f"{bad_keep[0]}: {bad_keep[1]}"
 
 
 def flag_message(error_fields: list[dict[str, Any]], detail: str, flags: dict[str, str] | None = None) -> str:

@@ -76,7 +76,8 @@ class Plan:
     run_as: tuple[int, int] = (1000, 1000)  # (uid, gid) of every container: settings.PADDLECLOUD_POD_UID/GID
     pull_policy: str = "IfNotPresent"  # see pull_policy()
     log_limit: int | None = None  # bytes of each worker's log.txt the launcher keeps (datacenter.job_log_limit)
-    attempt: int = 1  # the job's run: one more after each preemption (jobs/scheduling)
+    attempt: int = 1  # the job's run: one more after each preemption (jobs/scheduling) or failure's restart
+    restart_reason: str | None = None  # where the attempt before failed and was restarted (Job.restarted_after)
     isolation_port: int | None = None  # the node's kubelet port: the launcher waits until it is out of reach
     facts: SpecFacts = field(default_factory=SpecFacts)  # params, experiment, trial, checkpoint (launch.SpecFacts)
 
@@ -110,6 +111,7 @@ class Plan:
             log_limit=self.log_limit,
             isolation_port=self.isolation_port,
             facts=self.facts,
+            restart_reason=self.restart_reason,
         )
 
 
@@ -159,6 +161,7 @@ def plan_for(job: Job, datacenter: Datacenter, namespace: str | None = None) -> 
         run_as=(settings.PADDLECLOUD_POD_UID, settings.PADDLECLOUD_POD_GID),
         log_limit=logfiles.log_limit(datacenter),
         attempt=job.attempt,
+        restart_reason=job.restarted_after(),
         isolation_port=datacenter.kubelet_port if datacenter.wait_for_isolation else None,
         facts=SpecFacts.of(spec),
     )

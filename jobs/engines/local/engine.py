@@ -9,6 +9,7 @@ they did; this module is the Engine the tasks call, and it writes no row: it rep
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from jobs.engines.local.supervisor import HOST, Supervisor
 from jobs.engines.usage_samples import WorkerUsage
 from jobs.files.logfiles import LogChunk, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
+
+log = logging.getLogger(__name__)
 
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
@@ -60,7 +63,13 @@ class LocalEngine(Engine):
         events.announce(job.pk)  # its processes run already: the control worker records them running now
 
     def poll(self, jobs: list[Job], recorder: Recorder) -> dict[int, Observation]:
-        return {job.pk: self._observe(job, recorder) for job in jobs}
+        seen = {}
+        for job in jobs:
+            try:
+                seen[job.pk] = self._observe(job, recorder)
+            except OSError as exc:  # e.g. a folder of its own it broke: looked at again next cycle, the others now
+                log.warning("job %s: cannot look at its processes: %s", job.uid, exc)
+        return seen
 
     def _waiting_for_gpus(self, job: Job, recorder: Recorder) -> Observation | None:
         """Start a job that waited for GPUs once they are free; the pending observation while it waits."""

@@ -188,7 +188,15 @@ class Supervisor:
         return env
 
     def spawn(self, job: Job, worker: Worker, package: Path, recorder: Recorder) -> None:
-        """Start one worker's process; `worker` (a row, not saved here) then shows it running."""
+        """Start one worker's process; `worker` (a row, not saved here) then shows it running. A folder the job
+        itself broke (its worker folder swapped for a link, a file where a folder goes) fails this job's start as
+        an EngineError, never the loop that follows every job."""
+        try:
+            self._spawn(job, worker, package, recorder)
+        except OSError as exc:
+            raise EngineError(f"cannot start {worker.name}: {exc.strerror or exc}") from exc
+
+    def _spawn(self, job: Job, worker: Worker, package: Path, recorder: Recorder) -> None:
         directory = self.worker_dir(job, worker.role, worker.index)
         state = self.state_dir(job, worker.role, worker.index)
         state.mkdir(parents=True, exist_ok=True)
