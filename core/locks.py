@@ -40,7 +40,7 @@ def exclusive(name: str) -> Iterator[bool]:
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
         return
-    directory = Path(settings.VAR_DIR) / "locks"
+    directory = Path(getattr(settings, "PADDLECLOUD_LOCK_DIR", None) or Path(settings.VAR_DIR) / "locks")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.lock"
     handle = _locked(path)

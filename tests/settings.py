@@ -24,6 +24,9 @@ CACHES = {
         "LOCATION": str(VAR_DIR / "cache" / _run),
     }
 }
+# SQLite's try-locks (core/locks.py) are files: one folder per run, so two xdist workers, each with its own database
+# and so the same datacenter ids, never take each other's "schedule-1" (PostgreSQL's are per database already).
+PADDLECLOUD_LOCK_DIR = VAR_DIR / "locks" / _run
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only; never in production
 
 # Every task of this run goes to its own queue: a `make run` worker on the same broker never takes it.

@@ -7,6 +7,7 @@ module and jobs.states decide what a job and its workers are, and jobs.follow.re
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -287,6 +288,11 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
             release(job, engine)
 
 
+REPEAT_LOG_SECONDS = 600.0  # one traceback per job, step and error this often, however many cycles it breaks
+MAX_TOLD = 10_000
+_told: dict[tuple[int, str, str], float] = {}  # (job, step, error) -> when its traceback was last logged
+
+
 @contextmanager
 def _alone(job: Job, datacenter: Datacenter, what: str) -> Iterator[None]:
     """One job's step of the cycle, apart from the others': whatever breaks it (the engine away, or a job that
@@ -298,7 +304,12 @@ def _alone(job: Job, datacenter: Datacenter, what: str) -> Iterator[None]:
         log.warning("cannot %s %s: %s", what, job.uid, exc)
         reconcile_runs.engine_error(datacenter.pk, f"cannot {what} {job.uid}: {exc}")
     except Exception as exc:  # one job's breakage must not stop the datacenter's reconcile
-        log.exception("cannot %s %s", what, job.uid)
+        key, now = (job.pk, what, type(exc).__name__), time.monotonic()
+        if now - _told.get(key, -REPEAT_LOG_SECONDS) >= REPEAT_LOG_SECONDS:  # a traceback per error, not per cycle
+            if len(_told) >= MAX_TOLD:
+                _told.clear()
+            _told[key] = now
+            log.exception("cannot %s %s", what, job.uid)
         reconcile_runs.engine_error(datacenter.pk, f"cannot {what} {job.uid}: {type(exc).__name__}: {exc}")
 
 

@@ -36,6 +36,7 @@ FULL = JobEnv(
     log_limit=256 * 1024 * 1024,
     attempt=2,
     preempted=1,
+    restart_reason="TrainerFailed: trainer 0 exited with code 4",
     params='{"lr": 0.1}',
     experiment="lr-sweep-a1b2c",
     trial=3,

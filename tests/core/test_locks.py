@@ -22,7 +22,8 @@ def _file_locks() -> None:
 
 
 def lock_files(prefix: str) -> list[Path]:
-    return sorted((Path(settings.VAR_DIR) / "locks").glob(f"{prefix}*.lock"))
+    folder = Path(settings.PADDLECLOUD_LOCK_DIR)  # type: ignore[misc]  # tests/settings.py's, one per run
+    return sorted(folder.glob(f"{prefix}*.lock"))
 
 
 def test_no_lock_file_is_left_once_a_lock_is_let_go() -> None:

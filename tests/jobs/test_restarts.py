@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs.follow import restarts
+from jobs.follow import reconcile, restarts
 from jobs.models import EventKind, Job, JobState, Reason
 from tests.jobs.conftest import put_package
 from tests.jobs.test_checkpoint_listing import save
@@ -107,3 +108,28 @@ def test_only_failures_a_restart_can_mend_are_restarted(local_dc: Datacenter, al
     assert quota.failures[0]["exit_code"] == 137 and quota.failures[0]["checkpoint_step"] == 30
     assert "restarting from its checkpoint of step 30 as attempt 2 (restart 1 of 3) in 5 s" in quota.message
     assert [restarts.backoff(n).total_seconds() for n in (1, 2, 3, 4, 5, 9)] == [5, 10, 20, 40, 60, 60]
+
+
+@pytest.mark.django_db
+def test_one_jobs_breakage_is_logged_once_and_the_cycle_goes_on(
+    local_dc: Datacenter, alice: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """(jobs/follow/reconcile.py `_alone`) A step that raises for one job neither stops the others' nor logs a
+    traceback every cycle."""
+    other = make_job(local_dc, alice, "other", state=JobState.RUNNING, admitted_at=timezone.now())
+    broken = make_job(local_dc, alice, "broken", state=JobState.RUNNING, admitted_at=timezone.now())  # looked at first
+    real_apply, applied = reconcile.apply, []
+
+    def apply(job: Job, *args: object, **kwargs: object) -> None:
+        if job.pk == broken.pk:
+            raise RuntimeError("nothing foresaw this")
+        applied.append(job.pk)
+        real_apply(job, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reconcile, "apply", apply)
+    monkeypatch.setattr(reconcile, "_told", {})
+    for _ in range(3):
+        reconcile.reconcile_datacenter(local_dc)
+    assert other.pk in applied  # after the broken one, in the same cycle
+    tracebacks = [r for r in caplog.records if r.exc_info and "cannot follow broken" in r.getMessage()]
+    assert len(tracebacks) == 1, [r.getMessage() for r in caplog.records]

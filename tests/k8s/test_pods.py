@@ -198,6 +198,39 @@ def test_a_trainer_exiting_3_is_retried_then_fails_backoff_limit(
     assert (job.state, job.reason, job.exit_code) == ("failed", "BackoffLimit", 3), job.message
 
 
+RESTART = """\
+import os, sys
+from paddlecloud import checkpoint
+last = checkpoint.latest()
+print("attempt", os.environ["PADDLECLOUD_ATTEMPT"], "from", last.step if last else None,
+      "because", os.environ.get("PADDLECLOUD_RESTART_REASON"), flush=True)
+if last is None:
+    checkpoint.save(10, lambda folder: (folder / "w.bin").write_bytes(b"w"))
+    sys.exit(4)
+print("resumed at step", last.step + 1, flush=True)
+"""
+
+
+def test_a_failed_job_runs_again_as_new_pods_from_its_checkpoint(
+    alice_api: APIClient, alice: User, pods_dc: Datacenter, worker: WorkerProcess, k8s_node_cluster: TestCluster
+) -> None:
+    """-max-restarts on Kubernetes: the failed run's objects are deleted and made again as attempt 2, which finds
+    the checkpoint attempt 1 saved in the same output folder."""
+    package = put(pods_dc, alice, "again", EXAMPLES / "fit_a_line")
+    (package / "restart.py").write_text(RESTART)
+    os.chown(package / "restart.py", IMAGE_UID, IMAGE_UID)
+    spec = {"jobname": "again", "entry": "python restart.py", "parallelism": 1, "pservers": 0, "max_restarts": 1}
+    job = submit(alice_api, pods_dc, spec)
+    job = wait_for(lambda: done(job), "released", 300, watch=worker)
+    assert (job.state, job.attempt, job.restarts) == ("succeeded", 2, 1), job.message
+    assert job.failures[0]["reason"] == "TrainerFailed" and job.failures[0]["checkpoint_step"] == 10, job.failures
+    text = log_of(alice_api, "again", "trainer-0")["text"]
+    assert "attempt 2 from 10 because TrainerFailed: trainer 0 exited with code 4" in text, text[-3000:]
+    assert "resumed at step 11" in text, text[-3000:]
+    with k8s_node_cluster.api_client() as api:
+        wait_for(lambda: nothing_left(api, job.uid), "every object of the job gone", 90, watch=worker)
+
+
 def test_a_pserver_container_killed_fails_the_job_pserver_lost(
     alice_api: APIClient, alice: User, pods_dc: Datacenter, k8s_node_cluster: TestCluster, worker: WorkerProcess
 ) -> None:

@@ -247,12 +247,12 @@ class PaddleJob:
             "registry": self.registry,
             "env": self.env,
             "max_retries": self.max_retries,
-            "max_restarts": self.max_restarts,
         }
         # Given only where set: an absent field is the portal's default (resume_from "" is "never", not absent).
         optional = {
             "params": self.params or None, "after": self.after or None, "resume_from": self.resume_from,
-            "keep": self.keep, "pending_timeout": self.pending_timeout, "stall_timeout": self.stall_timeout,
+            "keep": self.keep, "max_restarts": self.max_restarts or None, "pending_timeout": self.pending_timeout,
+            "stall_timeout": self.stall_timeout,
             "stall_action": self.stall_action or None, "datacenter": self.datacenter or None,
             "priority": self.priority or None, "no_preempt": True if self.no_preempt else None,
         }  # fmt: skip
