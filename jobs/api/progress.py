@@ -10,6 +10,7 @@ class ProgressSerializer(serializers.Serializer):  # type: ignore[type-arg]
     total_steps = serializers.IntegerField(help_text="the total that trainer logged with it")
     fraction = serializers.FloatField(help_text="step / total_steps, 0 to 1")
     eta_seconds = serializers.IntegerField(
-        allow_null=True, help_text="seconds left at the recent rate; null when unknown or after its end"
+        allow_null=True, help_text="seconds left at the recent rate; null when unknown, while it is Stalled (its "
+        "warnings say so) or after its end"
     )
     rate_steps_per_s = serializers.FloatField(allow_null=True, help_text="over its last few minutes of points")

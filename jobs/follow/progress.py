@@ -17,11 +17,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
+from paddlecloud.contract.states import worker_name
 
 from core.errors import DomainError
+from jobs import events
 from jobs.follow import metrics
 from jobs.follow.look_times import LookTimes
-from jobs.models import Job, JobState
+from jobs.models import EventKind, Job, JobState, Role, Worker
 from storage.backends import StorageUnavailable
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ TAIL_POINTS = 500
 RATE_WINDOW = 300.0  # the rate is measured over the last points within this many seconds: it follows a change
 # of pace (a slower phase, a resumed run) without being thrown by one slow step
 checked = LookTimes()  # per sampling process
+INCOMPLETE = "IncompleteTraining"  # a trainer's note where it exited 0 short of its declared total
 
 
 def _recent_run(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -98,7 +101,12 @@ def combine(trainers: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def read(job: Job) -> dict[str, Any] | None:
     """The job's progress now, from its trainers' metrics files (None when none logged a total)."""
-    found = []
+    return combine(list(_by_trainer(job).values()))
+
+
+def _by_trainer(job: Job) -> dict[int, dict[str, Any]]:
+    """Each trainer's progress (of the first MAX_TRAINERS) that logged a total, by index."""
+    found = {}
     for index in range(min(job.trainers, MAX_TRAINERS)):
         try:
             points = metrics.last_points(job, f"trainer-{index}", TAIL_POINTS, TAIL_BYTES)
@@ -107,11 +115,15 @@ def read(job: Job) -> dict[str, Any] | None:
             log.debug("job %s trainer-%d: metrics not read: %s", job.uid, index, exc)
             continue
         if (progress := of_points(points)) is not None:
-            found.append(progress)
-    return combine(found)
+            found[index] = progress
+    return found
 
 
 def _store(job: Job, progress: dict[str, Any] | None) -> None:
+    if progress is not None and job.stalled_at is not None:
+        # Its points stopped, so a rate from them would give an ETA frozen at the moment it hung: none, and
+        # the pages say "stalled" (the job's Stalled warning) until a sign of life clears it.
+        progress = {**progress, "eta_seconds": None}
     if progress is not None and progress != job.progress:
         Job.objects.filter(pk=job.pk).update(progress=progress)
         job.progress = progress
@@ -131,9 +143,23 @@ def check(job: Job) -> None:
 
 
 def finish(job: Job) -> None:
-    """The last look, as a finished job is released: it keeps its last progress, with no ETA left to give."""
+    """The last look, as a finished job is released: it keeps its last progress, with no ETA left to give. A
+    trainer of a job that succeeded whose last step fell short of the total it declared is said on its worker
+    (IncompleteTraining) and in an event: the job still succeeded (every trainer exited 0, the success rule), but
+    its user should know it stopped early."""
     checked.forget(job.pk)
-    progress = read(job)
+    trainers = _by_trainer(job)
+    progress = combine(list(trainers.values()))
     if progress is not None:
         progress["eta_seconds"] = None
     _store(job, progress)
+    if job.state != JobState.SUCCEEDED:
+        return
+    for index, own in sorted(trainers.items()):
+        if own["step"] + 1 < own["total_steps"]:  # steps count from 0: the last of n is n - 1
+            said = (f"{INCOMPLETE}: exited 0 at step {own['step']} of the {own['total_steps']} it declared "
+                    f"(metrics.log(total_steps=))")  # fmt: skip
+            if Worker.objects.filter(job=job, role=Role.TRAINER, index=index).exclude(message=said).update(
+                message=said
+            ):
+                events.record(job.pk, EventKind.WORKER_EXITED, said, worker_name(Role.TRAINER, index))

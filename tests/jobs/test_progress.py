@@ -16,7 +16,7 @@ from paddlecloud.ctl.output import progress_cell
 from datacenters.models import Datacenter
 from jobs.follow import progress
 from jobs.follow.metrics import parse_line
-from jobs.models import Job, JobState
+from jobs.models import EventKind, Job, JobEvent, JobState, Role, Worker
 from jobs.templatetags import job_tags
 from tests.pages.test_pages import make_job, page_client
 
@@ -99,6 +99,21 @@ def test_get_jobs_shows_percent_and_eta_and_done() -> None:
     assert progress_cell({"state": "succeeded", "progress": None}) == "done"
     assert progress_cell({"state": "running", "progress": None}) == "-"
     assert progress_cell({"state": "running", "progress": {**RUNNING, "fraction": 0.999}}) == "99% eta 3m10s"
+    stalled = [{"reason": "Stalled", "message": "no trainer wrote a log line for 31 s"}]
+    assert progress_cell({"state": "running", "progress": RUNNING, "warnings": stalled}) == "41% stalled"
+
+
+@pytest.mark.django_db
+def test_a_stalled_jobs_eta_is_not_frozen_at_the_moment_it_hung(local_dc: Datacenter, alice: User) -> None:
+    job = make_job(local_dc, alice, state=JobState.RUNNING, released=False, progress=RUNNING)
+    progress._store(job, RUNNING)
+    assert (Job.objects.get(pk=job.pk).progress or {})["eta_seconds"] == 190
+    Job.objects.filter(pk=job.pk).update(stalled_at=timezone.now())
+    job.refresh_from_db()
+    progress._store(job, RUNNING)  # its last points still give a rate: no ETA from it while it is stalled
+    assert Job.objects.get(pk=job.pk).progress == {**RUNNING, "eta_seconds": None}
+    page = page_client(alice).get(f"/jobs/{job.uid}/").content.decode()
+    assert '<span class="muted">stalled</span>' in page and "eta 3m" not in page
 
 
 @pytest.mark.django_db
@@ -150,3 +165,25 @@ def test_a_young_job_without_progress_is_looked_at_often_then_as_usual() -> None
     assert progress.interval(job) == progress.CHECK_SECONDS  # it has one: every 10 s
     job.progress, job.started_at = None, timezone.now() - timedelta(seconds=61)
     assert progress.interval(job) == progress.CHECK_SECONDS  # a job that never logs a total: often only a minute
+
+
+@pytest.mark.django_db
+def test_a_trainer_that_exits_0_short_of_its_total_is_said_incomplete(local_dc: Datacenter, alice: User) -> None:
+    """The issue's PS trainer: exit 0 at step 49 of the 600 it declared. The job succeeded (every trainer exited 0),
+    and its worker and timeline say IncompleteTraining; a trainer that reached its total says nothing of it."""
+    job = make_job(local_dc, alice)  # succeeded, released; trainer 0's row
+    Worker.objects.create(job=job, role=Role.TRAINER, index=1, state="succeeded", host="node-1")
+    folder = Path(local_dc.storage_root, "home", "alice", "jobs", job.name, "output", job.uid)
+    for index, last in ((0, 49), (1, 599)):
+        (folder / f"trainer_{index}").mkdir(parents=True)
+        lines = (json.dumps({"step": s, "time": 1000.0 + s, "values": {}, "total_steps": 600}) for s in range(last + 1))
+        (folder / f"trainer_{index}" / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    progress.finish(job)
+    progress.finish(job)  # the note and its event once
+    notes = dict(Worker.objects.filter(job=job).values_list("index", "message"))
+    assert notes[0] == "IncompleteTraining: exited 0 at step 49 of the 600 it declared (metrics.log(total_steps=))"
+    assert notes[1] == ""
+    said = list(JobEvent.objects.filter(job=job, kind=EventKind.WORKER_EXITED).values_list("worker", "message"))
+    assert said == [("trainer-0", notes[0])]
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED and (job.progress or {})["step"] == 49

@@ -210,7 +210,8 @@ def jobs_table(items: list[dict[str, Any]], wide: bool = False) -> str:
 
 
 def progress_cell(job: dict[str, Any]) -> str:
-    """`41% eta 3m10s` while it runs, `done` once it succeeded, `-` for a job that logs no total_steps."""
+    """`41% eta 3m10s` while it runs (`41% stalled` while it is Stalled), `done` once it succeeded, `-` for a job
+    that logs no total_steps."""
     if job["state"] == SUCCEEDED:
         return "done"
     progress = job.get("progress")
@@ -218,7 +219,10 @@ def progress_cell(job: dict[str, Any]) -> str:
         return "-"
     shown = f"{int(100 * min(1.0, max(0.0, float(progress['fraction']))))}%"  # floored: 99.9 % is not 100 %
     eta = progress.get("eta_seconds")
-    if job["state"] == RUNNING and isinstance(eta, int):
+    stalled = any(w.get("reason") == "Stalled" for w in job.get("warnings") or [] if isinstance(w, dict))
+    if job["state"] == RUNNING and stalled:
+        shown += " stalled"  # no ETA: its steps stopped
+    elif job["state"] == RUNNING and isinstance(eta, int):
         shown += f" eta {human_duration(eta)}"
     return shown
 
