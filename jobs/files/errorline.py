@@ -1,4 +1,4 @@
-"""The one rule for "why did this worker fail": the last error line of its log's tail, bounded and escaped.
+"""The one rule for "why did this worker fail": the most telling error line of its log's tail, bounded and escaped.
 
 Both engines read the end of a worker's `log.txt` (the launcher writes it on the PFS locally and in
 pods) and put what this finds into the worker's and the job's message, so a failed job names its
@@ -27,6 +27,14 @@ _ERROR_LINE = re.compile(
     r"|(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception)\b.*"
     r")$"
 )
+# The most telling lines, preferred to any newer error line: a collective's own words (gloo's or NCCL's exception or
+# timeout, a C++ exception's `what():`), which a rank that waited on a hung peer writes before its SIGABRT, whose
+# "Aborted" (or a Python error raised from the failed collective) is newer and says less.
+_TELLING = re.compile(
+    r"gloo::\w*(?:Exception|EnforceNotMet)|TimeoutException|NCCL (?:error|WARN)|"
+    r"Watchdog caught collective operation timeout|^\s*what\(\):\s+\S"
+)
+_SIGNAL_WORDS = re.compile(r"^(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception)\b")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -44,14 +52,24 @@ def _last_attempt(tail: str) -> list[str]:
 
 
 def last_error_line(tail: str) -> str:
-    """The newest error line of a log's tail (see _ERROR_LINE; the launcher's own `error:` line counts),
-    cleaned; "" if there is none."""
+    """The most telling error line of a log's tail, cleaned; "" if there is none. The launcher's own `error:` line
+    if it is the newest; else the newest collective or C++ exception line (_TELLING); else the newest error line
+    (_ERROR_LINE) that is more than a fatal signal's word; else the newest of those."""
+    chosen: dict[int, str] = {}  # rank -> the newest line of it: 0 telling, 1 an error, 2 a signal's word
     for line in reversed(_last_attempt(tail)):
+        text = line.strip()
         if line.startswith(_LAUNCHER_ERROR):
-            return clean(line[len(_LAUNCHER_ERROR) :])
-        if not line.startswith(_LAUNCHER) and _ERROR_LINE.match(line.strip()):
-            return clean(line)
-    return ""
+            if not chosen:
+                return clean(line[len(_LAUNCHER_ERROR) :])
+            continue
+        if line.startswith(_LAUNCHER) or not text:
+            continue
+        if _TELLING.search(text):
+            chosen.setdefault(0, text)
+            break  # nothing older beats it
+        if _ERROR_LINE.match(text):
+            chosen.setdefault(2 if _SIGNAL_WORDS.match(text) else 1, text)
+    return clean(chosen[min(chosen)]) if chosen else ""
 
 
 def last_line(tail: str) -> str:

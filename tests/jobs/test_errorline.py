@@ -48,3 +48,35 @@ def test_control_characters_are_escaped_and_the_line_is_bounded() -> None:
     found = errorline.reason(tail)
     assert "\x1b" not in found and "\\x1b[31mred" in found and "\t" not in found
     assert len(found) == errorline.MAX_REASON and found.endswith("...")
+
+
+GLOO_TIMEOUT = """\
+=== attempt started 2026-01-01T00:00:00Z (trainer 0, host h) ===
+step 3 loss 0.9
+terminate called after throwing an instance of 'gloo::IoException'
+  what():  [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read timeout [127.0.0.1]:41234
+C++ Traceback (most recent call last):
+0   paddle::distributed::ProcessGroupGloo::AllReduce
+Error Message Summary:
+FatalError: `Process abort signal` is detected by the operating system.
+  [SignalInfo: *** SIGABRT (@0x3e8) received by PID 77 ***]
+Aborted
+[paddlecloud-launch] entry exited with code 134 after 31.2s
+"""
+
+
+def test_a_collectives_timeout_is_named_not_the_abort_that_followed_it() -> None:
+    """The issue's hung-rank case: the rank that waited 30 s on its peer aborts; its message quotes gloo's
+    timeout, 10 lines above the "Aborted" and Paddle's FatalError summary."""
+    assert errorline.reason(GLOO_TIMEOUT) == (
+        "what():  [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read timeout [127.0.0.1]:41234"
+    )
+    nccl = "step 9\nRuntimeError: NCCL error in: x.cc:47, unhandled system error\nAborted\n"
+    assert errorline.reason(nccl) == "RuntimeError: NCCL error in: x.cc:47, unhandled system error"
+
+
+def test_an_error_line_is_preferred_to_a_signals_word_and_the_launchers_newest_error_to_both() -> None:
+    assert errorline.reason("ValueError: nan loss\nstep 9\nAborted\n") == "ValueError: nan loss"
+    assert errorline.reason("Aborted\n") == "Aborted"
+    launcher = "ValueError: x\n[paddlecloud-launch] error: the rendezvous timed out after 300 s\n"
+    assert errorline.reason(launcher) == "the rendezvous timed out after 300 s"
