@@ -26,6 +26,7 @@ from jobs import events, signals
 from jobs.engines import engine_for
 from jobs.engines.base import Engine, Observation, TransientEngineError
 from jobs.engines.capabilities import ChangeVersions, FinalWorkers, UsageMeter, WorkerSpans
+from jobs.files import quiet
 from jobs.follow import progress, reconcile_runs, restarts, settled, stalls, worker_usage
 from jobs.follow.records import RECORDS, note_refused_logs, record_workers
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
@@ -80,6 +81,8 @@ def apply(
     record_workers(job, observation, workers)
     counts = _counts(observation)
     if observation.state == JobState.FAILED:
+        if first := quiet.quiet_first(job):  # a collective's cascade: the rank that hung, not the first to exit
+            observation = replace(observation, message=f"{observation.message}; {first}")
         final = restarts.failed(job, observation.reason, observation.message, observation.exit_code)
         if final is None:
             return  # back in the queue, Restarting: requeue_preempted stops its workers and lets it wait again

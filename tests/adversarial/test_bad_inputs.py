@@ -132,7 +132,7 @@ for label, body, fname in [
     ("passes 0", {**JOB, "passes": 0}, "passes"),
     ("max_retries 11", {**JOB, "max_retries": 11}, "max_retries"),
     ("pending_timeout 0", {**JOB, "pending_timeout": 0}, "pending_timeout"),
-    ("stall_timeout 29", {**JOB, "stall_timeout": 29}, "stall_timeout"),
+    ("stall_timeout 9", {**JOB, "stall_timeout": 9}, "stall_timeout"),
     ("stall_action panic", {**JOB, "stall_action": "panic"}, "stall_action"),
     ("image 301 chars", {**JOB, "image": "i" * 301}, "image"),
     ("registry unknown", {**JOB, "registry": "nope"}, "registry"),

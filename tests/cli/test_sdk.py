@@ -59,7 +59,7 @@ def test_the_original_parameter_names_and_defaults() -> None:
         ({"cpu_nums": 1, "cpu_num": 2}, "give cpu_nums or cpu_num, not both"),
         ({"entry_point": "  "}, "entry_point: must not be empty"),
         ({"use_gpu": False, "gpu_nums": 2}, "use_gpu=False but gpu_nums > 0"),
-        ({"stall_timeout": 10}, "stall_timeout: must be between 30 and 604800 (got 10)"),
+        ({"stall_timeout": 9}, "stall_timeout: must be between 10 and 604800 (got 9)"),
         ({"stall_action": "panic"}, "stall_action: must be one of warn, fail"),
     ],
 )

@@ -133,3 +133,32 @@ def test_one_jobs_breakage_is_logged_once_and_the_cycle_goes_on(
     assert other.pk in applied  # after the broken one, in the same cycle
     tracebacks = [r for r in caplog.records if r.exc_info and "cannot follow broken" in r.getMessage()]
     assert len(tracebacks) == 1, [r.getMessage() for r in caplog.records]
+
+
+HANG = """\
+import os, sys, time
+rank = int(os.environ["PADDLECLOUD_INDEX"])
+if rank == 1:
+    print("step 1 loss 0.9", flush=True)
+    time.sleep(300)  # hangs: its peer waits on it
+for step in range(16):
+    print(f"waiting for rank 1 in step {step}", flush=True)
+    time.sleep(1)
+print("RuntimeError: [gloo] Timed out waiting 15 s for rank 1", flush=True)
+sys.exit(3)
+"""
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_cascade_names_the_rank_that_went_quiet_first(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    """The issue's hung rank: rank 1 hangs, rank 0 times out waiting on it and exits first. The message quotes rank
+    0's error, and names rank 1 as the one that went quiet first (jobs/files/quiet.py)."""
+    _submit(alice_api, local_dc, alice, tmp_path, "hang", HANG, parallelism=2, cpu="0.25")
+    job = finished("hang", worker, timeout=120)
+    assert (job.state, job.reason) == (JobState.FAILED, Reason.TRAINER_FAILED), job.message
+    assert job.message.startswith("trainer 0 exited with code 3: RuntimeError: [gloo] Timed out"), job.message
+    assert "; trainer 1 went quiet first: its last line came at " in job.message, job.message
+    assert job.message.endswith("before any other trainer's (step 1 loss 0.9)"), job.message

@@ -35,7 +35,7 @@ LIMITS = {
     "max_retries": (0, 10),
     "max_restarts": (0, 100),  # whole-job restarts from the latest checkpoint after a failure
     "pending_timeout": (1, 7 * 86400),
-    "stall_timeout": (30, 7 * 86400),  # seconds without a trainer's log line before the job is Stalled
+    "stall_timeout": (10, 7 * 86400),  # seconds without a trainer's log line before the job is Stalled
 }
 STALL_ACTIONS = ("warn", "fail")  # a stalled job gets a warning and an event; `fail` also fails it (Stalled)
 
