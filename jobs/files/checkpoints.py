@@ -106,6 +106,21 @@ def _found(job: Job, step: int, name: str, budget: int) -> tuple[Found | None, i
     return Found(step, _logical(job, name), when, size, complete, _number(meta.get("metric"))), budget - seen
 
 
+def latest_saved(job: Job) -> tuple[int, float] | None:
+    """(step, when it was saved) of the run's newest checkpoint, unsized (its meta's time, else its folder's): what
+    the scheduler weighs as the work a preemption would lose. None where it has none."""
+    storage = storage_for(job.datacenter)
+    for step, name in reversed(_steps(job)):
+        try:
+            entry = storage.lstat(f"{_folder(job)}/{name}")
+        except (OSError, StorageUnavailable):
+            continue
+        if stat.S_ISDIR(entry.st_mode):
+            saved = _number(_meta(storage, job, name).get("time"))
+            return step, saved if saved is not None and 0 <= saved <= time.time() + FUTURE else entry.st_mtime
+    return None
+
+
 def listed(job: Job, most: int = MAX_LISTED) -> list[Found]:
     """The run's newest `most` checkpoints by step; none where it has none or its storage is away. The newest are
     sized first, from one budget of SIZE_BUDGET entries (an older one past it shows a partial size)."""

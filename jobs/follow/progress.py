@@ -13,7 +13,7 @@ run at their own pace. Trainers that log no total are left out (many scripts log
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -21,6 +21,7 @@ from paddlecloud.contract.states import worker_name
 
 from core.errors import DomainError
 from jobs import events
+from jobs.files import checkpoints
 from jobs.follow import metrics
 from jobs.follow.look_times import LookTimes
 from jobs.models import EventKind, Job, JobState, Role, Worker
@@ -140,6 +141,20 @@ def check(job: Job) -> None:
     if job.state != JobState.RUNNING or not checked.due(job.pk, interval(job)):
         return
     _store(job, read(job))
+    _note_checkpoint(job)
+
+
+def _note_checkpoint(job: Job) -> None:
+    """When its newest checkpoint was saved (jobs.files.checkpoints.latest_saved: one listing and one meta file),
+    kept on the row for the scheduler, which stops the job that loses the least work since its checkpoint."""
+    try:
+        found = checkpoints.latest_saved(job)
+    except (OSError, StorageUnavailable):
+        return
+    when = datetime.fromtimestamp(found[1], tz=UTC) if found is not None else None
+    if when is not None and when != job.checkpointed_at:
+        Job.objects.filter(pk=job.pk).update(checkpointed_at=when)
+        job.checkpointed_at = when
 
 
 def finish(job: Job) -> None:

@@ -139,6 +139,11 @@ class Job(models.Model):
         default=1, help_text="Its run: one more each time it was preempted or restarted after a failure."
     )
     restarts = models.PositiveIntegerField(default=0, help_text="Restarts after a failure so far (spec max_restarts).")
+    checkpointed_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When its newest checkpoint was saved, as the sampler last saw it: a preemption stops the job that "
+        "loses the least work since its checkpoint (jobs.scheduling.strategies.victims).",
+    )  # fmt: skip
     failures = models.JSONField(
         default=list, blank=True,
         help_text="The failures it restarted after (jobs.follow.restarts), the newest last: attempt, reason, message, "

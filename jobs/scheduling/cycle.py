@@ -9,6 +9,7 @@ PER_OWNER waiting jobs of each user and MAX_CANDIDATES in all, so its work is bo
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -252,17 +253,31 @@ def preempt(
         return
     running = [
         shapes.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"],
-                       row["team_id"], row["borrowing"])
+                       row["team_id"], row["borrowing"],
+                       row["checkpointed_at"].timestamp() if row["checkpointed_at"] else None)
         for row in holding(datacenter).filter(state__in=[JobState.PENDING, JobState.RUNNING]).values(
             "id", "priority", "admitted_at", "cpu_request", "memory_request", "gpu_request", "preemptible", "team_id",
-            "borrowing")
+            "borrowing", "checkpointed_at")
     ]  # fmt: skip
-    message = (
-        f"preempted by a job of higher priority (or of a team taking back its quota); its workers got SIGTERM and have "
+    now = time.time()
+    by_running = {job.job_id: job for job in running}
+    for victim in policy.victims(candidate, running, world, strategies=strategies, now=now):
+        mark_preempted(victim, _preempted_message(datacenter, candidate, by_running[victim], now))
+
+
+def _preempted_message(datacenter: Datacenter, candidate: shapes.Candidate, victim: shapes.Running, now: float) -> str:
+    """What a victim is told: for whom (the waiting job's priority, or its team's quota; never its name or owner:
+    another user's), what it loses, and its grace."""
+    why = (
+        f"a waiting job of priority {candidate.priority}" if candidate.priority > victim.priority
+        else "a team taking back its quota"
+    )  # fmt: skip
+    since = "its newest checkpoint" if victim.saved and victim.saved >= victim.admitted else "it started"
+    return (
+        f"preempted for {why}, chosen among the jobs that make room by the lowest priority, then the least work "
+        f"lost ({victim.at_risk(now):.0f} s since {since}); its workers got SIGTERM and have "
         f"{datacenter.preemption_grace} s to save a checkpoint before SIGKILL, then it waits to run again"
     )
-    for victim in policy.victims(candidate, running, world, strategies=strategies):
-        mark_preempted(victim, message)
 
 
 def mark_preempted(job_id: int, message: str) -> None:

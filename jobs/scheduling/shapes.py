@@ -70,6 +70,12 @@ class Running:
     preemptible: bool
     team: int | None = None
     borrowing: bool = False
+    saved: float | None = None  # epoch seconds its newest checkpoint was saved, as last seen; None: none seen
+
+    def at_risk(self, now: float) -> float:
+        """Seconds of its work a stop now would lose: since its newest checkpoint, or since its admission if that
+        is later (a checkpoint of an earlier attempt was resumed from) or it has none."""
+        return now - max(self.admitted, self.saved or 0.0)
 
 
 @dataclass

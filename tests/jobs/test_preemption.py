@@ -43,6 +43,22 @@ def test_victims_are_the_fewest_lowest_and_newest_that_make_room() -> None:
     assert victims(too_big, running, world) == []  # stopping all it may stop would not be enough: stop none
 
 
+def test_of_two_alike_the_victim_is_the_one_that_loses_the_least_work_since_its_checkpoint() -> None:
+    """Checkpoint-aware preemption: two low jobs, the older one saved a second ago, the newer one never: stopping
+    the older loses 1 s of work, the newer all 500 s it ran. Priority still comes first."""
+    now = 1000.0
+    world = World(capacity=Bound(2.0, None, None), in_use=Amount(2.0, 0, 0))
+    waiting = Candidate(9, 1, 1000, 0.0, Amount(1.0, 0, 0))
+    saved_just_now = Running(1, 0, admitted=100.0, request=Amount(1.0, 0, 0), preemptible=True, saved=999.0)
+    never_saved = Running(2, 0, admitted=500.0, request=Amount(1.0, 0, 0), preemptible=True)
+    assert victims(waiting, [saved_just_now, never_saved], world, now=now) == [1]
+    assert saved_just_now.at_risk(now) == 1.0 and never_saved.at_risk(now) == 500.0
+    older_attempt = Running(3, 0, admitted=900.0, request=Amount(1.0, 0, 0), preemptible=True, saved=800.0)
+    assert older_attempt.at_risk(now) == 100.0  # a checkpoint from before its admission: its run since counts
+    normal = Running(4, 100, admitted=10.0, request=Amount(1.0, 0, 0), preemptible=True, saved=999.9)
+    assert victims(waiting, [normal, never_saved], world, now=now) == [2]  # the lower priority, whatever it loses
+
+
 @pytest.fixture
 def preempting_dc(local_dc: Datacenter, bob: User, fake_package: Path) -> Datacenter:
     local_dc.capacity_cpu = "2"

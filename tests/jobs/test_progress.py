@@ -187,3 +187,19 @@ def test_a_trainer_that_exits_0_short_of_its_total_is_said_incomplete(local_dc: 
     assert said == [("trainer-0", notes[0])]
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED and (job.progress or {})["step"] == 49
+
+
+@pytest.mark.django_db
+def test_the_sampler_notes_when_a_running_job_last_saved_a_checkpoint(local_dc: Datacenter, alice: User) -> None:
+    job = make_job(local_dc, alice, state=JobState.RUNNING, released=False)
+    progress.check(job)
+    assert Job.objects.get(pk=job.pk).checkpointed_at is None  # none saved yet
+    folder = Path(local_dc.storage_root, "home", "alice", "jobs", job.name, "output", job.uid, "checkpoints")
+    for step, when in ((10, 1_700_000_000.0), (20, 1_700_000_100.0)):
+        (folder / f"step-{step}").mkdir(parents=True)
+        (folder / f"step-{step}" / ".paddlecloud-checkpoint.json").write_text(json.dumps({"step": step, "time": when}))
+    (folder / "step-30").write_text("a file, not a checkpoint")
+    progress.checked.forget(job.pk)
+    progress.check(job)
+    saved = Job.objects.get(pk=job.pk).checkpointed_at
+    assert saved is not None and saved.timestamp() == 1_700_000_100.0

@@ -25,8 +25,10 @@ def _fits(candidate: Candidate, world: World, freed: Amount) -> bool:
 @dataclass(frozen=True)
 class LeastLoss:
     """The fewest running jobs to stop: those borrowing from the candidate's team's quota when it waits within that
-    quota (reclaim), then lower priorities; within each, the lowest priority and the most recently admitted first
-    (it has lost the least). `min_runtime` (seconds, default 0): a job admitted less than that ago is not stopped."""
+    quota (reclaim), then lower priorities; within each, the lowest priority first, then the one that loses the
+    least work (since its newest checkpoint, or its admission), then the most recently admitted. Priority comes
+    before lost work on purpose: an operator's classes say whose work matters more. `min_runtime` (seconds,
+    default 0): a job admitted less than that ago is not stopped."""
 
     min_runtime: float = 0.0
 
@@ -46,7 +48,9 @@ class LeastLoss:
         freed = Amount()
         ordered = sorted(
             filter(stoppable, running),
-            key=lambda r: (0 if r.borrowing and reclaim else 1, r.priority, -r.admitted, r.job_id),
+            key=lambda r: (
+                0 if r.borrowing and reclaim else 1, r.priority, round(r.at_risk(now)), -r.admitted, r.job_id
+            ),
         )
         for job in ordered:
             if _fits(candidate, world, freed):
