@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -117,7 +118,7 @@ def load(datacenter: Datacenter) -> tuple[list[shapes.Candidate], shapes.World]:
             created=row["created_at"].timestamp(),
             waited=(now - (row["queued_at"] or row["created_at"])).total_seconds(),
             request=_request(row), team=row["team_id"], preemptible=row["preemptible"],
-            noted=(row["reason"], row["message"]),
+            noted=(row["reason"], row["message"]), queued=(row["queued_at"] or row["created_at"]).timestamp(),
         )
         for row in rows
     ]  # fmt: skip
@@ -205,8 +206,9 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
         admitted = [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
         preempt(datacenter, candidates, result, world, strategies)
         noted = {c.job_id: c.noted for c in candidates}
+        notice = _preemption_notice(datacenter, candidates, result, world, strategies)
         for job_id, (reason, short) in result.waiting.items():
-            message = _explain(reason, short)
+            message = _explain(reason, short) + notice.get(job_id, "")
             if noted[job_id] == (reason, message):
                 continue  # most waiting jobs wait as they did: no write, no query
             # A conditional UPDATE per job: an event only for the cycle that changed its reason.
@@ -242,16 +244,28 @@ def preempt(
     """
     if preempting(datacenter).exclude(reason=Reason.RESTARTING).exists():
         return  # (a job restarting after a failure is not a preemption: its backoff holds no other one up)
-    by_id = {c.job_id: c for c in candidates}
-    delay = float(datacenter.preemption_delay)
-    for job_id in result.order:
-        reason = result.waiting.get(job_id, ("", []))[0]
-        candidate = by_id[job_id]
-        if reason == shapes.WAITING_FOR_CAPACITY and candidate.waited >= delay:
-            break
-    else:
+    candidate = _first_for_capacity(candidates, result)
+    if candidate is None or candidate.waited < float(datacenter.preemption_delay):
         return
-    running = [
+    running = _running(datacenter)
+    now = time.time()
+    by_running = {job.job_id: job for job in running}
+    for victim in policy.victims(candidate, running, world, strategies=strategies, now=now):
+        mark_preempted(victim, _preempted_message(datacenter, candidate, by_running[victim], now))
+
+
+def _first_for_capacity(candidates: list[shapes.Candidate], result: shapes.Plan) -> shapes.Candidate | None:
+    """The first waiting job in the plan's order that waits for capacity: the one a preemption is for."""
+    by_id = {c.job_id: c for c in candidates}
+    for job_id in result.order:
+        if result.waiting.get(job_id, ("", []))[0] == shapes.WAITING_FOR_CAPACITY:
+            return by_id[job_id]
+    return None
+
+
+def _running(datacenter: Datacenter) -> list[shapes.Running]:
+    """The admitted jobs that run (or start), as preemption sees them."""
+    return [
         shapes.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"],
                        row["team_id"], row["borrowing"],
                        row["checkpointed_at"].timestamp() if row["checkpointed_at"] else None)
@@ -259,10 +273,26 @@ def preempt(
             "id", "priority", "admitted_at", "cpu_request", "memory_request", "gpu_request", "preemptible", "team_id",
             "borrowing", "checkpointed_at")
     ]  # fmt: skip
-    now = time.time()
-    by_running = {job.job_id: job for job in running}
-    for victim in policy.victims(candidate, running, world, strategies=strategies, now=now):
-        mark_preempted(victim, _preempted_message(datacenter, candidate, by_running[victim], now))
+
+
+def _preemption_notice(
+    datacenter: Datacenter, candidates: list[shapes.Candidate], result: shapes.Plan, world: shapes.World,
+    strategies: Strategies,
+) -> dict[int, str]:
+    """The job a preemption will be for, while its preemption delay runs: what its message adds (how many running
+    jobs of lower priority it stops, and when, unless room frees first). Said as a time, not a countdown, so the
+    message (and its event) changes once, not every cycle."""
+    candidate = _first_for_capacity(candidates, result)
+    delay = float(datacenter.preemption_delay)
+    if candidate is None or candidate.waited >= delay:
+        return {}
+    stopped = policy.victims(candidate, _running(datacenter), world, strategies=strategies)
+    if not stopped:
+        return {}
+    when = datetime.fromtimestamp(candidate.queued + delay, tz=UTC)  # the same in every cycle
+    count = f"{len(stopped)} running job{'s' if len(stopped) > 1 else ''}"
+    return {candidate.job_id: f"; unless room frees first, it preempts {count} of lower priority at "
+                              f"{when:%H:%M:%S} UTC"}  # fmt: skip
 
 
 def _preempted_message(datacenter: Datacenter, candidate: shapes.Candidate, victim: shapes.Running, now: float) -> str:

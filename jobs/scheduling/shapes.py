@@ -57,6 +57,7 @@ class Candidate:
     team: int | None = None
     preemptible: bool = True  # a job that may not be preempted may not borrow either
     noted: tuple[str, str] = ("", "")  # its reason and message as stored: the cycle writes only a change
+    queued: float = 0.0  # epoch seconds it (last) began to wait: `waited` counts from it
 
 
 @dataclass(frozen=True)

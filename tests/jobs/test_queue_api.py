@@ -19,7 +19,7 @@ from paddlecloud.contract.units import parse_time
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
-from jobs.models import Job, JobState, PriorityClass
+from jobs.models import EventKind, Job, JobState, PriorityClass
 from jobs.scheduling import cycle
 
 GI = 1024**3
@@ -191,3 +191,26 @@ def test_the_submit_form_offers_the_users_classes_and_submits_with_one(
     assert refused.status_code == 400 and "priority" in refused.context["form"].errors
     assert page.post("/jobs/new", {**body, "priority": "low"}).status_code == 302
     assert Job.objects.get(name="fresh").priority_class == "low"
+
+
+def test_a_job_that_will_preempt_says_how_many_and_when_and_its_victim_what_for(
+    one_core: Datacenter, alice: User, bob: User
+) -> None:
+    """While its preemption delay runs, the waiting job's message says it will preempt (how many, at what time:
+    the same words every cycle, so one event); once it does, the victim is told for whom and what it lost."""
+    low = make_job(one_core, alice, "low", priority="low")
+    assert cycle.schedule(one_core) == [low.pk]
+    Job.objects.filter(pk=low.pk).update(state=JobState.RUNNING)
+    urgent = make_job(one_core, bob, "urgent", priority="high")
+    assert cycle.schedule(one_core) == [] and cycle.schedule(one_core) == []
+    urgent.refresh_from_db()
+    assert urgent.reason == "WaitingForCapacity", urgent.message
+    assert "; unless room frees first, it preempts 1 running job of lower priority at " in urgent.message
+    assert urgent.events.filter(kind=EventKind.QUEUED).count() == 1  # one event over two cycles
+    Job.objects.filter(pk=urgent.pk).update(queued_at=timezone.now() - timedelta(seconds=120))
+    cycle.schedule(one_core)
+    low.refresh_from_db()
+    assert (low.state, low.reason) == (JobState.QUEUED, "Preempted")
+    assert low.message.startswith("preempted for a waiting job of priority 1000, chosen among the jobs that make "
+                                  "room by the lowest priority, then the least work lost ("), low.message  # fmt: skip
+    assert "bob" not in low.message and "urgent" not in low.message  # another user's job is never named
