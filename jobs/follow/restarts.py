@@ -46,17 +46,18 @@ def failed(job: Job, reason: str, message: str, exit_code: int | None = None) ->
     limit = int(job.spec.get("max_restarts") or 0)
     if reason not in RESTARTABLE or job.restarts >= limit or job.state not in (JobState.PENDING, JobState.RUNNING):
         return reason, message
-    latest = checkpoints.chosen(job, None)
+    latest = checkpoints.latest_saved(job)  # (step, time), unsized: one listing and one meta file
+    step = latest[0] if latest is not None else None
     failure = {
         "attempt": job.attempt, "reason": reason, "message": message[:MAX_MESSAGE], "exit_code": exit_code,
-        "checkpoint_step": latest.step if latest is not None else None, "at": timezone.now().isoformat(),
+        "checkpoint_step": step, "at": timezone.now().isoformat(),
     }  # fmt: skip
     history: list[dict[str, Any]] = [*(job.failures or []), failure][-MAX_KEPT:]
     last = history[-CRASH_LOOP:]
     if len(last) == CRASH_LOOP and len({entry.get("checkpoint_step") for entry in last}) == 1:
-        where = f"at step {failure['checkpoint_step']}" if latest is not None else "without a checkpoint"
+        where = f"at step {step}" if step is not None else "without a checkpoint"
         return Reason.CRASH_LOOP, f"{message}; the last {CRASH_LOOP} attempts each failed {where}: not restarted"
-    at = f"its checkpoint of step {latest.step}" if latest is not None else "the start (no checkpoint yet)"
+    at = f"its checkpoint of step {step}" if step is not None else "the start (no checkpoint yet)"
     wait = backoff(job.restarts + 1).total_seconds()
     told = (
         f"{message}; restarting from {at} as attempt {job.attempt + 1} "
