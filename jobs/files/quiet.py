@@ -5,7 +5,7 @@ whose last line is older than every other's by QUIET_GAP seconds or more stopped
 
 Reads the end of each of the first MAX_TRAINERS trainers' logs on the owner's storage (the same files for both
 engines), beneath the home with no link followed; the job writes those files, so a time it forged is ignored as
-logtimes ignores it, and no line is believed beyond its first MAX_QUOTED characters.
+logtimes ignores it, and a line is quoted cleaned and bounded as errorline quotes one.
 """
 
 from __future__ import annotations
