@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, Sum, Window
+from django.db.models import Count, F, Q, Sum, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 from paddlecloud.contract import quantity
@@ -247,7 +247,7 @@ def preempt(
     candidate = _first_for_capacity(candidates, result)
     if candidate is None or candidate.waited < float(datacenter.preemption_delay):
         return
-    running = _running(datacenter)
+    running = _running(datacenter, candidate)
     now = time.time()
     by_running = {job.job_id: job for job in running}
     for victim in policy.victims(candidate, running, world, strategies=strategies, now=now):
@@ -263,13 +263,17 @@ def _first_for_capacity(candidates: list[shapes.Candidate], result: shapes.Plan)
     return None
 
 
-def _running(datacenter: Datacenter) -> list[shapes.Running]:
-    """The admitted jobs that run (or start), as preemption sees them."""
+def _running(datacenter: Datacenter, candidate: shapes.Candidate) -> list[shapes.Running]:
+    """The admitted jobs that run (or start) that `candidate` could stop, as preemption sees them: of lower
+    priority, or borrowing (a team taking its quota back); none else is ever a victim, so none else is read."""
+    stoppable = holding(datacenter).filter(
+        Q(priority__lt=candidate.priority) | Q(borrowing=True), state__in=[JobState.PENDING, JobState.RUNNING]
+    )
     return [
         shapes.Running(row["id"], row["priority"], row["admitted_at"].timestamp(), _request(row), row["preemptible"],
                        row["team_id"], row["borrowing"],
                        row["checkpointed_at"].timestamp() if row["checkpointed_at"] else None)
-        for row in holding(datacenter).filter(state__in=[JobState.PENDING, JobState.RUNNING]).values(
+        for row in stoppable.values(
             "id", "priority", "admitted_at", "cpu_request", "memory_request", "gpu_request", "preemptible", "team_id",
             "borrowing", "checkpointed_at")
     ]  # fmt: skip
@@ -286,7 +290,7 @@ def _preemption_notice(
     delay = float(datacenter.preemption_delay)
     if candidate is None or candidate.waited >= delay:
         return {}
-    stopped = policy.victims(candidate, _running(datacenter), world, strategies=strategies)
+    stopped = policy.victims(candidate, _running(datacenter, candidate), world, strategies=strategies)
     if not stopped:
         return {}
     when = datetime.fromtimestamp(candidate.queued + delay, tz=UTC)  # the same in every cycle
