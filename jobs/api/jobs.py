@@ -51,7 +51,15 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         read_only=True, allow_null=True, help_text="Where its trainers log total_steps (the docs: Metrics); else null."
     )
     estimated_start = serializers.SerializerMethodField(
-        help_text="A rough estimate of its start while it waits (GET of one job only; the docs: The queue); else null."
+        help_text="While it waits, its start by the replayed plan (GET of one job only; the docs: The queue); null "
+        "where nothing to estimate from, and for a job that does not wait."
+    )
+    estimated_end = serializers.SerializerMethodField(
+        help_text="Its end by the replayed plan while it waits, or by its progress, history or the datacenter's "
+        "average while it runs (GET of one job only); else null."
+    )
+    estimate_basis = serializers.SerializerMethodField(
+        help_text="What the estimates rest on, the least sure of them: now, progress, history, average; null: none."
     )
     failures = serializers.ListField(
         child=serializers.DictField(), read_only=True,
@@ -78,6 +86,8 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "priority",
             "queue_position",
             "estimated_start",
+            "estimated_end",
+            "estimate_basis",
             "trainers",
             "pservers",
             "spec",
@@ -111,6 +121,15 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     def get_estimated_start(self, job: Job) -> str | None:
         when = self._place().estimated_start
         return None if when is None else serializers.DateTimeField().to_representation(when)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_end(self, job: Job) -> str | None:
+        when = self._place().estimated_end
+        return None if when is None else serializers.DateTimeField().to_representation(when)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_estimate_basis(self, job: Job) -> str | None:
+        return self._place().basis
 
     def get_output(self, job: Job) -> str:
         return layout.output_logical(job)

@@ -47,7 +47,15 @@ QUEUE_ROW = inline_serializer(
         ),
         "estimated_start": serializers.DateTimeField(
             allow_null=True,
-            help_text="a rough estimate (the docs: The queue); null where no job of the datacenter has finished yet",
+            help_text="by the scheduler's plan replayed over the expected ends (the docs: The queue); null where it "
+            "waits behind an end nothing estimates (no progress, history or finished job to go on)",
+        ),
+        "estimated_end": serializers.DateTimeField(
+            allow_null=True, help_text="its estimated start + its expected duration; null where either is unknown"
+        ),
+        "estimate_basis": serializers.CharField(
+            allow_null=True,
+            help_text="the least sure figure the estimates rest on: now, progress, history, average; null: none",
         ),
     },
 )
@@ -80,7 +88,10 @@ class QueueView(APIView):
             raise exceptions.ValidationError({"datacenter": [f"must be 1 to {MAX_DATACENTER_PARAM} characters"]})
         datacenter = services.choose_datacenter(request.user, name)  # type: ignore[arg-type]
         waiting = queue.queue(datacenter, request.user)
-        rows = [{**row, "estimated_start": _stamp(row["estimated_start"])} for row in waiting.rows]
+        rows = [
+            {**row, "estimated_start": _stamp(row["estimated_start"]), "estimated_end": _stamp(row["estimated_end"])}
+            for row in waiting.rows
+        ]
         return Response(
             {"datacenter": datacenter.name, "count": waiting.count, "truncated": waiting.truncated, "results": rows}
         )

@@ -123,7 +123,7 @@ def load(datacenter: Datacenter) -> tuple[list[shapes.Candidate], shapes.World]:
         for row in rows
     ]  # fmt: skip
     owners = {c.owner_id for c in candidates} | set(world.owner_in_use)
-    _owners_limits_and_shares(datacenter, owners, world, now)
+    owners_limits_and_shares(datacenter, owners, world, now)
     return candidates, world
 
 
@@ -145,7 +145,7 @@ def _load_teams(datacenter: Datacenter, world: shapes.World) -> None:
             )
 
 
-def _owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: shapes.World, now: Any) -> None:
+def owners_limits_and_shares(datacenter: Datacenter, owners: set[int], world: shapes.World, now: Any) -> None:
     overrides = {q.user_id: q for q in Quota.objects.filter(datacenter=datacenter, user_id__in=owners)}
     defaults = quota.limits_of(None, datacenter)  # once a cycle, not once an owner: no query per owner
     for owner in owners:

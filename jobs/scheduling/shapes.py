@@ -21,6 +21,9 @@ class Amount:
     def __add__(self, other: Amount) -> Amount:
         return Amount(self.cpu + other.cpu, self.memory + other.memory, self.gpu + other.gpu)
 
+    def __sub__(self, other: Amount) -> Amount:
+        return Amount(self.cpu - other.cpu, self.memory - other.memory, self.gpu - other.gpu)
+
 
 @dataclass(frozen=True)
 class Bound:

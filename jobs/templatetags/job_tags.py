@@ -1,4 +1,5 @@
-"""Template filters of the job pages: elapsed time, usage percentages, metric values and epoch times."""
+"""Template filters of the job pages: elapsed time, usage percentages, metric values, epoch times and what an
+estimate rests on."""
 
 from __future__ import annotations
 
@@ -7,7 +8,22 @@ from decimal import Decimal
 
 from django import template
 
+from jobs.scheduling import replay
+
 register = template.Library()
+
+BASIS_WORDS = {
+    replay.NOW: "it fits now",
+    replay.PROGRESS: "from the running jobs' progress",
+    replay.HISTORY: "from earlier runs of the same names",
+    replay.AVERAGE: "from the average run here",
+}
+
+
+@register.filter
+def estimate_basis(basis: str | None) -> str:
+    """What an estimate rests on, in words (jobs.scheduling.replay.BASES)."""
+    return BASIS_WORDS.get(basis or "", "nothing to estimate from")
 
 
 @register.filter

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from kubernetes import client as k8s
+from paddlecloud.contract.units import parse_time
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
@@ -61,9 +63,11 @@ def web_account(cluster: TestCluster) -> Iterator[kube.Kube]:
         core.create_namespaced_service_account("paddlecloud", account)
         rbac.create_cluster_role(role)
         rbac.create_cluster_role_binding(binding)
-        token = str(core.create_namespaced_service_account_token(
-            "paddlecloud-web", "paddlecloud", {"spec": {"expirationSeconds": 600}}
-        ).status.token)
+        token = str(
+            core.create_namespaced_service_account_token(
+                "paddlecloud-web", "paddlecloud", {"spec": {"expirationSeconds": 600}}
+            ).status.token
+        )
         conf = k8s.Configuration(host=cluster.server, api_key={"authorization": token},
                                  api_key_prefix={"authorization": "Bearer"})  # fmt: skip
         conf.ssl_ca_cert = str(cluster.ca_file)
@@ -89,6 +93,17 @@ def test_jobs_kueue_holds_are_listed_at_their_place_with_kueues_reason(
     third = submit_whole_quota(kueue_dc, alice, "third")
     drive(kueue_dc, lambda: held_by_kueue(third), "the third job held by Kueue")
 
+    # One job of 10 minutes finished here before: the estimates rest on that average (the replayed plan in Kueue's
+    # order: alice's quota takes one such job at a time, so `second` starts as `first` ends, `third` 10 min later).
+    started = Job.objects.get(pk=first.pk).started_at
+    assert started is not None
+    # The engine helper submits to the cluster directly: the rows get what the API's submit and gate give them.
+    Job.objects.filter(pk__in=[first.pk, second.pk, third.pk]).update(cpu_request=4, memory_request=4 * 2**30,
+                                                                      admitted_at=started)  # fmt: skip
+    Job.objects.create(owner=alice, datacenter=kueue_dc, name="before", uid="before-alice", spec={}, released=True,
+                       state=JobState.SUCCEEDED, started_at=started - timedelta(minutes=20),
+                       finished_at=started - timedelta(minutes=10))  # fmt: skip
+
     # Kueue counts from 0; the portal shows 1-based places, as its own queue does. Its answer is cached 5 s.
     seen = wait_for(lambda: (q := queue_of(alice_api, kueue_dc))["count"] == 2 and q, "Kueue's pending workloads")
     rows = seen["results"]
@@ -98,6 +113,11 @@ def test_jobs_kueue_holds_are_listed_at_their_place_with_kueues_reason(
     ]
     for row in rows:
         assert row["message"].startswith("queued by Kueue: ") and "insufficient unused quota" in row["message"]
+    starts = [parse_time(row["estimated_start"]) for row in rows]
+    assert [row["estimate_basis"] for row in rows] == ["average", "average"]
+    assert starts[0] is not None and starts[1] is not None
+    assert abs((starts[0] - started).total_seconds() - 600) < 5
+    assert abs((starts[1] - starts[0]).total_seconds() - 600) < 5
 
     detail = alice_api.get(f"/api/v1/jobs/{third.name}").json()
     assert (detail["queue_position"], detail["reason"]) == (2, Reason.QUOTA_EXHAUSTED)

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -155,7 +156,7 @@ def test_the_job_page_shows_the_place_priority_and_estimate(
     client = page_client(alice)
     html = html_of(client, "/jobs/mine-1-alice/")
     assert re.search(r'data-testid="queue-position">3<', html)
-    assert "unknown (no job here has finished yet" in html and "(WaitingForCapacity)" in html
+    assert "unknown (it waits behind a job whose end nothing here estimates" in html and "(WaitingForCapacity)" in html
     assert re.search(r'data-testid="job-priority">normal <span class="muted">\(100\)', html)
     assert 'data-testid="job-attempt"' not in html
     # A finished job of 10 minutes, one at a time: the third waiting starts in about 30 minutes.
@@ -163,8 +164,10 @@ def test_the_job_page_shows_the_place_priority_and_estimate(
     done = make_job(local_dc, alice, "done", state=JobState.SUCCEEDED)
     ten_minutes = {"started_at": now - timedelta(minutes=20), "finished_at": now - timedelta(minutes=10)}
     Job.objects.filter(pk=done.pk).update(**ten_minutes)
+    cache.clear()  # a finished job written here, not ended: the queue's fingerprint did not change
     place = html_of(client, "/jobs/mine-1-alice/place")
     assert re.search(r"in about (29|30)\xa0minutes", place) and 'hx-get="/jobs/mine-1-alice/place"' in place
+    assert re.search(r"end <time[^>]*>in about (39|40)\xa0minutes", place) and "(from the average run here)" in place
     running = html_of(client, "/jobs/busy-alice/")  # admitted: not in the queue, no polling of its place
     assert 'data-testid="queue-position"' not in running and 'hx-get="/jobs/busy-alice/place"' not in running
 

@@ -13,7 +13,7 @@ from paddlecloud.ctl.output import emit, human_duration, table
 
 
 def _starts(stamp: str | None) -> str:
-    """An estimated start as "in 5m" (a rough estimate: the scheduler's docs, The queue); "-" where there is none."""
+    """An estimated time as "in 5m" (by the scheduler's plan: the docs, The queue); "-" where there is none."""
     when = parse_time(stamp)
     if when is None:
         return "-"
@@ -22,14 +22,14 @@ def _starts(stamp: str | None) -> str:
 
 
 def queue_table(rows: list[dict[str, Any]]) -> str:
-    """POSITION, JOB ("-" for another user's), OWNER, PRIORITY, REASON, WAITED, ESTIMATED START."""
+    """POSITION, JOB ("-" for another user's), OWNER, PRIORITY, REASON, WAITED, STARTS, ENDS, FROM."""
     lines = [
         ("-" if r.get("position") is None else r["position"], r.get("job") or "-", r.get("owner", ""),
          r.get("priority", ""), r.get("reason") or "", human_duration(float(r.get("waited") or 0)),
-         _starts(r.get("estimated_start")))
+         _starts(r.get("estimated_start")), _starts(r.get("estimated_end")), r.get("estimate_basis") or "-")
         for r in rows
     ]  # fmt: skip
-    headers = ("POSITION", "JOB", "OWNER", "PRIORITY", "REASON", "WAITED", "ESTIMATED START")
+    headers = ("POSITION", "JOB", "OWNER", "PRIORITY", "REASON", "WAITED", "STARTS", "ENDS", "FROM")
     return table(headers, lines, empty="No jobs are waiting.")
 
 
@@ -38,11 +38,14 @@ def queue_table(rows: list[dict[str, Any]]) -> str:
 @click.option("-o", "--output", "output_format", type=OUTPUT, default="table")
 @click.pass_context
 def get_queue(ctx: click.Context, datacenter: str | None, output_format: str) -> None:
-    """POSITION (held jobs: -), JOB (another user's: -), OWNER, PRIORITY, REASON, WAITED, ESTIMATED START.
+    """POSITION (held jobs: -), JOB (another user's: -), OWNER, PRIORITY, REASON, WAITED, STARTS, ENDS, FROM.
 
-    The order is the scheduler's: priority first, then fair share (who has used least lately), then age.
-    On a Kueue datacenter the jobs Kueue holds come first, numbered in each owner's own queue (Kueue's order).
-    ESTIMATED START is rough: the average run time of the datacenter's recent jobs, a batch at a time."""
+    The order is the scheduler's, replayed as the running jobs end: priority first, then fair share (who has used
+    least lately), then age. On a Kueue datacenter the jobs Kueue holds come first, numbered in each owner's own
+    queue (Kueue's order). STARTS and ENDS replay that plan over the jobs' expected run times; FROM says what those
+    rest on, the least sure: progress (the running jobs' steps per second), history (earlier runs of the same
+    name), average (the datacenter's recent jobs); "-": nothing to estimate from. Jobs submitted later may still
+    go first."""
     session = session_of(ctx)
     answer = session.get("/queue", {"datacenter": datacenter or session.portal_datacenter})
     rows = answer.get("results") or []
