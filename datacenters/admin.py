@@ -101,6 +101,7 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                     "reserve_after",
                     "preemption_delay",
                     "preemption_grace",
+                    "elastic_grow_after",
                 ],
                 "description": "What all running jobs together may hold (blank: the host's, on the local engine), "
                 "and how the queue shares it out: the docs: The scheduler. Teams' quotas are below.",

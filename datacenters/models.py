@@ -277,6 +277,11 @@ class Datacenter(models.Model):
         default=30, validators=[MaxValueValidator(3600)],
         help_text="Seconds a preempted job's workers have between SIGTERM (to save a checkpoint) and SIGKILL.",
     )  # fmt: skip
+    elastic_grow_after = models.PositiveIntegerField(
+        default=60,
+        help_text="Seconds an elastic job runs before it may grow into freed room (each growth restarts it from its "
+        "checkpoint with more trainers).",
+    )
     reserve_after = models.PositiveIntegerField(
         default=600,
         help_text="Seconds the first waiting job may wait before it holds a reservation: then smaller jobs start "

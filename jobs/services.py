@@ -188,6 +188,12 @@ def submitted_with(user: User, key: str | None, jobname: str) -> Job | None:
     return earlier
 
 
+def _elastic(spec: dict[str, Any]) -> dict[str, int]:
+    """An elastic job's size bounds (spec min_parallelism below parallelism); {} for a fixed size."""
+    least, most = int(spec.get("min_parallelism") or 0), int(spec.get("parallelism") or 1)
+    return {"min_trainers": least, "max_trainers": most} if 0 < least < most else {}
+
+
 def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
     """Check the quota and the name again under the user's lock and create the job; submit_job runs on commit.
 
@@ -221,6 +227,7 @@ def submit(checked: Checked, idempotency_key: str | None = None) -> Job:
                     priority_class=data["priority"],
                     priority=checked.priority,
                     preemptible=not data.get("no_preempt"),
+                    **_elastic(data),
                     team=team.group if (team := team_of(user, checked.datacenter)) else None,
                     queued_at=timezone.now(),
                 )

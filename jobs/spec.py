@@ -50,6 +50,11 @@ class JobSpecSerializer(StrictSerializer):
     package = serializers.CharField(max_length=rules.MAX_PACKAGE, required=False, allow_blank=True, default="")
     entry = serializers.CharField(max_length=rules.MAX_ENTRY, trim_whitespace=True)
     parallelism = _integer("parallelism", default=1)
+    min_parallelism = _integer(
+        "min_parallelism", required=False, help_text="Elastic (collective mode): the fewest trainers it may run with; "
+        "it starts with the most of min_parallelism..parallelism that fit, and grows when room frees (a restart from "
+        "its checkpoint). Absent: exactly parallelism."
+    )  # fmt: skip
     pservers = _integer("pservers", default=0)
     cpu = _quantity_field("cpu")
     memory = _quantity_field("memory")
@@ -145,6 +150,11 @@ class JobSpecSerializer(StrictSerializer):
         bad_param = rules.params_problem(attrs.get("params", {}))
         if bad_param:
             raise serializers.ValidationError({bad_param[0]: [bad_param[1]]})
+        if "min_parallelism" in attrs:
+            sizes = (attrs["min_parallelism"], attrs.get("parallelism", 1), attrs.get("pservers", 0))
+            bad_size = rules.elastic_problem(*sizes)
+            if bad_size:
+                raise serializers.ValidationError({"min_parallelism": [bad_size]})
         bad_keep = keeping.policy_problem(attrs["keep"]) if "keep" in attrs else None
         if bad_keep:
             raise serializers.ValidationError({bad_keep[0]: [bad_keep[1]]})

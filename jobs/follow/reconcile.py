@@ -30,7 +30,7 @@ from jobs.files import quiet
 from jobs.follow import progress, reconcile_runs, restarts, settled, stalls, worker_usage
 from jobs.follow.records import RECORDS, note_refused_logs, record_workers
 from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
-from jobs.scheduling import cycle, ledger
+from jobs.scheduling import cycle, elastic, ledger
 from jobs.states import transition
 from storage.tasks import recompute_usage
 
@@ -244,11 +244,12 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
         job.refresh_from_db()
         if job.state != JobState.QUEUED or job.preempted_at is None:
             return True
-        if not engine.stop(job, RECORDS, grace=job.datacenter.preemption_grace):
+        if not engine.stop(job, RECORDS, grace=restarts.stop_grace(job)):
             return False
         if not restarts.waited(job):
             return True  # a restart's backoff: its workers are stopped; it waits in the queue once that is over
-        why = "restarting after a failure" if job.reason == Reason.RESTARTING else "preempted"
+        whys = {str(Reason.RESTARTING): "restarting after a failure", str(Reason.RESIZING): "growing"}
+        why = whys.get(job.reason, "preempted")
         measured, spans = _measured(engine, job)  # before the cleanup removes what the engine measured
         if not engine.cleanup(job, RECORDS):
             return False
@@ -260,7 +261,7 @@ def requeue_preempted(job: Job, engine: Engine) -> bool:
                 submitted_at=None, stalled_at=None,
                 started_at=None, queued_at=timezone.now(), cleaned=False,
                 message=f"{why}; waiting to run again as attempt {job.attempt + 1}",
-                **dict.fromkeys(COUNT_FIELDS, 0),
+                **dict.fromkeys(COUNT_FIELDS, 0), **elastic.full_size(job),
             )  # fmt: skip
     if moved:
         signals.job_released.send(sender=Job, job_id=job.pk, datacenter_id=job.datacenter_id)

@@ -3,7 +3,8 @@ non-zero, is OOM-killed or lost, a rendezvous or a stall times out) runs again, 
 
 The failed job goes back to `queued` with reason Restarting and keeps its admission while its workers are
 stopped (jobs.follow.reconcile.requeue_preempted, the path a preemption takes: its run is charged in the ledger,
-its output folder stays), then after a backoff (BACKOFF_FIRST seconds, doubling, at most BACKOFF_MOST) it waits in
+its output folder stays), then after a backoff (none after the first failure at a checkpoint; BACKOFF_FIRST seconds
+after the second in a row at the same checkpoint, doubling, at most BACKOFF_MOST) it waits in
 the queue again. The next attempt finds its latest checkpoint where it left it (`paddlecloud.checkpoint.latest()`)
 and reads why it restarted in PADDLECLOUD_RESTART_REASON (Job.restarted_after). Each failure is kept on the job
 (`failures`, the newest MAX_KEPT), so the last one's message stays visible.
@@ -27,7 +28,8 @@ from jobs.states import transition
 
 CRASH_LOOP = 3  # failures in a row without a new checkpoint that end the restarts
 MAX_KEPT = 10  # failures kept on the job
-BACKOFF_FIRST, BACKOFF_MOST = 5.0, 60.0  # seconds before the n-th restart waits again: 5, 10, 20, 40, 60, 60, ...
+BACKOFF_FIRST, BACKOFF_MOST = 5.0, 60.0  # seconds before a restart waits again: 0, 5, 10, 20, 40, 60, ... (`streak`)
+RESTART_GRACE = 5  # seconds the survivors of a failure get between SIGTERM and SIGKILL (`stop_grace`)
 MAX_MESSAGE = 300  # characters of a failure's message kept (and given to the next attempt)
 RESTARTABLE = frozenset({
     Reason.NONE, Reason.TRAINER_FAILED, Reason.BACKOFF_LIMIT, Reason.PSERVER_LOST, Reason.OOM_KILLED,
@@ -35,9 +37,31 @@ RESTARTABLE = frozenset({
 })  # fmt: skip
 
 
-def backoff(restarts: int) -> timedelta:
-    """How long a job's workers stay stopped before its `restarts`-th restart waits in the queue again."""
-    return timedelta(seconds=min(BACKOFF_FIRST * 2 ** max(restarts - 1, 0), BACKOFF_MOST))
+def backoff(streak: int) -> timedelta:
+    """How long a job's workers stay stopped before it waits in the queue again, after the `streak`-th failure in a
+    row at the same checkpoint: a run that got further since its last failure waits again at once (a rank lost once
+    an hour must not wait longer each time), one that fails again where it was backs off."""
+    if streak <= 1:
+        return timedelta(0)
+    return timedelta(seconds=min(BACKOFF_FIRST * 2 ** (streak - 2), BACKOFF_MOST))
+
+
+def stop_grace(job: Job) -> int:
+    """The seconds between SIGTERM and SIGKILL for the workers of a job that is stopped to run again: a preemption's
+    or a growth's grace is the datacenter's (to save a checkpoint); after a failure at most RESTART_GRACE, since the
+    survivors of a collective job wait in an all-reduce with a rank that is gone and save nothing."""
+    grace = int(job.datacenter.preemption_grace)
+    return min(grace, RESTART_GRACE) if job.reason == Reason.RESTARTING else grace
+
+
+def streak(failures: list[dict[str, Any]]) -> int:
+    """The failures in a row, the newest last, at the newest one's checkpoint step."""
+    count = 0
+    for entry in reversed(failures):
+        if entry.get("checkpoint_step") != failures[-1].get("checkpoint_step"):
+            break
+        count += 1
+    return count
 
 
 def failed(job: Job, reason: str, message: str, exit_code: int | None = None) -> tuple[str, str] | None:
@@ -58,10 +82,10 @@ def failed(job: Job, reason: str, message: str, exit_code: int | None = None) ->
         where = f"at step {step}" if step is not None else "without a checkpoint"
         return Reason.CRASH_LOOP, f"{message}; the last {CRASH_LOOP} attempts each failed {where}: not restarted"
     at = f"its checkpoint of step {step}" if step is not None else "the start (no checkpoint yet)"
-    wait = backoff(job.restarts + 1).total_seconds()
+    wait = backoff(streak(history)).total_seconds()
     told = (
         f"{message}; restarting from {at} as attempt {job.attempt + 1} "
-        f"(restart {job.restarts + 1} of {limit}) in {wait:.0f} s"
+        f"(restart {job.restarts + 1} of {limit}){f' in {wait:.0f} s' if wait else ''}"
     )
     moved = transition(
         job.pk, JobState.QUEUED, from_states=[JobState.PENDING, JobState.RUNNING], reason=Reason.RESTARTING,
@@ -74,4 +98,4 @@ def waited(job: Job) -> bool:
     """A restarting job's backoff is over (its stopped workers may give way to the queue); any other job: True."""
     if job.reason != Reason.RESTARTING or job.preempted_at is None:
         return True
-    return timezone.now() >= job.preempted_at + backoff(job.restarts)
+    return timezone.now() >= job.preempted_at + backoff(streak(job.failures or []))

@@ -59,6 +59,7 @@ class Reason(models.TextChoices):
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"  # queued: a job of its `after` has not ended as asked yet
     DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"  # failed unstarted: an `after` job ended otherwise
     RESTARTING = "Restarting"  # queued again after a failure (spec max_restarts): from its latest checkpoint
+    RESIZING = "Resizing"  # queued again to grow: an elastic job (spec min_parallelism) runs again with more trainers
     CRASH_LOOP = "CrashLoop"  # failed: its last restarts each failed with no new checkpoint between them
     EARLY_STOPPED = "EarlyStopped"  # killed by its experiment's search (ASHA): its metric fell behind at a rung
     PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
@@ -139,6 +140,13 @@ class Job(models.Model):
         default=1, help_text="Its run: one more each time it was preempted or restarted after a failure."
     )
     restarts = models.PositiveIntegerField(default=0, help_text="Restarts after a failure so far (spec max_restarts).")
+    min_trainers = models.PositiveIntegerField(
+        default=0, help_text="Elastic: its fewest trainers (spec min_parallelism); 0: a fixed size (jobs/scheduling)."
+    )
+    max_trainers = models.PositiveIntegerField(default=0, help_text="Elastic: its most trainers (spec parallelism).")
+    trainers_now = models.PositiveIntegerField(
+        default=0, help_text="Elastic: the trainers it was admitted with (its requests are theirs); 0: parallelism."
+    )
     checkpointed_at = models.DateTimeField(
         null=True, blank=True,
         help_text="When its newest checkpoint was saved, as the sampler last saw it: a preemption stops the job that "
@@ -249,7 +257,8 @@ class Job(models.Model):
 
     @property
     def trainers(self) -> int:
-        return int(self.spec["parallelism"])
+        """Its trainers: an elastic job's as admitted (trainers_now), else the spec's parallelism."""
+        return self.trainers_now or int(self.spec["parallelism"])
 
     @property
     def pservers(self) -> int:

@@ -27,7 +27,7 @@ from datacenters.capacity import Capacity, capacity
 from datacenters.models import Admission, Datacenter, Quota, TeamQuota
 from jobs import events
 from jobs.models import EventKind, FairShareUsage, Job, JobState, Reason, SchedulingPolicy
-from jobs.scheduling import dependencies, policy, shapes
+from jobs.scheduling import dependencies, elastic, policy, shapes
 from jobs.scheduling.ledger import decay
 from jobs.scheduling.strategies import DEFAULT, Strategies, StrategyError, build
 from jobs.states import transition
@@ -108,7 +108,7 @@ def load(datacenter: Datacenter) -> tuple[list[shapes.Candidate], shapes.World]:
         Job.objects.filter(id__in=firsts)
         .values(
             "id", "owner_id", "priority", "queue_boost", "created_at", "queued_at", "cpu_request", "memory_request",
-            "gpu_request", "team_id", "preemptible", "reason", "message",
+            "gpu_request", "team_id", "preemptible", "reason", "message", "min_trainers", "max_trainers",
         )
         .order_by("-priority", "created_at")[:MAX_CANDIDATES]
     )
@@ -119,6 +119,7 @@ def load(datacenter: Datacenter) -> tuple[list[shapes.Candidate], shapes.World]:
             waited=(now - (row["queued_at"] or row["created_at"])).total_seconds(),
             request=_request(row), team=row["team_id"], preemptible=row["preemptible"],
             noted=(row["reason"], row["message"]), queued=(row["queued_at"] or row["created_at"]).timestamp(),
+            trainers=row["max_trainers"] or 1, min_trainers=row["min_trainers"],
         )
         for row in rows
     ]  # fmt: skip
@@ -194,17 +195,19 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
             return None
         dependencies.settle_blocked(datacenter.pk)  # the safety net: jobs whose dependencies ended meanwhile
         candidates, world = load(datacenter)
-        if not candidates:
-            return []
         if datacenter.admission == Admission.KUEUE:
             # Kueue queues, shares and gangs them in the cluster (each job a suspended JobSet): the portal's
             # gate lets every waiting job through to it, in the order the policy would have taken them.
             result = shapes.Plan(admit=[c.job_id for c in candidates])
             return [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
+        if not candidates:
+            elastic.grow(datacenter, shapes.Plan(), world)  # nothing waits: an elastic job may take the room
+            return []
         strategies = strategies_of(datacenter)
         result = policy.plan(candidates, world, strategies=strategies)
         admitted = [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
         preempt(datacenter, candidates, result, world, strategies)
+        elastic.grow(datacenter, result, world)
         noted = {c.job_id: c.noted for c in candidates}
         notice = _preemption_notice(datacenter, candidates, result, world, strategies)
         for job_id, (reason, short) in result.waiting.items():
@@ -219,14 +222,15 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
 
 
 def _admit(datacenter: Datacenter, job_id: int, result: shapes.Plan) -> bool:
-    """Admit one waiting job (a conditional UPDATE: never twice); False if it no longer waits."""
-    admitted = bool(
-        waiting(datacenter)
-        .filter(pk=job_id)
-        .update(admitted_at=timezone.now(), reason=Reason.NONE, message="", borrowing=job_id in result.borrowing)
-    )
+    """Admit one waiting job (a conditional UPDATE: never twice); False if it no longer waits. An elastic job
+    admitted with fewer trainers than its most holds only theirs (jobs.scheduling.elastic)."""
+    size = elastic.admitted_size(job_id, result.sizes[job_id]) if job_id in result.sizes else {}
+    fields = {"admitted_at": timezone.now(), "reason": Reason.NONE, "message": "", **size}
+    admitted = bool(waiting(datacenter).filter(pk=job_id).update(borrowing=job_id in result.borrowing, **fields))
     if admitted:
-        events.record(job_id, EventKind.ADMITTED, "borrowing idle quota" if job_id in result.borrowing else "")
+        said = ["borrowing idle quota"] if job_id in result.borrowing else []
+        said += [f"with {result.sizes[job_id]} trainers (elastic: as many as fit)"] if job_id in result.sizes else []
+        events.record(job_id, EventKind.ADMITTED, "; ".join(said))
     return admitted
 
 

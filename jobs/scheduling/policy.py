@@ -36,6 +36,7 @@ from jobs.scheduling.shapes import (
     World,
 )
 from jobs.scheduling.strategies import DEFAULT, Strategies
+from jobs.scheduling.strategies.backfill import Holds
 from jobs.scheduling.strategies.order import Order, Turn, own
 
 
@@ -103,6 +104,23 @@ def _admit(candidate: Candidate, world: World, result: Plan) -> None:
         world.teams[candidate.team].in_use = world.teams[candidate.team].in_use + request
 
 
+def _fit(candidate: Candidate, world: World, holds: Holds) -> tuple[Candidate | None, tuple[str, list[str]]]:
+    """The largest size of the job that fits its owner's quota and the free capacity (an elastic job: from its most
+    trainers down to its fewest), or None and why the job waits, as its full size is short."""
+    why: tuple[str, list[str]] | None = None
+    for size in candidate.sizes():
+        short = _quota_short(size, world)
+        reason = QUOTA_EXHAUSTED
+        if not short:
+            short = world.capacity.over(world.in_use + holds.against(size) + size.request)
+            reason = WAITING_FOR_CAPACITY
+        if not short:
+            return size, ("", [])
+        why = why or (reason, short)
+    assert why is not None  # sizes() has the job itself at least
+    return None, why
+
+
 def plan(
     candidates: Iterable[Candidate], world: World, *, dry: bool = False, strategies: Strategies = DEFAULT
 ) -> Plan:
@@ -113,17 +131,16 @@ def plan(
     while (candidate := turns.pop()) is not None:
         result.order.append(candidate.job_id)
         if not dry:
-            short = _quota_short(candidate, world)
-            if short:
-                result.waiting[candidate.job_id] = (QUOTA_EXHAUSTED, short)
+            fitted, waits = _fit(candidate, world, holds)
+            if fitted is None:
+                result.waiting[candidate.job_id] = waits
+                if waits[0] == WAITING_FOR_CAPACITY:
+                    holds.blocked(candidate.sizes()[-1])  # an elastic job holds what it needs to start: its fewest
                 turns.push(candidate.owner_id)
                 continue
-            short = world.capacity.over(world.in_use + holds.against(candidate) + candidate.request)
-            if short:
-                result.waiting[candidate.job_id] = (WAITING_FOR_CAPACITY, short)
-                holds.blocked(candidate)
-                turns.push(candidate.owner_id)
-                continue
+            if fitted.trainers < candidate.trainers:
+                result.sizes[candidate.job_id] = fitted.trainers
+            candidate = fitted
         _admit(candidate, world, result)
         turns.push(candidate.owner_id)
     return result

@@ -3,7 +3,7 @@ teams, the world a cycle sees, and the plan it makes (jobs.scheduling.policy wal
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 QUOTA_EXHAUSTED = "QuotaExhausted"
 WAITING_FOR_CAPACITY = "WaitingForCapacity"
@@ -23,6 +23,9 @@ class Amount:
 
     def __sub__(self, other: Amount) -> Amount:
         return Amount(self.cpu - other.cpu, self.memory - other.memory, self.gpu - other.gpu)
+
+    def times(self, factor: float) -> Amount:
+        return Amount(self.cpu * factor, self.memory * factor, self.gpu * factor)
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,16 @@ class Candidate:
     preemptible: bool = True  # a job that may not be preempted may not borrow either
     noted: tuple[str, str] = ("", "")  # its reason and message as stored: the cycle writes only a change
     queued: float = 0.0  # epoch seconds it (last) began to wait: `waited` counts from it
+    trainers: int = 1  # an elastic job's most trainers (its `request` is theirs: collective, no pservers)
+    min_trainers: int = 0  # an elastic job's fewest trainers; 0: a fixed size
+
+    def sizes(self) -> list[Candidate]:
+        """The sizes it may start with, the largest first: itself, then (elastic) one trainer fewer each."""
+        if not 0 < self.min_trainers < self.trainers:
+            return [self]
+        each = self.request.times(1 / self.trainers)
+        fewer = range(self.trainers - 1, self.min_trainers - 1, -1)
+        return [self] + [replace(self, request=each.times(n), trainers=n) for n in fewer]
 
 
 @dataclass(frozen=True)
@@ -141,3 +154,4 @@ class Plan:
     waiting: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # job -> (reason, resources short)
     order: list[int] = field(default_factory=list)  # every candidate, in the order it was considered
     borrowing: set[int] = field(default_factory=set)  # admitted past their team's quota
+    sizes: dict[int, int] = field(default_factory=dict)  # elastic jobs admitted with fewer trainers: how many

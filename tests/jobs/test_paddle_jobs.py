@@ -132,3 +132,57 @@ def test_a_preempted_example_resumes_from_its_checkpoint_and_succeeds(
     values = losses(text)
     assert values[-1] < values[0] / 5, values  # the first attempt's first loss against the second's last
     assert Job.objects.get(name="urgent").state == "succeeded"
+
+
+def test_a_collective_job_that_loses_a_rank_resumes_from_its_checkpoint_and_ends_as_an_undisturbed_run(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    """Two runs of the same seeded 2-trainer gloo training, side by side: one undisturbed; in the other, trainer 1
+    kills itself (SIGKILL) in pass 3 of attempt 1. With -max-restarts 2 the whole job stops and runs again as
+    attempt 2 from the checkpoint of pass 2, and ends with the very same loss and weights."""
+    local_dc.preemption_grace = 5  # the surviving rank, stuck in its all-reduce, is stopped within this
+    local_dc.save()
+    package = Path(__file__).parent / "collective_restart_package"
+    base = {"entry": "python train.py", "parallelism": 2, "pservers": 0, "passes": 6, "cpu": "0.5", "memory": "1Gi"}
+    for name, extra in (("steady", {}), ("crashy", {"max_restarts": 2, "env": {"CRASH_AT_PASS": "3"}})):
+        put_package(local_dc, alice, name, package)
+        created = alice_api.post("/api/v1/jobs", {**base, "jobname": name, **extra}, format="json")
+        assert created.status_code == 201, created.json()
+    steady, crashy = finished("steady", worker, timeout=400), finished("crashy", worker, timeout=400)
+    assert (steady.state, steady.attempt) == ("succeeded", 1), steady.message
+    assert (crashy.state, crashy.attempt, crashy.restarts) == ("succeeded", 2, 1), crashy.message
+    assert crashy.failures[0]["checkpoint_step"] == 2, crashy.failures
+    logs = {name: alice_api.get(f"/api/v1/jobs/{name}/logs?worker=trainer-0").json()["text"] for name in
+            ("steady", "crashy")}  # fmt: skip
+    assert "trainer 0 of 2 attempt 2 starts at pass 3 (restarted because: " in logs["crashy"], logs["crashy"][-3000:]
+    assert "trainer 1" in crashy.failures[0]["message"], crashy.failures  # the rank that was lost, named
+    finals = {name: re.findall(r"final loss \S+ weights \S+", text) for name, text in logs.items()}
+    assert finals["steady"] and finals["crashy"][-1:] == finals["steady"], finals
+    assert alive(crashy) == []
+
+
+def test_an_elastic_job_starts_with_the_trainers_that_fit_and_grows_when_room_frees(
+    alice_api: APIClient, bob_api: APIClient, alice: User, bob: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    """2 cores, bob's job on one: `-parallelism 1:2` starts with 1 trainer (world size 1); when bob's ends, it grows
+    (stopped with its grace after the pass it is in, which saved) and runs on from that checkpoint with 2."""
+    local_dc.capacity_cpu, local_dc.elastic_grow_after, local_dc.preemption_grace = "2", 5, 10
+    local_dc.save()
+    put_package(local_dc, bob, "busy", Path(__file__).parent / "fake_package")
+    busy = {"jobname": "busy", "entry": "python train.py", "cpu": "1", "env": {"FAKE_STEPS": "150"},
+            "package": "/pfs/local/home/bob/jobs/busy"}  # fmt: skip
+    assert bob_api.post("/api/v1/jobs", busy, format="json").status_code == 201
+    wait_for(lambda: Job.objects.filter(name="busy", state="running").first(), "bob's job running", 60, watch=worker)
+    put_package(local_dc, alice, "grow", Path(__file__).parent / "collective_restart_package")
+    spec = {"jobname": "grow", "entry": "python train.py", "parallelism": 2, "min_parallelism": 1, "cpu": "1",
+            "memory": "1Gi", "passes": 40, "env": {"PASS_PAUSE": "1"}}  # fmt: skip
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    done = finished("grow", worker, timeout=400)
+    assert (done.state, done.attempt, done.trainers) == ("succeeded", 2, 2), done.message
+    text = alice_api.get("/api/v1/jobs/grow/logs?worker=trainer-0").json()["text"]
+    first = re.search(r"trainer 0 of 1 attempt 1 starts at pass 0", text)
+    grown = re.search(r"trainer 0 of 2 attempt 2 starts at pass (\d+)", text)
+    assert first and grown and int(grown.group(1)) >= 1, text[-3000:]
+    said = [e.message for e in done.events.all()]
+    assert any("with 1 trainers" in m for m in said) and any("growing from 1 to 2 trainers" in m for m in said), said
+    assert Job.objects.get(name="busy").state == "succeeded"

@@ -104,10 +104,13 @@ def test_only_failures_a_restart_can_mend_are_restarted(local_dc: Datacenter, al
     assert restarts.failed(quota, Reason.OOM_KILLED, "trainer 0 was OOM-killed", 137) is None
     quota.refresh_from_db()
     assert (quota.state, quota.reason, quota.restarts) == (JobState.QUEUED, Reason.RESTARTING, 1)
-    assert quota.preempted_at is not None and not restarts.waited(quota)  # its backoff: 5 s
+    assert quota.preempted_at is not None and restarts.waited(quota)  # the first failure at a checkpoint: no backoff
     assert quota.failures[0]["exit_code"] == 137 and quota.failures[0]["checkpoint_step"] == 30
-    assert "restarting from its checkpoint of step 30 as attempt 2 (restart 1 of 3) in 5 s" in quota.message
-    assert [restarts.backoff(n).total_seconds() for n in (1, 2, 3, 4, 5, 9)] == [5, 10, 20, 40, 60, 60]
+    assert "restarting from its checkpoint of step 30 as attempt 2 (restart 1 of 3)" in quota.message
+    assert [restarts.backoff(n).total_seconds() for n in (1, 2, 3, 4, 5, 6, 9)] == [0, 5, 10, 20, 40, 60, 60]
+    # The backoff grows only while failures repeat at one checkpoint: a run that got further starts again soon.
+    steps = [{"checkpoint_step": s} for s in (None, 10, 20, 20, 30)]
+    assert [restarts.streak(steps[: n + 1]) for n in range(5)] == [1, 1, 1, 2, 1]
 
 
 @pytest.mark.django_db

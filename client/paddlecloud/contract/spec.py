@@ -29,6 +29,7 @@ MAX_ENV_VALUE = 32768
 # (minimum, maximum) of the integer fields.
 LIMITS = {
     "parallelism": (1, 1000),
+    "min_parallelism": (1, 1000),  # an elastic collective job's fewest trainers (parallelism: its most)
     "pservers": (0, 100),
     "gpu": (0, 64),
     "passes": (1, 100000),
@@ -123,6 +124,16 @@ def entry_problem(value: object) -> str | None:
             'would train alone as rank 0 of 1; run your script itself, e.g. "python train.py", and set '
             "-parallelism and -pservers"
         )
+    return None
+
+
+def elastic_problem(min_parallelism: int, parallelism: int, pservers: int) -> str | None:
+    """What is wrong with an elastic size (min_parallelism to parallelism trainers), or None."""
+    if min_parallelism > parallelism:
+        return f"must be at most parallelism ({parallelism}): an elastic job runs with min_parallelism to parallelism"
+    if pservers and min_parallelism < parallelism:
+        return ("an elastic size is for collective jobs (pservers 0): a parameter-server job's trainers and pservers "
+                "run as one fixed set")  # fmt: skip
     return None
 
 

@@ -44,7 +44,8 @@ def _default_jobname(package: str) -> str:
 @click.option("-cpu", "--cpu", default="1", show_default=True, help="CPU for each trainer: 2, 0.5 or 500m.")
 @click.option("-gpu", "--gpu", type=int, default=0, show_default=True, help="GPUs for each trainer.")
 @click.option("-memory", "--memory", default="1Gi", show_default=True, help="Memory for each trainer: 1Gi, 512Mi.")
-@click.option("-parallelism", "--parallelism", type=int, default=1, show_default=True, help="Number of trainers.")
+@click.option("-parallelism", "--parallelism", default="1", show_default=True, metavar="N|MIN:MAX",
+              help="Number of trainers; MIN:MAX (collective mode): elastic, it starts with as many as fit and grows.")
 @click.option("-pservers", "--pservers", type=int, default=0, show_default=True,
               help="Number of parameter servers (0: collective mode).")
 @click.option("-pscpu", "--pscpu", default="1", show_default=True, help="CPU for each parameter server.")
@@ -150,12 +151,24 @@ def submit(ctx: click.Context, /, package: str, **flags: Any) -> None:
         note(f"follow it with: paddlectl logs -f {job['name']}")
 
 
+def _parallelism(text: str) -> dict[str, int]:
+    """-parallelism N, or MIN:MAX for an elastic job: the spec's parallelism (and min_parallelism)."""
+    least, colon, most = text.partition(":")
+    try:
+        sizes = {"parallelism": int(most if colon else least)}
+        if colon:
+            sizes["min_parallelism"] = int(least)
+    except ValueError:
+        raise UsageProblem(f"-parallelism: {text!r} is not a whole number or MIN:MAX (e.g. 4, or 2:4)") from None
+    return sizes
+
+
 def _submit_body(jobname: str, flags: dict[str, Any]) -> dict[str, Any]:
     """The job spec sent to the portal, from submit's flags."""
     body = {
         "jobname": jobname,
         "entry": flags["entry"],
-        "parallelism": flags["parallelism"],
+        **_parallelism(flags["parallelism"]),
         "pservers": flags["pservers"],
         "cpu": flags["cpu"],
         "memory": flags["memory"],

@@ -39,6 +39,7 @@ PARAMETERS = {
     "jobname": "job_name",
     "entry": "entry_point",
     "parallelism": "trainers",
+    "min_parallelism": "min_trainers",
     "pservers": "pservers",
     "cpu": "cpu_nums",
     "memory": "memory",
@@ -150,6 +151,7 @@ class PaddleJob:
         registry: str = "",
         max_retries: int = 0,
         max_restarts: int = 0,
+        min_trainers: int | None = None,
         pending_timeout: int | None = None,
         stall_timeout: int | None = None,
         stall_action: str | None = None,
@@ -214,6 +216,7 @@ class PaddleJob:
         self.registry = registry
         self.max_retries = max_retries
         self.max_restarts = max_restarts  # whole-job restarts from the latest checkpoint after a failure
+        self.min_trainers = min_trainers  # elastic (collective): runs with min_trainers..trainers, as many as fit
         self.pending_timeout = pending_timeout
         self.stall_timeout = stall_timeout  # seconds without a trainer's log line: Stalled; None: the datacenter's
         self.stall_action = stall_action  # "warn" (the portal's default) or "fail"
@@ -252,6 +255,7 @@ class PaddleJob:
         optional = {
             "params": self.params or None, "after": self.after or None, "resume_from": self.resume_from,
             "keep": self.keep, "max_restarts": self.max_restarts or None, "pending_timeout": self.pending_timeout,
+            "min_parallelism": self.min_trainers,
             "stall_timeout": self.stall_timeout,
             "stall_action": self.stall_action or None, "datacenter": self.datacenter or None,
             "priority": self.priority or None, "no_preempt": True if self.no_preempt else None,

@@ -20,6 +20,7 @@ FLAGS = {
     "package": "PACKAGE",
     "entry": "-entry",
     "parallelism": "-parallelism",
+    "min_parallelism": "-parallelism",
     "pservers": "-pservers",
     "cpu": "-cpu",
     "memory": "-memory",
@@ -93,6 +94,9 @@ def _problems(spec: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
             yield field, rules.quantity_problem(field, spec[field])
     if spec.get("stall_action") not in (None, *rules.STALL_ACTIONS):
         yield "stall_action", f"must be one of {', '.join(rules.STALL_ACTIONS)}"
+    if spec.get("min_parallelism") is not None:
+        sizes = (int(spec["min_parallelism"]), int(spec.get("parallelism") or 1), int(spec.get("pservers") or 0))
+        yield "min_parallelism", rules.elastic_problem(*sizes)
     yield "env", rules.env_problem(spec.get("env") or {}, int(spec.get("pservers") or 0))
     bad_param = rules.params_problem(spec.get("params") or {})
     if bad_param:
