@@ -117,6 +117,7 @@ def test_carol_adds_a_kubernetes_datacenter_and_the_kubeconfig_is_never_shown(ca
         "reserve_after": "600",
         "preemption_delay": "60",
         "preemption_grace": "30",
+        "elastic_grow_after": "60",
         "team_quotas-TOTAL_FORMS": "0",
         "team_quotas-INITIAL_FORMS": "0",
         "team_quotas-MIN_NUM_FORMS": "0",
