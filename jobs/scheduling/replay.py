@@ -85,8 +85,9 @@ def _decay(world: World, seconds: float, half_life: float) -> None:
 
 
 def _any_fits(waiting: Iterable[Candidate], world: World) -> bool:
-    """Some waiting job fits the free capacity: the policy's first condition, so none does where this is False."""
-    return any(not world.capacity.over(world.in_use + c.request) for c in waiting)
+    """Some waiting job fits the free capacity (an elastic one with its fewest trainers): the policy's first
+    condition, so none does where this is False."""
+    return any(not world.capacity.over(world.in_use + c.sizes()[-1].request) for c in waiting)
 
 
 def _age(waiting: dict[int, Candidate], elapsed: float, reserve_after: float) -> None:

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter
 from jobs.models import EventKind, Job, JobState, Reason
-from jobs.scheduling import cycle, elastic, policy, shapes
+from jobs.scheduling import cycle, elastic, forecast, policy, shapes
 from tests.jobs.conftest import put_package
 from tests.jobs.test_queue_api import make_job
 
@@ -81,3 +81,15 @@ def test_an_elastic_job_does_not_grow_into_room_another_job_waits_for(two_cores:
     Job.objects.filter(name="big").update(cpu_request=2)
     cycle.schedule(two_cores)
     assert Job.objects.get(pk=grow.pk).state == JobState.RUNNING
+
+
+def test_the_forecast_starts_an_elastic_job_in_the_room_its_fewest_trainers_need(
+    two_cores: Datacenter, alice: User, bob: User
+) -> None:
+    make_job(two_cores, bob, "busy", state=JobState.RUNNING, admitted_at=timezone.now(), started_at=timezone.now())
+    Job.objects.filter(name="busy").update(cpu_request=Decimal("1.5"))
+    grow = make_job(two_cores, alice, "grow", min_trainers=1, max_trainers=2)  # 2 x 0.5 cores; 0.5 are free
+    Job.objects.filter(pk=grow.pk).update(cpu_request=1)
+    place = forecast.places(two_cores)[grow.pk]
+    assert place.position == 1 and place.estimated_start is not None  # it starts now, with 1 trainer
+    assert abs((place.estimated_start - timezone.now()).total_seconds()) < 5
