@@ -27,6 +27,9 @@ CACHES = {
 # SQLite's try-locks (core/locks.py) are files: one folder per run, so two xdist workers, each with its own database
 # and so the same datacenter ids, never take each other's "schedule-1" (PostgreSQL's are per database already).
 PADDLECLOUD_LOCK_DIR = VAR_DIR / "locks" / _run
+# The local engine's process events (jobs/engines/local/events.py): one pipe per run, or one run's control worker
+# reads (and drops) a line meant for another's job, which then waits for a periodic reconcile.
+PADDLECLOUD_EVENTS_PIPE = VAR_DIR / "local-engine" / f"events-{_run}"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only; never in production
 
 # Every task of this run goes to its own queue: a `make run` worker on the same broker never takes it.
