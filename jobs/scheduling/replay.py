@@ -15,6 +15,7 @@ Bounded: at most MAX_STEPS moments are replayed; the caller passes a bounded num
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -111,11 +112,12 @@ def replay(
     """Each waiting job's forecast, by job id; a job missing from the answer has none (it waits past an end that
     is unknown, past MAX_STEPS, or could never fit). `world` is the cycle's, and is changed."""
     half_life = max(half_life, 1.0)
-    ends: list[tuple[float, int, Holder]] = []  # a heap of the known ends
-    for holder in holders:
-        if holder.end is not None:
-            heapq.heappush(ends, (max(holder.end, now), holder.job_id, holder))
     waiting = {c.job_id: c for c in candidates}
+    ends: list[tuple[float, int, Holder]] = []  # a heap of the known ends; `order` keeps its entries apart
+    order = itertools.count()
+    for holder in holders:  # a job admitted between the caller's two reads is a candidate here, not a holder
+        if holder.end is not None and holder.job_id not in waiting:
+            heapq.heappush(ends, (max(holder.end, now), next(order), holder))
     found: dict[int, Forecast] = {}
     moment, sure = now, NOW
     for _ in range(MAX_STEPS):
@@ -129,7 +131,7 @@ def replay(
                 if end is not None:
                     holder = Holder(job_id, candidate.owner_id, candidate.request, moment, end, expected.basis,
                                     candidate.team)  # fmt: skip
-                    heapq.heappush(ends, (end, job_id, holder))
+                    heapq.heappush(ends, (end, next(order), holder))
         if not waiting or not ends:
             break
         upcoming = ends[0][0]
