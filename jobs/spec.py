@@ -10,10 +10,12 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from paddlecloud.contract import keeping, predecessors
 from paddlecloud.contract import spec as rules
 from rest_framework import serializers
 
+from core import addresses
 from core.api.serializers import StrictSerializer
 
 
@@ -127,6 +129,8 @@ class JobSpecSerializer(StrictSerializer):
 
     def validate_notify(self, value: object) -> object:
         _raise(rules.notify_problem(value))
+        if isinstance(value, dict) and value.get("webhook"):  # the form is checked: where it points, now
+            _raise(addresses.url_problem(value["webhook"], settings.PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE))
         return value
 
     def validate_after(self, value: object) -> object:

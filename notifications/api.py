@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from paddlecloud.contract import spec as rules
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import addresses
 from core.api.serializers import StrictSerializer
 from notifications.models import NotifyPreference
+
+
+def webhook_problem(url: str) -> str | None:
+    """The URL's form (the contract's rule), then where it points (core.addresses): refused when saved, not sent."""
+    return rules.webhook_url_problem(url) or addresses.url_problem(url, settings.PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE)
 
 
 class PreferenceSerializer(StrictSerializer):
@@ -17,7 +24,7 @@ class PreferenceSerializer(StrictSerializer):
     webhook = serializers.CharField(max_length=rules.MAX_WEBHOOK_URL, allow_blank=True, default="")
 
     def validate_webhook(self, value: str) -> str:
-        problem = rules.webhook_url_problem(value) if value else None
+        problem = webhook_problem(value) if value else None
         if problem:
             raise serializers.ValidationError(problem)
         return value

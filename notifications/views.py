@@ -1,4 +1,4 @@
-"""The notifications page: the user's default (email, webhook) with the API's rules, and "send a test"."""
+"""The notifications page: the user's default (email, webhook) by the API's rules, a test, the recent deliveries."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from notifications import services
 from notifications.api import PreferenceSerializer
-from notifications.models import NotifyPreference
+from notifications.models import Delivery, NotifyPreference
 
 
 @login_required
@@ -32,7 +32,19 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         errors = {key: [str(v) for v in value] for key, value in checked.errors.items()}
         values = {"email": email, "webhook": webhook[:2000]}
         status = 400
-    return render(request, "notifications/settings.html", {"values": values, "errors": errors}, status=status)
+    context = {"values": values, "errors": errors, "deliveries": recent_deliveries(user_id)}
+    return render(request, "notifications/settings.html", context, status=status)
+
+
+RECENT_DELIVERIES = 10
+
+
+def recent_deliveries(user_id: int) -> list[Delivery]:
+    """The user's newest deliveries (a failed one with its error): what only the admin showed before."""
+    mine = Delivery.objects.filter(job__owner_id=user_id).select_related("job").only(
+        "channel", "state", "attempts", "error", "created_at", "sent_at", "job__name", "job__uid"
+    )
+    return list(mine.order_by("-created_at", "-pk")[:RECENT_DELIVERIES])
 
 
 @login_required

@@ -1,7 +1,7 @@
 """POST a JSON body to a user's webhook: to a public address only, pinned to the address that was checked.
 
-The name is resolved once, every address it gives must be public (unless the operator allows
-private ones: PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE), and the connection goes to that checked address
+The name is resolved once, every address it gives must be public by core/addresses.py's rule (unless the operator
+allows private ones: PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE), and the connection goes to that checked address
 (with the URL's Host and TLS name), so a name that re-resolves to 127.0.0.1 between the check and
 the connection (DNS rebinding) reaches nothing new. No redirects, a bounded answer, and one deadline
 for the whole POST, from connect to the end of the answer: a receiver that trickles its answer a
@@ -11,7 +11,6 @@ byte at a time (each read in time) is cut there, so it holds a worker slot for a
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import json
 import socket
 import ssl
@@ -24,6 +23,8 @@ from urllib.parse import SplitResult, urlsplit
 
 import certifi
 
+from core import addresses
+
 ANSWER_LIMIT = 64 * 1024  # bytes of the answer's body read (it is not used)
 
 
@@ -35,54 +36,15 @@ class WebhookTransient(Exception):
     """Worth retrying later: no connection, a timeout, a 5xx or 429."""
 
 
-# IPv6 forms that carry an IPv4 address in their low 32 bits: IPv4-compatible (::a.b.c.d, deprecated),
-# IPv4-translated (::ffff:0:a.b.c.d, SIIT) and the well-known NAT64 prefix (RFC 6052). A host or
-# gateway that speaks them reaches that IPv4 address.
-_LOW_32_BITS_CARRY_IPV4 = tuple(ipaddress.IPv6Network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
-# Not global, though Python before 3.12 says they are: local-use NAT64 (RFC 8215: its IPv4 address may
-# sit at several places) and site-local.
-_PRIVATE_V6 = tuple(ipaddress.IPv6Network(n) for n in ("64:ff9b:1::/48", "fec0::/10"))
-
-
-def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    """The IPv4 addresses an IPv6 address stands for: mapped, compatible, NAT64, 6to4, Teredo; [] if none."""
-    if ip.ipv4_mapped:
-        return [ip.ipv4_mapped]
-    if ip.sixtofour:
-        return [ip.sixtofour]
-    if ip.teredo:
-        return list(ip.teredo)  # the relay server and the client's own address
-    if _in(ip, _LOW_32_BITS_CARRY_IPV4):
-        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
-    return []
-
-
-def _allowed(address: str, allow_private: bool) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    # Decide on where the packets really go: an IPv6 form of 127.0.0.1 is 127.0.0.1.
-    embedded = embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else []
-    targets: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [*embedded] or [ip]
-    if any(target.is_unspecified or target.is_multicast for target in targets):
-        return False
-    return allow_private or all(target.is_global and not _in(target, _PRIVATE_V6) for target in targets)
-
-
-def _in(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, networks: tuple[ipaddress.IPv6Network, ...]) -> bool:
-    return any(ip in network for network in networks)
-
-
 def resolve_checked(host: str, port: int, allow_private: bool) -> str:
     """The one address the POST goes to; WebhookRefused if any address of the name is not allowed."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
+        found = addresses.resolve(host, port)
+    except (OSError, UnicodeError) as exc:
         raise WebhookTransient(f"cannot resolve {host}: {exc}") from None
-    addresses = [str(info[4][0]) for info in infos]
-    refused = [a for a in addresses if not _allowed(a, allow_private)]
-    if refused or not addresses:
-        where = refused[0] if refused else "nothing"
-        raise WebhookRefused(f"{host} resolves to {where}, which is not a public address")
-    return addresses[0]
+    if not found or not all(addresses.allowed(address, allow_private) for address in found):
+        raise WebhookRefused(addresses.refusal(host, found, allow_private))
+    return found[0]
 
 
 @contextmanager

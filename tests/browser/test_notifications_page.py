@@ -72,14 +72,18 @@ def test_a_webhook_set_on_the_page_receives_the_test(
     assert logged_in.problems == []
 
 
-def test_a_private_webhook_is_refused_and_the_page_says_why(
+def test_a_private_webhook_is_refused_when_saved_and_the_page_says_why(
     logged_in: Page, alice: User, receiver: ThreadingHTTPServer
 ) -> None:
-    save_webhook(logged_in, f"http://127.0.0.1:{receiver.server_port}/hook")
-    logged_in.page.click('[data-testid="notify-test"]')
-    assert "not a public address" in logged_in.page.inner_text(".message.error")
+    page = logged_in.page
+    logged_in.goto("/profile/notifications/")
+    page.fill("#n-webhook", f"http://127.0.0.1:{receiver.server_port}/hook")
+    page.click('[data-testid="notify-save"]')
+    page.wait_for_selector('[data-testid="error-summary"] a[href="#n-webhook"]')
+    assert "127.0.0.1 is not a public address" in page.inner_text('[data-testid="error-summary"]')
+    assert not NotifyPreference.objects.filter(user=alice).exists()
     assert receiver.bodies == []  # type: ignore[attr-defined]
-    assert logged_in.problems == []
+    assert logged_in.problems and all("status of 400" in problem for problem in logged_in.problems)
 
 
 def test_a_bad_webhook_is_summarised_on_its_field(logged_in: Page, alice: User) -> None:

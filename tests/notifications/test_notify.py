@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -13,6 +14,7 @@ from django.contrib.auth.models import User
 from django.core import mail
 from rest_framework.test import APIClient
 
+from core import addresses
 from datacenters.models import Datacenter
 from jobs.models import Job, JobState
 from jobs.states import transition
@@ -195,19 +197,19 @@ def test_private_and_special_addresses_are_refused(address: str) -> None:
     ],
 )  # fmt: skip
 def test_ipv6_forms_of_a_private_ipv4_address_are_refused(address: str) -> None:
-    assert not webhook._allowed(address, allow_private=False)
+    assert not addresses.allowed(address, allow_private=False)
     with pytest.raises(webhook.WebhookRefused):
         webhook.resolve_checked(address, 80, allow_private=False)
 
 
 @pytest.mark.parametrize("address", ["::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2606:4700::1111"])
 def test_ipv6_forms_of_a_public_address_pass(address: str) -> None:
-    assert webhook._allowed(address, allow_private=False)
+    assert addresses.allowed(address, allow_private=False)
 
 
 @pytest.mark.parametrize("address", ["::ffff:224.0.0.1", "64:ff9b::", "2002:e000:1::1", "::"])
 def test_an_embedded_multicast_or_unspecified_address_is_refused_even_where_private_is_allowed(address: str) -> None:
-    assert not webhook._allowed(address, allow_private=True)
+    assert not addresses.allowed(address, allow_private=True)
 
 
 def test_a_name_that_resolves_to_loopback_is_refused() -> None:
@@ -250,3 +252,42 @@ def test_the_profile_default_is_read_and_set_by_api(alice_api: APIClient, bob_ap
     assert bob_api.get("/api/v1/notifications").json() == {"email": False, "webhook": ""}
     bad = alice_api.put("/api/v1/notifications", {"email": True, "webhook": "javascript:alert(1)"}, format="json")
     assert bad.status_code == 400 and [e["field"] for e in bad.json()["errors"]] == ["webhook"]
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/hook", "http://2130706433/x", "http://[::ffff:10.0.0.1]/x",
+                                 "http://169.254.169.254/latest", "http://localhost:8000/hook"])  # fmt: skip
+def test_a_webhook_that_points_at_a_private_address_is_refused_when_saved_or_submitted(
+    alice_api: APIClient, local_dc: Datacenter, url: str, settings: Any
+) -> None:
+    settings.PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = False
+    saved = alice_api.put("/api/v1/notifications", {"email": True, "webhook": url}, format="json")
+    assert saved.status_code == 400 and [e["field"] for e in saved.json()["errors"]] == ["webhook"]
+    assert "not a public address" in saved.json()["errors"][0]["message"]
+    assert not NotifyPreference.objects.exists()
+    spec = {"jobname": "fit", "entry": "python train.py", "notify": {"webhook": url}}
+    for query in ("?dry_run=1", ""):
+        checked = alice_api.post(f"/api/v1/jobs{query}", spec, format="json")
+        assert checked.status_code == 400 and [e["field"] for e in checked.json()["errors"]] == ["notify"]
+    assert not Job.objects.exists()
+
+
+def test_a_private_webhook_is_saved_where_the_operator_allows_private_addresses(
+    alice_api: APIClient, settings: Any
+) -> None:
+    settings.PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = True
+    private = {"email": False, "webhook": "http://127.0.0.1:9/hook"}
+    assert alice_api.put("/api/v1/notifications", private, format="json").status_code == 200
+
+
+def test_a_name_that_resolves_slowly_or_not_at_all_is_left_to_the_senders_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def hangs(host: str, port: int) -> list[str]:
+        time.sleep(5)  # a resolver that does not answer: the save must not wait for it
+        return ["127.0.0.1"]
+
+    started = time.monotonic()
+    assert addresses.url_problem("https://hooks.example.com/x", allow_private=False) is None  # no such name here
+    monkeypatch.setattr(addresses, "resolve", hangs)
+    assert addresses.url_problem("https://slow.example.com/x", allow_private=False, wait=0.2) is None
+    assert time.monotonic() - started < 4  # bounded: the hung lookup holds a thread of the check's pool, no more

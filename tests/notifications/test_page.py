@@ -7,8 +7,10 @@ from django.contrib.auth.models import User
 from django.core import mail
 from django.test import Client
 
+from datacenters.models import Datacenter
+from jobs.models import Job
 from jobs.web.forms import initial_from_spec
-from notifications.models import NotifyPreference
+from notifications.models import Delivery, NotifyPreference
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -58,3 +60,23 @@ def test_a_cloned_job_keeps_its_notify_as_the_forms_text() -> None:
     assert initial_from_spec(spec, with_env_values=True)["notify"] == "email,webhook=https://h.example.com/x"
     assert initial_from_spec({"notify": {"email": False, "webhook": ""}}, with_env_values=True)["notify"] == "none"
     assert "notify" not in initial_from_spec({"entry": "x"}, with_env_values=True)  # the default applies
+
+
+def test_a_private_webhook_is_refused_when_saved_on_the_page(alice: User) -> None:
+    answer = logged_in(alice).post("/profile/notifications/", {"email": "on", "webhook": "http://127.0.0.1:9/hook"})
+    assert answer.status_code == 400 and b'href="#n-webhook"' in answer.content
+    assert "127.0.0.1 is not a public address" in answer.content.decode()
+    assert not NotifyPreference.objects.filter(user=alice).exists()  # nothing half-saved: not even the email
+
+
+def test_the_page_lists_the_users_recent_deliveries_with_what_went_wrong(
+    alice: User, bob: User, local_dc: Datacenter
+) -> None:
+    mine = Job.objects.create(owner=alice, datacenter=local_dc, name="told", uid="told-ab12c", spec={})
+    theirs = Job.objects.create(owner=bob, datacenter=local_dc, name="secret", uid="secret-ab12c", spec={})
+    Delivery.objects.create(job=mine, channel="webhook", target="https://h.example.com/x", state="failed",
+                            attempts=5, error="POST h.example.com: HTTP 503")  # fmt: skip
+    Delivery.objects.create(job=theirs, channel="email", target="bob@example.com", state="sent")
+    table = logged_in(alice).get("/profile/notifications/").content.decode()
+    assert 'data-testid="deliveries"' in table and "told" in table and "POST h.example.com: HTTP 503" in table
+    assert "secret" not in table and "bob@example.com" not in table
