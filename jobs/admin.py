@@ -14,8 +14,8 @@ from django.utils.html import format_html
 
 from core.errors import Conflict
 from jobs import services
-from jobs.models import GpuAssignment, Job, JobEvent, Runtime, SchedulingPolicy, UsageRecord, Worker
-from jobs.scheduling import strategies
+from jobs.models import GpuAssignment, Job, JobEvent, PriorityClass, Runtime, SchedulingPolicy, UsageRecord, Worker
+from jobs.scheduling import priorities, strategies
 from jobs.web import admin_display
 
 
@@ -207,3 +207,23 @@ class SchedulingPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     form = SchedulingPolicyForm
     list_display = ["datacenter", "order", "backfill", "victims", "settings"]
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """The priority classes users submit with (jobs.scheduling.priorities): who may use each, and its value.
+
+    A value is read at submit and kept on the job, so a change orders the jobs submitted after it. The default
+    class (`normal`) is what a submit without one gets: it can be edited but not renamed or deleted."""
+
+    list_display = ["name", "value", "open_to_all", "may_opt_out", "description"]
+    search_fields = ["name", "description"]
+    filter_horizontal = ["users", "groups"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: PriorityClass | None = None) -> list[str]:
+        return ["name"] if obj is not None and obj.name == priorities.DEFAULT else []
+
+    def has_delete_permission(self, request: HttpRequest, obj: PriorityClass | None = None) -> bool:
+        if obj is not None and obj.name == priorities.DEFAULT:
+            return False
+        return super().has_delete_permission(request, obj)
