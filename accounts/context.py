@@ -10,4 +10,4 @@ from django.http import HttpRequest
 
 
 def site(request: HttpRequest) -> dict[str, Any]:
-    return {"signup_enabled": settings.PADDLECLOUD_SIGNUP_ENABLED, "portal_version": paddlecloud.__version__}
+    return {"signup_enabled": settings.PADDLECLOUD_SIGNUP != "closed", "portal_version": paddlecloud.__version__}

@@ -39,3 +39,12 @@ def revoke_all_tokens(user: User) -> int:
 
 def revoke_token(token: ApiToken) -> None:
     ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+
+@transaction.atomic
+def deactivate(user: User) -> None:
+    """The account can no longer log in or call the API: inactive (Django's ModelBackend then refuses its
+    sessions at their next request) and every token revoked (they would be refused too: belt and braces)."""
+    get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+    revoke_all_tokens(user)

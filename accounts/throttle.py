@@ -1,4 +1,4 @@
-"""Login throttling: one rule for the API, the login page and the admin login.
+"""Login and signup throttling: one rule for the API, the login page and the admin login; one for signups.
 
 Failed logins are counted in the default cache (Redis when PADDLECLOUD_CACHE_URL is set, so every
 web host shares them) three ways, each with its own rate:
@@ -13,6 +13,9 @@ counted under one lock (the cache's, shared by every web worker): parallel guess
 check before any of them is counted. A successful login takes its attempt back and clears its
 username's two counts; the address count keeps the rest, so an attacker who owns one account cannot
 wipe the count of the guesses they make at others.
+
+Signups are counted the same way per client address (PADDLECLOUD_SIGNUP_RATE), so one address cannot make
+accounts by the dozen, each with the default quota.
 """
 
 from __future__ import annotations
@@ -84,21 +87,35 @@ def _exclusive() -> AbstractContextManager[object]:
     return exclusive("login-throttle") if exclusive is not None else _PROCESS_LOCK
 
 
-def begin(request: HttpRequest, username: str) -> int | None:
-    """Count this attempt as a failed login before its password is checked; None to go on, or (a count
-    being full, nothing counted) the seconds until this address and username may try again."""
-    now = time.time()
-    counters = [(key, *parse_rate(rate)) for key, rate in _counters(request, username)]
+def _take(counts: list[tuple[str, str]], now: float) -> int | None:
+    """Add `now` to each (cache key, rate) count; None, or (one being full, nothing added) the seconds to wait."""
+    counters = [(key, *parse_rate(rate)) for key, rate in counts]
     with _exclusive():
         recent = {key: _recent(key, now, window) for key, _, window in counters}
         waits = [recent[key][-limit] + window - now for key, limit, window in counters if len(recent[key]) >= limit]
         if waits:
             return max(1, math.ceil(max(waits)))
         for key, limit, window in counters:
-            # Only the newest `limit` failures matter, so the list never grows past that.
+            # Only the newest `limit` stamps matter, so the list never grows past that.
             cache.set(key, [*recent[key], now][-limit:], window)
-    setattr(request, _ATTEMPT, now)
     return None
+
+
+def begin(request: HttpRequest, username: str) -> int | None:
+    """Count this attempt as a failed login before its password is checked; None to go on, or (a count
+    being full, nothing counted) the seconds until this address and username may try again."""
+    now = time.time()
+    wait = _take(_counters(request, username), now)
+    if wait is None:
+        setattr(request, _ATTEMPT, now)
+    return wait
+
+
+def signup(request: HttpRequest) -> int | None:
+    """Count an account about to be made from this request's address (PADDLECLOUD_SIGNUP_RATE); None to go on,
+    or the seconds until this address may make another. Counted before the account is made, under the lock:
+    parallel signups from one address cannot all pass the check."""
+    return _take([(f"signups:addr:{client_address(request)}", settings.PADDLECLOUD_SIGNUP_RATE)], time.time())
 
 
 def succeeded(request: HttpRequest, username: str) -> None:

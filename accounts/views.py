@@ -1,4 +1,4 @@
-"""Pages: the throttled logins, signup (switchable, optional approval), the profile with the API token."""
+"""Pages: the throttled logins, signup (open, approval or closed; throttled), the profile with the API token."""
 
 from __future__ import annotations
 
@@ -88,19 +88,28 @@ class SignupForm(UserCreationForm):  # type: ignore[type-arg]
 
 
 def signup(request: HttpRequest) -> HttpResponse:
-    if not settings.PADDLECLOUD_SIGNUP_ENABLED:
-        raise Http404("signup is switched off; ask an operator for an account")
+    """PADDLECLOUD_SIGNUP: open (active at once), approval (staff activate it: accounts/admin.py), closed (404)."""
+    mode = settings.PADDLECLOUD_SIGNUP
+    if mode == "closed":
+        raise Http404("signup is closed; ask an operator for an account")
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        wait = throttle.signup(request)  # only a valid form counts: a typo costs no one a signup
+        if wait is not None:
+            form.add_error(None, f"Too many accounts were made from your address; try again in {wait} seconds.")
+            response = render(request, "accounts/signup.html", {"form": form, "mode": mode}, status=429)
+            response["Retry-After"] = str(wait)
+            return response
         user = form.save(commit=False)
-        user.is_active = not settings.PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL
+        user.is_active = mode == "open"
         user.save()
         if user.is_active:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             return redirect("home")
         messages.info(request, "Account created. An operator must approve it before you can log in.")
         return redirect("login")
-    return render(request, "accounts/signup.html", {"form": form})
+    status = 400 if request.method == "POST" else 200
+    return render(request, "accounts/signup.html", {"form": form, "mode": mode}, status=status)
 
 
 def _user(request: HttpRequest) -> User:

@@ -69,7 +69,9 @@ def generated_secrets_are_private(app_configs: Any = None, **kwargs: Any) -> lis
 @register()
 def login_rate(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     errors = []
-    for name in ("PADDLECLOUD_LOGIN_RATE", "PADDLECLOUD_LOGIN_USER_RATE", "PADDLECLOUD_LOGIN_ADDRESS_RATE"):
+    rates = ("PADDLECLOUD_LOGIN_RATE", "PADDLECLOUD_LOGIN_USER_RATE", "PADDLECLOUD_LOGIN_ADDRESS_RATE",
+             "PADDLECLOUD_SIGNUP_RATE")  # fmt: skip
+    for name in rates:
         try:
             parse_rate(getattr(settings, name))
         except ValueError as exc:

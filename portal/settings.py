@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from cryptography.fernet import Fernet
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_int, env_list, env_secret, env_str, generated_secret
+from core.env import env_bool, env_choice, env_int, env_list, env_secret, env_str, generated_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PADDLECLOUD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -212,8 +213,12 @@ PERMISSIONS_POLICY: dict[str, list[str]] = {
 PADDLECLOUD_INSTANCE = env_str("PADDLECLOUD_INSTANCE", "")
 
 # --- PaddleCloud -----------------------------------------------------------------------------
-PADDLECLOUD_SIGNUP_ENABLED = env_bool("PADDLECLOUD_SIGNUP_ENABLED", True)
-PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL = env_bool("PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL", False)
+# Signup (accounts/views.py): `open` suits the embedded portal on one machine; a shared portal asks for approval.
+PADDLECLOUD_SIGNUP = env_choice("PADDLECLOUD_SIGNUP", ("open", "approval", "closed"), "open")
+PADDLECLOUD_SIGNUP_RATE = env_str("PADDLECLOUD_SIGNUP_RATE", "5/h")
+for _replaced in ("PADDLECLOUD_SIGNUP_ENABLED", "PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL"):
+    if _replaced in os.environ:
+        raise ImproperlyConfigured(f"{_replaced} is replaced by PADDLECLOUD_SIGNUP=open|approval|closed")
 PADDLECLOUD_TOKEN_TTL_DAYS = env_int("PADDLECLOUD_TOKEN_TTL_DAYS", 30, minimum=1)
 # Failed logins allowed (accounts/throttle.py): per (client address, username), per username
 # from anywhere, and per client address over all usernames (high: many users may share one address).

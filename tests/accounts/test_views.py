@@ -1,8 +1,12 @@
-"""Pages: login, signup (switchable, optional approval), profile token with regenerate, CSRF on forms."""
+"""Pages: login, signup (open, approval, closed; throttled per address), profile token with regenerate, CSRF."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -47,7 +51,8 @@ def test_signup_creates_an_active_user_and_logs_in(db: None) -> None:
 
 
 def test_signup_with_approval_leaves_the_account_inactive(db: None, settings: SettingsWrapper) -> None:
-    settings.PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL = True
+    settings.PADDLECLOUD_SIGNUP = "approval"
+    assert "An operator approves each new account" in Client().get("/signup/").content.decode()
     response = Client().post(
         "/signup/",
         {"username": "erin", "email": "erin@example.com", "password1": PASSWORD, "password2": PASSWORD},
@@ -57,9 +62,11 @@ def test_signup_with_approval_leaves_the_account_inactive(db: None, settings: Se
     assert not User.objects.get(username="erin").is_active
 
 
-def test_signup_can_be_switched_off(db: None, settings: SettingsWrapper) -> None:
-    settings.PADDLECLOUD_SIGNUP_ENABLED = False
+def test_signup_can_be_closed(db: None, settings: SettingsWrapper) -> None:
+    settings.PADDLECLOUD_SIGNUP = "closed"
     assert Client().get("/signup/").status_code == 404
+    data = {"username": "mallory", "email": "m@example.com", "password1": PASSWORD, "password2": PASSWORD}
+    assert Client().post("/signup/", data).status_code == 404 and not User.objects.filter(username="mallory").exists()
     assert "Sign up" not in Client().get("/login/").content.decode()
 
 
@@ -74,7 +81,7 @@ def test_signup_can_be_switched_off(db: None, settings: SettingsWrapper) -> None
 def test_signup_errors_name_the_field(db: None, field: str, value: str, message: str) -> None:
     data = {"username": "frank", "email": "f@example.com", "password1": PASSWORD, "password2": PASSWORD, field: value}
     response = Client().post("/signup/", data)
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert message in response.content.decode()
     assert not User.objects.filter(email="f@example.com").exists()
 
@@ -130,3 +137,30 @@ def test_the_favicon_is_linked_from_every_page_and_answers_at_favicon_ico(db: No
     icon = finders.find("favicon.ico")
     assert icon and Path(str(icon)).read_bytes()[:4] == b"\0\0\1\0"  # an ICO header
     assert 'rel="icon" href="/static/favicon.svg"' in client.get("/login/").content.decode()
+
+
+def test_signups_from_one_address_are_limited(db: None, settings: SettingsWrapper) -> None:
+    settings.PADDLECLOUD_SIGNUP_RATE = "3/h"
+    client = Client(REMOTE_ADDR="203.0.113.7")
+
+    def sign_up(name: str, **extra: str) -> Any:
+        form = {"username": name, "email": f"{name}@example.com", "password1": PASSWORD, "password2": PASSWORD}
+        return client.post("/signup/", {**form, **extra})
+
+    assert sign_up("typo", password2="different").status_code == 400  # a form's error costs no signup
+    assert [sign_up(f"bot{i}").status_code for i in range(3)] == [302, 302, 302]
+    refused = sign_up("bot3")
+    assert refused.status_code == 429 and 3000 < int(refused["Retry-After"]) <= 3600
+    assert "Too many accounts were made from your address" in refused.content.decode()
+    assert not User.objects.filter(username="bot3").exists()
+    other = Client(REMOTE_ADDR="198.51.100.9").post(
+        "/signup/", {"username": "dave", "email": "d@example.com", "password1": PASSWORD, "password2": PASSWORD}
+    )
+    assert other.status_code == 302  # another address is not held back
+
+
+def test_a_replaced_signup_setting_stops_the_portal_with_its_replacement_named() -> None:
+    env = {**os.environ, "PADDLECLOUD_SIGNUP_ENABLED": "false", "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    run = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    assert run.returncode != 0 and "replaced by PADDLECLOUD_SIGNUP=open|approval|closed" in run.stderr

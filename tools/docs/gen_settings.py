@@ -48,6 +48,7 @@ READERS = {
     "env_bool": "`true` / `false`",
     "env_int": "integer",
     "env_list": "comma-separated list",
+    "env_choice": "one of {choices}",
     "env_secret": "secret, or a file named by `{name}_FILE`",
     "_env_int": "integer",
     "_env_float": "number",
@@ -73,6 +74,7 @@ class Read:
     default: Any = None  # the code's default, where it is a plain value
     has_default: bool = False
     minimum: Any = None
+    choices: tuple[Any, ...] = ()  # env_choice: the values it accepts
     comment: str = ""
     section: str = ""
 
@@ -195,7 +197,8 @@ def _default(call: ast.Call, reader: str) -> ast.expr | None:
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     if reader == "env_secret":
         return None
-    return keywords.get("default", call.args[1] if len(call.args) > 1 else None)
+    position = 2 if reader == "env_choice" else 1  # env_choice(name, choices, default)
+    return keywords.get("default", call.args[position] if len(call.args) > position else None)
 
 
 def reads(source: Source) -> Iterator[Read]:
@@ -217,6 +220,9 @@ def reads(source: Source) -> Iterator[Read]:
                     section=_section(source, node.lineno))
         if isinstance(node, ast.Call):
             _fill_default(read, node, reader, source.constants)
+            if reader == "env_choice" and len(node.args) > 1:
+                with contextlib.suppress(Unknown):
+                    read.choices = tuple(value(node.args[1], source.constants))
         found.append(read)
     yield from sorted(found, key=lambda r: r.line)
 
@@ -251,7 +257,7 @@ def _cell(text: str) -> str:
 
 
 def _read_as(read: Read) -> str:
-    kind = READERS.get(read.reader, "text").format(name=read.name)
+    kind = READERS.get(read.reader, "text").format(name=read.name, choices=" / ".join(f"`{c}`" for c in read.choices))
     if read.minimum is not None:
         kind += f", at least {read.minimum}"
     return kind

@@ -68,10 +68,11 @@ PORTAL: dict[str, Help] = {
         "`make run` waits until the answer on its port carries it (see [What `make run` does]"
         "(../tutorial/first-job.md#what-make-run-does))",
     ),
-    "PADDLECLOUD_SIGNUP_ENABLED": Help("show the signup page"),
-    "PADDLECLOUD_SIGNUP_REQUIRES_APPROVAL": Help(
-        "new accounts stay inactive until an operator activates them"
+    "PADDLECLOUD_SIGNUP": Help(
+        "who may make an account: `open` (active at once), `approval` (staff approve it in the admin; the "
+        "production deploy's setting) or `closed` (operators add users)"
     ),
+    "PADDLECLOUD_SIGNUP_RATE": Help("accounts made per client address (DRF rate syntax); a 429 past it"),
     "PADDLECLOUD_TOKEN_TTL_DAYS": Help("API token lifetime"),
     "PADDLECLOUD_LOGIN_RATE": Help(
         "failed logins allowed per (client address, username) (DRF rate syntax)"
