@@ -144,7 +144,8 @@ def test_identity_files_written_by_many_threads_at_once_all_succeed(tmp_path: Pa
         thread.join()
     assert failures == []
     # and no temp file is left behind
-    assert sorted(p.name for p in (tmp_path / "etc29").iterdir()) == ["group", "hosts", "passwd", "resolv.conf"]
+    left = sorted(p.name for p in (tmp_path / "etc29").iterdir())
+    assert left == ["empty", "group", "hosts", "passwd", "resolv.conf"]
 
 
 def test_places_map_host_paths_to_pfs_paths(tmp_path: Path) -> None:

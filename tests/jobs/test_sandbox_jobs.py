@@ -41,6 +41,9 @@ print("output:", os.environ["PADDLECLOUD_OUTPUT_DIR"])
 for path in sys.argv[1:]:
     print("visible" if os.path.exists(path) else "hidden", path)
 print("env:", sorted(k for k in os.environ if "SECRET" in k or "DATABASE" in k or "ENCRYPTION" in k))
+print("host net:", sorted(os.listdir("/sys/class/net")), sorted(os.listdir("/sys/devices/virtual/net")))
+print("host cmdline:", len(Path("/proc/cmdline").read_bytes()), "bytes")
+print("cpus:", len([p for p in os.listdir("/sys/devices/system/cpu") if p[3:].isdigit()]) > 0)
 """
 
 DETACHER = r"""
@@ -107,6 +110,8 @@ def test_a_job_sees_its_pfs_paths_and_nothing_of_the_portal(
     for path in hidden:
         assert f"hidden {path}\n" in log
     assert "env: []" in log
+    assert "host net: [] []" in log and "host cmdline: 0 bytes" in log  # the host's network and boot line hidden
+    assert "cpus: True" in log  # what frameworks read of /sys (the CPU topology) is still there
     output = f"/pfs/local/home/alice/jobs/world/output/{job.uid}"
     assert f"output: {output}" in log
     # What it wrote to $PADDLECLOUD_OUTPUT_DIR is the user's, in their home, and the portal can use it.

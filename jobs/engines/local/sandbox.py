@@ -72,7 +72,7 @@ class Sandbox:
     read_only: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/public
     read_write: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/home/<user>
     devices: tuple[Path, ...] = ()  # e.g. /dev/nvidia0, at the same path
-    etc: Path | None = None  # a directory holding the generated passwd, group, hosts and resolv.conf
+    etc: Path | None = None  # a directory holding the generated passwd, group, hosts, resolv.conf and an empty file
     env: dict[str, str] = field(default_factory=dict)  # the job's whole environment (passed by exec, not argv)
     enter: tuple[str, ...] = ()  # the prefix that joins the job's network (network.enter_argv); () = the host's
 
@@ -116,6 +116,9 @@ def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
     return out + list(argv)
 
 
+HOST_ONLY_SYS = ("/sys/class/net", "/sys/devices/virtual/net")
+
+
 def _system_args(sandbox: Sandbox) -> list[str]:
     """bwrap arguments for the system: its directories read-only, /etc files, /proc, /dev, private tmp and shm."""
     # bwrap as root makes missing parents 0700: /etc must be traversable for the files bound in it.
@@ -132,6 +135,12 @@ def _system_args(sandbox: Sandbox) -> list[str]:
     out += ["--proc", "/proc", "--dev", "/dev", "--ro-bind-try", "/sys", "/sys"]
     # The host's cgroup tree would list every other job's groups (names hold job ids): an empty one.
     out += ["--tmpfs", "/sys/fs/cgroup"]
+    # The host's /sys shows the host's network, not the job's own namespace: its interfaces, addresses (MAC) and
+    # live counters (another job's traffic). The kernel's command line is the host's too. Neither is the job's.
+    for host_only in HOST_ONLY_SYS:
+        out += ["--tmpfs", host_only]
+    if sandbox.etc is not None:  # an empty file (a device node cannot be opened where bwrap binds it: nodev)
+        out += ["--ro-bind", str(sandbox.etc / "empty"), "/proc/cmdline"]
     out += ["--perms", "1777", "--tmpfs", PRIVATE_TMP, "--perms", "1777", "--tmpfs", PRIVATE_SHM]
     return out
 
@@ -204,14 +213,14 @@ def hosts_text(host_hosts: str) -> str:
 def identity_files(
     directory: Path, uid: int, gid: int, resolv: str, host_hosts: Path = Path("/etc/hosts")
 ) -> Path:
-    """Write passwd, group, hosts and resolv.conf (world-readable, atomically) into ``directory``; return it."""
+    """Write passwd, group, hosts, resolv.conf and an empty file (world-readable, atomically) into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     try:
         hosts = hosts_text(host_hosts.read_text())
     except OSError:
         hosts = hosts_text("127.0.0.1\tlocalhost")
-    names = ("passwd", "group", "hosts", "resolv.conf")
-    for name, text in zip(names, (*identity_lines(uid, gid), hosts, resolv), strict=True):
+    names = ("passwd", "group", "hosts", "resolv.conf", "empty")  # empty: what the job reads as /proc/cmdline
+    for name, text in zip(names, (*identity_lines(uid, gid), hosts, resolv, ""), strict=True):
         path = directory / name
         if not path.is_file() or path.read_text() != text:
             # A unique temp name per writer: two workers of one user start at once on the worker's threads,
