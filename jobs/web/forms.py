@@ -17,6 +17,7 @@ from paddlecloud.contract import spec as rules
 from jobs.models import JobState
 from jobs.scheduling import priorities as priority_classes
 from jobs.scheduling.priorities import DEFAULT as DEFAULT_PRIORITY
+from jobs.web import listing
 
 MAX_SEARCH = 40  # a job name is at most 40 characters
 MAX_ENV_TEXT = 64 * 1024
@@ -24,12 +25,22 @@ MAX_AFTER_TEXT = 1000  # room for predecessors.MAX_AFTER names with their condit
 
 
 class JobFilterForm(forms.Form):
-    """`/jobs/?state=&datacenter=&q=&owner=`: bounded, and a bad value is a message, not a 500."""
+    """`/jobs/?state=&datacenter=&q=&owner=&since=&until=&sort=`: bounded, and a bad value is a message, not a 500."""
 
     state = forms.ChoiceField(choices=[("", "any state"), ("active", "active"), *JobState.choices], required=False)
     datacenter = forms.CharField(max_length=40, required=False)
     q = forms.CharField(max_length=MAX_SEARCH, required=False, label="Name contains")
     owner = forms.CharField(max_length=150, required=False)
+    since = forms.DateField(required=False, label="Submitted from", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+    sort = forms.ChoiceField(choices=listing.SORT_CHOICES, required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.add_error("until", "must be on or after 'Submitted from'")
+        return data
 
 
 def _text(label: str = "", *, max_length: int = 200, help_text: str = "", required: bool = False) -> forms.CharField:

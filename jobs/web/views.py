@@ -3,7 +3,7 @@ the queue (with the operators' hold / release / front) and the usage by day."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,6 +30,7 @@ from jobs.follow import logs, metrics
 from jobs.lookup import job_named
 from jobs.models import ACTIVE_STATES, RESUME_CHECKPOINT, TERMINAL_STATES, Job
 from jobs.scheduling import accounting, queue
+from jobs.web import listing
 from jobs.web.forms import JobFilterForm, SubmitForm, initial_from_spec, priority_names
 from registry.models import RegistrySecret
 from storage import files, paths
@@ -85,8 +86,8 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     form = JobFilterForm(request.GET)
-    jobs = Job.objects.select_related("owner", "datacenter").order_by("-created_at")
-    status = 200
+    jobs = Job.objects.select_related("owner", "datacenter")
+    status, sort = 200, listing.DEFAULT_SORT
     if form.is_valid():
         wanted = form.cleaned_data
         # Operators see everyone's jobs here (the issue's jobs list), or one owner's with ?owner=.
@@ -99,8 +100,14 @@ def job_list(request: HttpRequest) -> HttpResponse:
             jobs = jobs.filter(datacenter__name=wanted["datacenter"])
         if wanted["q"]:
             jobs = jobs.filter(name__icontains=wanted["q"])
+        if wanted["since"]:  # whole days, in the portal's time zone (the page's times say which)
+            jobs = jobs.filter(created_at__gte=_day_start(wanted["since"]))
+        if wanted["until"]:
+            jobs = jobs.filter(created_at__lt=_day_start(wanted["until"] + timedelta(days=1)))
+        sort = wanted["sort"] or sort
     else:
         jobs, status = jobs.none(), 400
+    jobs = jobs.order_by(*listing.SORTS[sort])
     # The page's ids first, from the index alone, then just those rows with their joins: an OFFSET
     # builds every row it skips, and with the joins the last of 400 pages took 3x the first.
     page = Paginator(jobs.values_list("pk", flat=True), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -115,10 +122,15 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "form": form,
         "query": query.urlencode(),
         "any_active": any(job.is_active for job in rows),
+        "sorted_by": listing.headers(request.GET, sort),
         "datacenters": Datacenter.objects.usable_by(request.user).values_list("name", flat=True),
     }
     template = "jobs/_table.html" if request.headers.get("HX-Request") else "jobs/list.html"
     return render(request, template, context, status=status)
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
 
 
 def _detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:

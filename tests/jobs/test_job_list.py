@@ -1,0 +1,72 @@
+"""The job list page: sorted by a column (either way, ties newest first), filtered by submit date, bad input a 400."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from datacenters.models import Datacenter
+from jobs.models import Job
+from tests.conftest import PASSWORD
+from tests.jobs.test_queue_api import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def names(client: Client, query: str) -> list[str]:
+    page = client.get(f"/jobs/{query}")
+    assert page.status_code == 200, page.content.decode()[:500]
+    return re.findall(r'data-testid="job-row" data-job="([^"-]+)-', page.content.decode())
+
+
+@pytest.fixture
+def client(alice: User, local_dc: Datacenter) -> Client:
+    now = timezone.now()
+    for days_ago, name, state in [(3, "bravo", "succeeded"), (2, "alpha", "failed"), (1, "charlie", "running")]:
+        job = make_job(local_dc, alice, name)
+        started = now - timedelta(days=days_ago) if state != "failed" else None
+        Job.objects.filter(pk=job.pk).update(created_at=now - timedelta(days=days_ago), state=state, started_at=started)
+    browser = Client()
+    assert browser.login(username="alice", password=PASSWORD)
+    return browser
+
+
+def test_newest_first_by_default_and_each_column_sorts_both_ways(client: Client) -> None:
+    assert names(client, "") == ["charlie", "alpha", "bravo"]
+    assert names(client, "?sort=submitted") == ["bravo", "alpha", "charlie"]
+    assert names(client, "?sort=name") == ["alpha", "bravo", "charlie"]
+    assert names(client, "?sort=-name") == ["charlie", "bravo", "alpha"]
+    assert names(client, "?sort=state") == ["alpha", "charlie", "bravo"]  # failed, running, succeeded
+    assert names(client, "?sort=-started") == ["charlie", "bravo", "alpha"]  # never started: last either way
+    assert names(client, "?sort=started") == ["bravo", "charlie", "alpha"]
+
+
+def test_a_header_links_its_sort_keeping_the_filters_and_flips_when_it_is_the_sort(client: Client) -> None:
+    page = client.get("/jobs/?q=a&page=1").content.decode()
+    assert 'href="?q=a&amp;sort=name" data-testid="sort-name"' in page and 'aria-sort="none"' in page
+    page = client.get("/jobs/?q=a&sort=name").content.decode()
+    assert 'aria-sort="ascending"><a class="sort" href="?q=a&amp;sort=-name"' in page
+
+
+def test_the_submit_date_filters_whole_days(client: Client) -> None:
+    today = timezone.localdate()
+    two_days_ago = (today - timedelta(days=2)).isoformat()
+    assert names(client, f"?since={two_days_ago}") == ["charlie", "alpha"]
+    assert names(client, f"?until={two_days_ago}") == ["alpha", "bravo"]
+    assert names(client, f"?since={two_days_ago}&until={two_days_ago}") == ["alpha"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [("?sort=password", "sort"), ("?since=yesterday", "since"), ("?since=2026-02-30", "since"),
+     ("?since=2026-05-02&until=2026-05-01", "until"), ("?sort=" + "x" * 10_000, "sort")],
+)  # fmt: skip
+def test_a_bad_sort_or_date_is_a_400_naming_the_field(client: Client, query: str, field: str) -> None:
+    page = client.get(f"/jobs/{query}")
+    assert page.status_code == 400
+    assert f"<p>{field}: " in page.content.decode()
