@@ -19,6 +19,8 @@
   const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, OLDER_EACH_MIN = 64 * 1024, TICK_MS = 500,
     FETCH_MS = 10000, PAUSED_CHECK_MS = 2000;
   const TIMES_KEY = "paddlecloud.logTimes";
+  // The times are the browser's zone, like every time on the page (static/js/portal.js): the toggle names it.
+  if (timesBox && window.paddlecloudTimes) timesBox.parentElement.append(` (${window.paddlecloudTimes.zone(new Date())})`);
   // The worker chosen on this job's page, kept for this tab: a kill or delete reloads the page.
   const CHOICE_KEY = `paddlecloud.logWorker:${api}`;
   const encoder = new TextEncoder(), decoder = new TextDecoder();
@@ -52,7 +54,8 @@
     if (line.time !== null && line.time !== undefined) {
       el.dataset.time = String(line.time);
       stamp.textContent = clock(line.time) + " ";
-      el.title = new Date(line.time * 1000).toISOString();
+      const at = new Date(line.time * 1000);
+      el.title = window.paddlecloudTimes ? window.paddlecloudTimes.full(at) : at.toISOString();
     } else {
       stamp.textContent = " ".repeat(13);
     }

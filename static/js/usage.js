@@ -12,6 +12,16 @@
     { title: "Memory", column: 2, value: bytes },
   ];
   const plots = [];
+  // The page's one time rule (static/js/portal.js): the browser's zone, ISO-style 24-hour, the zone named.
+  const times = window.paddlecloudTimes;
+  function axisTime(seconds) {
+    const d = new Date(seconds * 1000);
+    return times ? times.clock(d).slice(0, 5) : d.toISOString().slice(11, 16);
+  }
+  function hoverTime(seconds) {
+    const d = new Date(seconds * 1000);
+    return times ? `${times.day(d)} ${times.clock(d)} ${times.zone(d)}` : d.toISOString();
+  }
 
   function bytes(v) {
     if (v === null || v === undefined) return "–";
@@ -45,8 +55,9 @@
       holder.append(figure);
       plots[i] = new uPlot({
         width, height: 200,
-        axes: [{}, { size: 90, values: (u, ticks) => ticks.map(chart.value) }],
-        series: [{ label: "time" }, ...shown.map((w, n) => ({
+        axes: [{ label: `time (${times ? times.zone(new Date()) : "local"})`, values: (u, ticks) => ticks.map(axisTime) },
+          { size: 90, values: (u, ticks) => ticks.map(chart.value) }],
+        series: [{ label: "time", value: (u, v) => (v === null ? "–" : hoverTime(v)) }, ...shown.map((w, n) => ({
           label: w.name, stroke: COLORS[n % COLORS.length], width: 1.5, spanGaps: true, value: (u, v) => chart.value(v),
         }))],
         cursor: { drag: { x: true, y: false } },
