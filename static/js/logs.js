@@ -224,7 +224,7 @@
   }
 
   function size(n) {
-    const units = ["bytes", "KB", "MB", "GB"];
+    const units = ["bytes", "KiB", "MiB", "GiB"];  // binary, like every size the portal shows
     let i = 0;
     while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
     return i ? `${n.toFixed(n < 10 ? 1 : 0)} ${units[i]}` : `${n} bytes`;

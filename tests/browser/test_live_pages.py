@@ -101,7 +101,7 @@ def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_
     # Only the tail is loaded: the status says so while following, not only once the job ended.
     following = "() => document.getElementById('log-status').textContent.startsWith('following: the last ')"
     page.wait_for_function(following)
-    assert f"of {len(text) / 1024:.0f} KB" in (page.text_content('[data-testid="log-status"]') or "")
+    assert f"of {len(text) / 1024:.0f} KiB" in (page.text_content('[data-testid="log-status"]') or "")
 
     page.once("dialog", lambda dialog: dialog.accept())
     with page.expect_navigation():
@@ -113,7 +113,7 @@ def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_
     Job.objects.filter(pk=job.pk).update(released=True)  # what the worker's kill_job does once all stopped
     page.wait_for_selector('[data-testid="log-follow"]', state="hidden", timeout=15_000)
     status = page.text_content('[data-testid="log-status"]') or ""
-    assert status.startswith("ended: the last ") and f"of {len(text) / 1024:.0f} KB" in status, status
+    assert status.startswith("ended: the last ") and f"of {len(text) / 1024:.0f} KiB" in status, status
     for _ in range(3):  # 256 KiB a click
         page.click('[data-testid="log-older"]')
         page.wait_for_function("() => !document.getElementById('log-older').disabled || "

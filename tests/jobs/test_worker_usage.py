@@ -140,7 +140,7 @@ def test_the_job_page_shows_a_running_workers_cpu_and_memory_and_the_usage_chart
     client = Client()
     client.force_login(alice)
     live = client.get(f"/jobs/{job.uid}/live").content.decode()
-    assert live.count('data-testid="worker-cpu"') == 1 and ">1.50<" in live and "700.0\xa0MB" in live
+    assert live.count('data-testid="worker-cpu"') == 1 and ">1.50<" in live and "700.0 MiB" in live
     page = client.get(f"/jobs/{job.uid}/").content.decode()
     assert 'data-testid="usage"' in page and f"/api/v1/jobs/{job.uid}/usage" in page
 

@@ -274,3 +274,11 @@ def test_the_submit_form_takes_after_and_resume_from_in_paddlectls_words(
     assert created.status_code == 302 and job.spec["after"] == ["fit:any"]
     clone = client.get("/jobs/new", {"clone": job.uid}).content.decode()
     assert 'value="fit:any"' in clone
+
+
+def test_an_empty_dashboard_offers_submit_and_the_first_job_steps(alice: User, local_dc: Datacenter) -> None:
+    page = page_client(alice).get("/").content.decode()
+    assert 'data-testid="first-job-submit"' in page and 'href="/jobs/new"' in page
+    assert 'href="/files/"' in page and 'href="/profile/"' in page
+    make_job(local_dc, alice)
+    assert 'data-testid="first-job"' not in page_client(alice).get("/").content.decode()
