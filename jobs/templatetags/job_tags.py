@@ -1,12 +1,15 @@
-"""Template filters of the job pages: elapsed time, usage percentages, metric values, epoch times and what an
-estimate rests on."""
+"""Template filters of the job pages: elapsed time, usage percentages, metric values, epoch times, what an
+estimate rests on, reasons in words and how far off a moment is."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django import template
+from django.utils import timezone
+from django.utils.timesince import timeuntil
 
 from jobs.scheduling import replay
 
@@ -83,3 +86,27 @@ def significant(value: object) -> str:
 def epoch(value: float | None) -> datetime | None:
     """Seconds since the epoch as an aware datetime (for timesince)."""
     return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|$)|[A-Z]?[a-z]+|\d+")
+_ACRONYMS = {"OOM", "GPU", "CPU", "PS"}
+
+
+@register.filter
+def reason_words(reason: str | None, state: str = "") -> str:
+    """A reason code as words (`WaitingForCapacity` -> `waiting for capacity`, `OOMKilled` -> `OOM killed`);
+    "" where it only repeats the state (`killed` / `Killed`)."""
+    if not reason or reason.lower() == (state or "").lower():
+        return ""
+    words = _WORD.findall(reason) or [reason]
+    return " ".join(word if word in _ACRONYMS else word.lower() for word in words).replace("back off", "back-off")
+
+
+@register.filter
+def from_now(moment: datetime | None) -> str:
+    """"in about 12 minutes"; "in under a minute" where timeuntil would say "0 minutes"; "" when unknown."""
+    if moment is None:
+        return ""
+    if (moment - timezone.now()).total_seconds() < 60:
+        return "in under a minute"
+    return f"in about {timeuntil(moment)}"

@@ -62,7 +62,7 @@ def test_a_user_sees_the_order_and_their_own_jobs_but_not_the_names_of_others(
     html = html_of(page_client(alice), "/queue/")
     rows = queue_rows(html)
     assert [row.split(" ")[0] for row in rows] == ["1", "2", "3", "4"]
-    assert rows[0].startswith("1 another user's job high WaitingForCapacity")
+    assert rows[0].startswith("1 another user's job high waiting for capacity")
     assert rows[1].startswith("2 another user's job normal")
     assert rows[2].startswith("3 mine-1 normal") and rows[3].startswith("4 mine-2 low")
     assert 'href="/jobs/mine-1-alice/"' in html and 'href="/jobs/mine-2-alice/"' in html
@@ -86,7 +86,7 @@ def test_staff_hold_release_and_move_a_job_to_the_front(waiting: dict[str, Job],
     assert held.redirect_chain == [("/queue/?datacenter=local", 302)]
     html = held.content.decode()
     assert "Job mine-1 of alice held." in html
-    assert queue_rows(html)[-1].startswith("held mine-1 alice normal Held held by an operator")
+    assert queue_rows(html)[-1].startswith("held mine-1 alice normal held held by an operator")
     assert 'aria-label="Release mine-1"' in html
     assert queue_rows(html_of(page_client(alice), "/queue/"))[-1].startswith("held mine-1")
 
@@ -156,7 +156,8 @@ def test_the_job_page_shows_the_place_priority_and_estimate(
     client = page_client(alice)
     html = html_of(client, "/jobs/mine-1-alice/")
     assert re.search(r'data-testid="queue-position">3<', html)
-    assert "unknown (it waits behind a job whose end nothing here estimates" in html and "(WaitingForCapacity)" in html
+    assert "unknown (it waits behind a job whose end nothing here estimates" in html
+    assert '(<span title="WaitingForCapacity">waiting for capacity</span>)' in html  # the code on hover
     assert re.search(r'data-testid="job-priority">normal <span class="muted">\(100\)', html)
     assert 'data-testid="job-attempt"' not in html
     # A finished job of 10 minutes, one at a time: the third waiting starts in about 30 minutes.
