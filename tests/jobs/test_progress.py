@@ -203,3 +203,11 @@ def test_the_sampler_notes_when_a_running_job_last_saved_a_checkpoint(local_dc: 
     progress.check(job)
     saved = Job.objects.get(pk=job.pk).checkpointed_at
     assert saved is not None and saved.timestamp() == 1_700_000_100.0
+
+
+@pytest.mark.django_db
+def test_a_killed_jobs_bar_says_where_it_stopped_not_a_live_eta(local_dc: Datacenter, alice: User) -> None:
+    make_job(local_dc, alice, state=JobState.KILLED, reason="Killed", progress=RUNNING)
+    listed = page_client(alice).get("/jobs/").content.decode()
+    assert 'class="progress progress-killed"' in listed and "41%" in listed
+    assert "when it was killed" in listed and "eta 3m" not in listed
