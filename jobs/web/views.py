@@ -164,6 +164,18 @@ def metrics_tables(job: Job) -> list[dict[str, Any]]:
     return tables
 
 
+def usage_summaries(job: Job) -> list[dict[str, Any]]:
+    """Per worker (the first few), how many samples it has, its last and its peak: the resource charts without JS."""
+    rows = []
+    workers = job.workers.order_by("role", "index").values_list("role", "index", "usage_history")
+    for role, index, history in workers[:NOSCRIPT_TRAINERS]:
+        points = [p for p in history or [] if isinstance(p, list) and len(p) >= 3]
+        if points:
+            rows.append({"worker": f"{role}-{index}", "samples": len(points), "cpu": points[-1][1],
+                         "memory": points[-1][2], "peak_memory": max(p[2] or 0 for p in points)})  # fmt: skip
+    return rows
+
+
 @login_required
 def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     job = _job_for(request, ref)
@@ -173,7 +185,7 @@ def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     context.update(checkpoints=checkpoints.listed(job)[-CHECKPOINTS_SHOWN:][::-1],
                    resumed=job.spec.get(RESUME_CHECKPOINT))  # fmt: skip
     context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), params=params,
-                   metric_tables=metrics_tables(job))  # fmt: skip
+                   metric_tables=metrics_tables(job), usage_rows=usage_summaries(job))  # fmt: skip
     before = [f"preempted {times(preempted)}"] if (preempted := job.attempt - 1 - job.restarts) > 0 else []
     before += [f"restarted {times(job.restarts)} after failing"] if job.restarts else []
     context.update(_place_context(job), before_this=", ".join(before), last_failure=(job.failures or [None])[-1])

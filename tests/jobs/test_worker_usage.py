@@ -152,3 +152,18 @@ def test_the_usage_history_answer_is_bounded_in_workers(local_dc: Datacenter, al
     answer = alice_api.get(f"/api/v1/jobs/{job.name}/usage").json()
     assert len(answer["workers"]) == api_workers.MAX_CHARTED and answer["more_workers"] == 70 - api_workers.MAX_CHARTED
     assert answer["workers"][0] == {"name": "trainer-0", "points": job.workers.get(index=0).usage_history}
+
+
+@pytest.mark.django_db
+def test_without_javascript_the_job_page_lists_each_workers_samples_last_and_peak(
+    local_dc: Datacenter, alice: Any
+) -> None:
+    job = _silent_job(local_dc, alice, cpu=1.5)  # trainer-0 with one sample of 1 MiB
+    at = timezone.now().timestamp()
+    Worker.objects.filter(job=job).update(usage_history=[[at - 20, 0.5, 300 << 20], [at - 10, 1.25, 200 << 20]])
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/jobs/{job.uid}/").content.decode()
+    table = page.split('data-testid="usage-table"', 1)[1].split("</table>", 1)[0]
+    assert "<td>trainer-0</td><td>2</td><td>1.25</td><td>200.0 MiB</td><td>300.0 MiB</td>" in table
+    assert 'class="muted needs-js">No samples yet' in page  # "no samples" only for a browser that draws them
