@@ -21,15 +21,19 @@ class DatacenterForm(WriteOnlySecretsForm):
         fields = "__all__"
 
 
-class QuotaInline(admin.TabularInline):  # type: ignore[type-arg]
+# Stacked, not tabular: a quota has a dozen fields, and a table of them was 2,000 px wide with inputs a screen
+# reader could not name (their labels were column headers far above). Collapsed: most datacenters have few.
+class QuotaInline(admin.StackedInline):  # type: ignore[type-arg]
     model = Quota
     extra = 0
     autocomplete_fields = ["user"]
+    classes = ["collapse"]
 
 
-class TeamQuotaInline(admin.TabularInline):  # type: ignore[type-arg]
+class TeamQuotaInline(admin.StackedInline):  # type: ignore[type-arg]
     model = TeamQuota
     extra = 0
+    classes = ["collapse"]
 
 
 @admin.register(Datacenter)
@@ -38,8 +42,8 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "engine", "enabled", "storage_kind", "storage_root", "all_users", "pending_timeout"]
     list_filter = ["engine", "enabled", "storage_kind", "all_users"]
     search_fields = ["name", "description"]
-    filter_horizontal = ["allowed_users"]
     inlines = [QuotaInline, TeamQuotaInline]
+    # allowed_users: a plain multiple select (labelled); filter_horizontal's and select2's inputs fail axe.
     readonly_fields = ["local_host"]
     actions = ["detect_gpus"]
     fieldsets = [

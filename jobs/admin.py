@@ -218,7 +218,7 @@ class PriorityClassAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     list_display = ["name", "value", "open_to_all", "may_opt_out", "description"]
     search_fields = ["name", "description"]
-    filter_horizontal = ["users", "groups"]
+    # A plain multiple select: filter_horizontal and autocomplete (select2) both leave inputs axe finds unlabelled.
 
     def get_readonly_fields(self, request: HttpRequest, obj: PriorityClass | None = None) -> list[str]:
         return ["name"] if obj is not None and obj.name == priorities.DEFAULT else []

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from datacenters.models import Datacenter
-from jobs.models import Job
+from datacenters.models import Datacenter, Quota
+from jobs.models import Job, PriorityClass
+from jobs.scheduling import priorities
 from tests.browser.conftest import SCREENS, Page, login
 from tests.browser.test_layout import main_pages, portal_world
 from tests.conftest import PASSWORD
@@ -77,8 +78,12 @@ def test_axe_finds_no_critical_or_serious_violation_on_the_main_pages(
         audit.check(user, f"/jobs/new with errors at {width} px")
         user.page.context.close()
     staff = login(browser, live_server.url, carol)
+    Quota.objects.create(user=alice, datacenter=local_dc, cpu="8")  # the datacenter page's quota inline has a row
+    priorities.ensure_classes()
+    normal = PriorityClass.objects.get(name=priorities.DEFAULT)
     staff_pages = ["/queue/", "/health/", "/admin/", "/admin/jobs/job/", f"/admin/jobs/job/{job.pk}/change/",
-                   "/api/docs/"]
+                   f"/admin/datacenters/datacenter/{local_dc.pk}/change/",
+                   f"/admin/jobs/priorityclass/{normal.pk}/change/", "/admin/auth/user/", "/api/docs/"]
     audit.visit(staff, staff_pages, ready={"/api/docs/": ".opblock"}, shots=True)  # .opblock: Swagger UI drew
     SCREENS.mkdir(parents=True, exist_ok=True)
     (SCREENS / "axe-counts.json").write_text(json.dumps(audit.counts, indent=1))
