@@ -41,7 +41,6 @@ def revoke_token(token: ApiToken) -> None:
     ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
-
 @transaction.atomic
 def deactivate(user: User) -> None:
     """The account can no longer log in or call the API: inactive (Django's ModelBackend then refuses its
