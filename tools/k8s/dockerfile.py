@@ -79,9 +79,11 @@ class Chroot:
         self.user = "0"
 
     def run(self, script: str) -> None:
-        env = {k: v for k, v in self.env.items() if k != "PIP_NO_CACHE_DIR"}  # the build may cache wheels
+        # The build may cache wheels (pip's and uv's, in one folder kept between builds).
+        env = {k: v for k, v in self.env.items() if k not in ("PIP_NO_CACHE_DIR", "UV_NO_CACHE")}
         # Build-time only: wheel cache, and this machine's CA bundle (its registries may sit behind a TLS proxy).
         env.update(HOME="/root", PIP_CACHE_DIR="/var/cache/pip-build", PIP_CERT="/etc/pip-build-ca.crt")
+        env.update(UV_CACHE_DIR="/var/cache/pip-build/uv", SSL_CERT_FILE="/etc/pip-build-ca.crt")
         cmd = [
             "bwrap",
             "--bind",
