@@ -125,7 +125,7 @@ def test_jobs_kueue_holds_are_listed_at_their_place_with_kueues_reason(
     page = Client()
     page.force_login(alice)
     line = page.get(reverse("job-place", args=[third.uid])).content.decode()
-    assert 'data-testid="queue-position">2<' in line and "(QuotaExhausted)" in line
+    assert 'data-testid="queue-position">2<' in line and '(<span title="QuotaExhausted">quota exhausted</span>)' in line
 
     others = queue_of(bob_api, kueue_dc)["results"]
     assert [(r["position"], r["job"], r["uid"], r["owner"]) for r in others] == [
