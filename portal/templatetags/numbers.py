@@ -6,11 +6,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django import template
+from paddlecloud.contract import units
 
 register = template.Library()
-
-UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
 
 @register.filter
 def thousands(value: int | float | Decimal | str | None) -> str:
@@ -28,11 +26,7 @@ def thousands(value: int | float | Decimal | str | None) -> str:
 
 @register.filter
 def binary_size(value: int | float | None) -> str:
-    """Bytes in the largest binary unit below them: 536870912 -> 512.0 MiB; 900 -> 900 B."""
+    """Bytes in binary units, as the storage reports write them (paddlecloud.contract.units): 512.0 MiB, 900 B."""
     if value is None or isinstance(value, bool):
         return ""
-    size, unit = float(value), 0
-    while abs(size) >= 1024 and unit < len(UNITS) - 1:
-        size /= 1024
-        unit += 1
-    return f"{int(size)} B" if unit == 0 else f"{size:.1f} {UNITS[unit]}"
+    return units.human_bytes(int(value))

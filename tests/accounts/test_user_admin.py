@@ -9,19 +9,14 @@ from rest_framework.test import APIClient
 
 from accounts.models import ApiToken, issue_token
 from tests.conftest import PASSWORD
+from tests.pages.test_pages import page_client
 
 pytestmark = pytest.mark.django_db
 
 
-def logged_in(user: User) -> Client:
-    client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 def test_an_operator_approves_a_pending_signup(carol: User, alice: User) -> None:
     pending = User.objects.create_user("erin", "erin@example.com", PASSWORD, is_active=False)
-    operator = logged_in(carol)
+    operator = page_client(carol)
     listing = operator.get("/admin/auth/user/?approval=pending").content.decode()
     assert "erin" in listing and ">alice<" not in listing  # only those waiting
     operator.post("/admin/auth/user/", {"action": "approve", "_selected_action": [pending.pk]})
@@ -30,12 +25,12 @@ def test_an_operator_approves_a_pending_signup(carol: User, alice: User) -> None
 
 
 def test_a_deactivated_user_is_logged_out_and_their_tokens_stop_working(carol: User, alice: User) -> None:
-    browser = logged_in(alice)
+    browser = page_client(alice)
     token = issue_token(alice)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     assert api.get("/api/v1/jobs").status_code == 200 and browser.get("/profile/").status_code == 200
-    operator = logged_in(carol)
+    operator = page_client(carol)
     done = operator.post("/admin/auth/user/", {"action": "deactivate", "_selected_action": [alice.pk, carol.pk]},
                          follow=True)  # fmt: skip
     assert "Deactivated 1 account(s) (not you)" in done.content.decode()
@@ -49,5 +44,5 @@ def test_a_deactivated_user_is_logged_out_and_their_tokens_stop_working(carol: U
 
 
 def test_the_user_list_shows_who_is_active(carol: User, alice: User) -> None:
-    page = logged_in(carol).get("/admin/auth/user/").content.decode()
+    page = page_client(carol).get("/admin/auth/user/").content.decode()
     assert "column-is_active" in page and "column-date_joined" in page and "column-last_login" in page

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
 
 from jobs.models import PriorityClass
 from jobs.scheduling import priorities
-from tests.conftest import PASSWORD
+from tests.pages.test_pages import page_client
 
 pytestmark = pytest.mark.django_db
 
 
-def staff(user: User) -> Client:
-    client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
-    return client
-
-
 def test_an_operator_lists_adds_and_edits_priority_classes(carol: User, alice: User) -> None:
     priorities.ensure_classes()
-    client = staff(carol)
+    client = page_client(carol)
     listing = client.get("/admin/jobs/priorityclass/").content.decode()
     assert all(name in listing for name in ("low", "normal", "high"))
     added = client.post("/admin/jobs/priorityclass/add/", {
@@ -39,7 +32,7 @@ def test_the_default_class_cannot_be_renamed_or_deleted(carol: User) -> None:
     priorities.ensure_classes()
     normal = PriorityClass.objects.get(name=priorities.DEFAULT)
     low = PriorityClass.objects.get(name="low")
-    client = staff(carol)
+    client = page_client(carol)
     edit = {"name": "renamed", "value": "150", "open_to_all": "on"}
     client.post(f"/admin/jobs/priorityclass/{normal.pk}/change/", edit)
     normal.refresh_from_db()
@@ -53,5 +46,5 @@ def test_the_default_class_cannot_be_renamed_or_deleted(carol: User) -> None:
 
 
 def test_users_cannot_reach_the_admins_classes(alice: User) -> None:
-    answer = staff(alice).get("/admin/jobs/priorityclass/")
+    answer = page_client(alice).get("/admin/jobs/priorityclass/")
     assert answer.status_code == 302 and "/login/" in answer["Location"]
