@@ -4,8 +4,8 @@
     .venv/bin/python bench/load.py --database-url postgresql://u:p@127.0.0.1/postgres --broker-url redis://127.0.0.1:6390/0
 
 For each stack it makes a private var directory (and, on PostgreSQL, a private database), starts the
-portal under gunicorn (2 workers x 4 threads, as `make run`) and one Celery worker per lane (jobs 2
-slots, control with beat 2 threads, side 4 threads), creates the users, then each user's thread
+portal under gunicorn (portal/gunicorn_conf.py: gevent workers; one process) and one Celery worker per
+lane (jobs 2 slots, control with beat 2 threads, side 4 threads), creates the users, then each user's thread
 posts its jobs over HTTP as fast as the portal answers, all users at once. Each job is a trivial
 trainer (prints a line, exits 0) in the real sandbox. Prints the time from the first POST to every
 job final (and released), how many POSTs failed, and the reconciles the control worker discarded as
@@ -128,7 +128,7 @@ def run_stack(label: str, users: int, per_user: int, database_url: str, broker_u
             start_worker(work, (lanes.SIDE, lanes.NOTIFY), concurrency=4, extra_env=env),
         ]
         try:
-            with portal(work, threads=4, settings="portal.settings", **env) as url:
+            with portal(work, settings="portal.settings", **env) as url:
                 total = users * per_user
                 began = time.monotonic()
                 failures = submit_all(url, tokens, per_user)

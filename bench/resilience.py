@@ -110,7 +110,7 @@ def main() -> None:
         import requests
 
         try:
-            with portal(work, threads=4, settings="portal.settings", **env) as url:
+            with portal(work, settings="portal.settings", **env) as url:
 
                 def submit(name: str, body: dict[str, Any]) -> None:
                     home = Path(dc.storage_root) / "home" / "bench" / "jobs" / name

@@ -167,7 +167,7 @@ def makespan_figures(count: int, work: Path, env: dict[str, str]) -> None:
     import requests
 
     try:
-        with portal(work, threads=4, settings="portal.settings", **env) as url:
+        with portal(work, settings="portal.settings", **env) as url:
             headers = {"Authorization": f"Token {token}"}
 
             def run(names: list[str]) -> float:

@@ -25,6 +25,11 @@ def job_lock(job_id: int) -> str:
     return f"job-{job_id}"
 
 
+def lock_dir() -> Path:
+    """Where this host's lock files live (VAR_DIR/locks; the tests give each run its own)."""
+    return Path(getattr(settings, "PADDLECLOUD_LOCK_DIR", None) or Path(settings.VAR_DIR) / "locks")
+
+
 @contextmanager
 def exclusive(name: str) -> Iterator[bool]:
     """Yield True if this process holds the lock `name`, False if another one does."""
@@ -40,7 +45,7 @@ def exclusive(name: str) -> Iterator[bool]:
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
         return
-    directory = Path(getattr(settings, "PADDLECLOUD_LOCK_DIR", None) or Path(settings.VAR_DIR) / "locks")
+    directory = lock_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.lock"
     handle = _locked(path)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -124,13 +125,36 @@ def send(delivery_id: int) -> None:
 
 
 TEST_EVERY_SECONDS = 10  # one test a user at most this often: the button cannot make the portal a POST cannon
+TEST_KEPT_SECONDS = 3600  # how long the page shows a test's outcome
+
+
+def test_key(user_id: int) -> str:
+    """The cache entry of the user's last test: {"state": "sending" | "done", "at": ISO time, "outcomes": [...]}."""
+    return f"notify-test-result:{int(user_id)}"
+
+
+def has_something_to_test(user: Any) -> bool:
+    return NotifyPreference.objects.filter(user_id=user.pk).exclude(email=False, webhook="").exists()
+
+
+def test_sending(user: Any) -> None:
+    """Note that a test is on its way (the page shows it so until the notify lane records the outcome)."""
+    cache.set(test_key(user.pk), {"state": "sending", "at": timezone.now().isoformat()}, TEST_KEPT_SECONDS)
+
+
+def send_test_now(user: Any) -> None:
+    """Send the user's test (in the notify lane's worker) and keep the outcome for the page."""
+    outcomes = [list(outcome) for outcome in send_test(user)]
+    done = {"state": "done", "at": timezone.now().isoformat(), "outcomes": outcomes}
+    cache.set(test_key(user.pk), done, TEST_KEPT_SECONDS)
 
 
 def send_test(user: Any) -> list[tuple[str, bool, str]]:
     """Send a test now to each channel of `user`'s saved default: (channel, sent, what happened) for each.
 
     The webhook goes through the same sender as a job's (public addresses only, no redirects, one deadline);
-    nothing is retried and no Delivery is recorded: the answer is shown to the user at once.
+    nothing is retried and no Delivery is recorded. The page's button runs this in the notify lane
+    (send_test_now), never in the web request: a receiver that drips its answer holds a notify slot only.
     """
     pref = NotifyPreference.objects.filter(user_id=user.pk).first()
     outcomes: list[tuple[str, bool, str]] = []

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from celery import shared_task
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from notifications import services
@@ -34,6 +35,14 @@ def job_ended(job_id: int) -> None:
 )
 def send_delivery(delivery_id: int) -> None:
     services.send(delivery_id)
+
+
+@shared_task(name="notifications.send_test", ignore_result=True)
+def send_test(user_id: int) -> None:
+    """The notifications page's "Send a test": sent here, in the notify lane; the page shows the outcome."""
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is not None:
+        services.send_test_now(user)
 
 
 def on_job_ended(sender: Any, job_id: int, **kwargs: Any) -> None:

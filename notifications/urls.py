@@ -8,6 +8,7 @@ from notifications.api import NotifyPreferenceView
 page_urlpatterns: list[URLPattern] = [
     path("profile/notifications/", views.settings_page, name="notifications"),
     path("profile/notifications/test", views.send_test, name="notifications-test"),
+    path("profile/notifications/last-test", views.last_test, name="notifications-last-test"),
 ]
 
 api_urlpatterns: list[URLPattern] = [

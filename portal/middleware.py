@@ -1,4 +1,4 @@
-"""Middleware of our own: the per-start instance header that `make run` waits for; NUL bytes refused."""
+"""Our middleware: the instance header `make run` waits for; NUL bytes refused; downloads let go of the database."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
+from django.db import connections
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from core.api import errors
@@ -45,5 +46,22 @@ def refuse_nul_bytes(get_response: View) -> View:
             raise SuspiciousOperation(f"{field}: {NUL_RULE}")
         problem: dict[str, str | None] = {"field": field, "code": "invalid", "message": NUL_RULE}
         return JsonResponse(errors.body(NUL_RULE, "invalid", [problem]), status=400)
+
+    return middleware
+
+
+def streams_let_go_of_database(get_response: View) -> View:
+    """A streaming response (a download) closes its database connections before its body is sent: a client that
+    reads slowly must not hold one of the database's connections while it does (the gevent workers hold up to
+    1,000 connections each; PostgreSQL allows 100 by default). Outermost, so no later middleware opens one
+    again; a connection inside a transaction (a test's) is left alone. Django opens a new one when next asked."""
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        response = get_response(request)
+        if response.streaming:
+            for connection in connections.all(initialized_only=True):
+                if not connection.in_atomic_block:
+                    connection.close()
+        return response
 
     return middleware

@@ -78,6 +78,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: the kubelet's probes name the pod's IP as Host, which ALLOWED_HOSTS rightly refuses.
     "health.probes.probes",
+    "portal.middleware.streams_let_go_of_database",  # outermost but the probes: after every other middleware
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
@@ -339,9 +340,12 @@ PADDLECLOUD_RECONCILE_SECONDS = env_int("PADDLECLOUD_RECONCILE_SECONDS", 2, mini
 # The control worker watches Kubernetes datacenters instead of listing them every cycle
 # (jobs/engines/kubernetes/watch.py); off, every cycle lists (3 calls per datacenter) as before.
 PADDLECLOUD_K8S_WATCH = env_bool("PADDLECLOUD_K8S_WATCH", True)
-# Requests that may wait for a job's change at once, per web process (jobs/api/waiting.py): half of
-# `make run`'s 4 threads, so waiting clients never hold every thread.
-PADDLECLOUD_LONG_POLL_SLOTS = env_int("PADDLECLOUD_LONG_POLL_SLOTS", 2, minimum=0)
+# Requests that may wait for a job's change at once, per web process (jobs/api/waiting.py); each costs a
+# greenlet and a query every 0.1 s (portal/gunicorn_conf.py: 1,000 connections per process).
+PADDLECLOUD_LONG_POLL_SLOTS = env_int("PADDLECLOUD_LONG_POLL_SLOTS", 100, minimum=0)
+# Downloads (files, whole worker logs) one user may have going at once on one web host (core/streams.py);
+# one more is a 429 with Retry-After.
+PADDLECLOUD_DOWNLOADS_PER_USER = env_int("PADDLECLOUD_DOWNLOADS_PER_USER", 8, minimum=1)
 PADDLECLOUD_KILL_GRACE_SECONDS = env_int("PADDLECLOUD_KILL_GRACE_SECONDS", 10, minimum=0)
 # PS mode: seconds the trainers' gloo rendezvous may take from the first trainer's arrival before each
 # trainer's launcher fails it (RendezvousTimeout; paddlecloud.runtime.rendezvous). Paddle's own: an hour.

@@ -57,12 +57,9 @@ PY
   fi
 }
 
-# Request limits: a request line (method, path, query) of at most 8190 bytes, at most 100 headers
-# of at most 8190 bytes each; gunicorn answers 400 to anything bigger. With gthread workers the
-# timeout is the worker's heartbeat, not a bound on one request: a worker whose main loop is stuck
-# for 60 s (e.g. a thread holding the GIL) is killed and replaced, with the requests it held.
-GUNICORN_FLAGS=(--workers 2 --threads 4 --timeout 60 --graceful-timeout 30
-  --limit-request-line 8190 --limit-request-fields 100 --limit-request-field_size 8190)
+# How gunicorn serves: portal/gunicorn_conf.py, the one config for make run, the image, the deploy and the
+# tests (gevent workers: a slow or idle connection costs a greenlet, not a web thread; request limits).
+GUNICORN_FLAGS=(--config python:portal.gunicorn_conf)
 
 start_portal() {
   if ! is_running "$RUN_DIR/portal.pid"; then

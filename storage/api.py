@@ -16,11 +16,12 @@ from django.http.response import HttpResponseBase
 from django.utils.http import http_date
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import streams
 from core.api.errors import quote
 from core.api.pagination import PageQuery, Pagination
 from core.api.serializers import StrictSerializer
@@ -133,7 +134,10 @@ class RemoveView(APIView):
 
 
 class DownloadView(APIView):
-    """The file's bytes, streamed (never whole in memory); one `Range: bytes=a-b` gives a 206."""
+    """The file's bytes, streamed (never whole in memory); one `Range: bytes=a-b` gives a 206; a 429 past the
+    user's downloads at once (core/streams.py)."""
+
+    held_per_user = True  # the schema lists its 429
 
     @extend_schema(
         parameters=[PathQuery, OpenApiParameter("Range", str, OpenApiParameter.HEADER, required=False)],
@@ -172,6 +176,9 @@ class DownloadView(APIView):
         if isinstance(wanted, tuple):
             streamed.status_code = status.HTTP_206_PARTIAL_CONTENT
             streamed["Content-Range"] = f"bytes {start}-{end}/{size}"
+        if not streams.hold(streamed, request.user):
+            download.handle.close()  # not streamed.close(): that ends the request (request_finished) early
+            raise exceptions.Throttled(streams.RETRY_AFTER_SECONDS, detail=streams.refusal())
         return streamed
 
 

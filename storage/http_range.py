@@ -31,12 +31,25 @@ def parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
 
 
 class FileSlice:
-    """A file limited to [start, start + length): read() stops at the end, fileno() lets gunicorn sendfile."""
+    """A file limited to [start, start + length): read() stops at the end, fileno() lets gunicorn sendfile.
+
+    gevent's sendfile (the portal's web workers) reads and sends: it seeks to the slice's start, then reads
+    at most the slice's length, so seek() moves within the file and keeps what is left to read. To Django
+    it is not seekable (seekable() is False), so FileResponse takes its length from the view, as before."""
 
     def __init__(self, handle: Any, start: int, length: int) -> None:
         self._handle = handle
+        self._end = start + length
         self._left = length
         handle.seek(start)
+
+    def seek(self, position: int) -> int:
+        """Move to `position` in the file (not in the slice); what is left to read ends where the slice does."""
+        self._left = max(0, self._end - position)
+        return int(self._handle.seek(position))
+
+    def seekable(self) -> bool:
+        return False
 
     def read(self, size: int = -1) -> bytes:
         if self._left <= 0:

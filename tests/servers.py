@@ -25,16 +25,17 @@ def closed_port() -> int:
 
 
 @contextmanager
-def portal(log_dir: Path, *, threads: int = 2, settings: str = "tests.settings", **env: str) -> Iterator[str]:
-    """The portal's base URL under gunicorn (one worker, `threads` threads, Django settings module `settings`),
-    on the test database unless `env` says otherwise; stopped when the block ends."""
+def portal(log_dir: Path, *, processes: int | str = 1, settings: str = "tests.settings", **env: str) -> Iterator[str]:
+    """The portal's base URL under gunicorn with the portal's own config (portal/gunicorn_conf.py: gevent
+    workers, `processes` of them), Django settings module `settings`, on the test database unless `env` says
+    otherwise; stopped when the block ends."""
     port = closed_port()
     full = {**os.environ, "DATABASE_URL": workers.test_database_url(), "DJANGO_SETTINGS_MODULE": settings, **env}
     log = log_dir / f"gunicorn-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-             "--threads", str(threads), "--timeout", "60"],
+            [sys.executable, "-m", "gunicorn", "portal.wsgi", "--config", "python:portal.gunicorn_conf",
+             "--bind", f"127.0.0.1:{port}", "--workers", str(processes)],
             cwd=workers.ROOT, env=full, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

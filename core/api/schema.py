@@ -75,7 +75,8 @@ class ErrorDocumentingSchema(AutoSchema):
             codes.append("409")
         if self.method in _BODY_METHODS:
             codes += ["413", "415"]
-        if self.view.get_throttles() and "429" not in codes:
+        # `held_per_user`: a view bounded per user by the portal itself (core/streams.py's downloads).
+        if (self.view.get_throttles() or getattr(self.view, "held_per_user", False)) and "429" not in codes:
             codes.append("429")
         return codes
 

@@ -1,7 +1,8 @@
 """Long polling: `GET /api/v1/jobs/<name>?state=<seen>&wait=<s>` answers as soon as the job leaves `seen`.
 
 A client that follows a job (`paddlectl wait`, `Job.wait()`, `logs -f`) learns its end within a tenth
-of a second instead of at its next poll. Waiting holds a web thread, so it is bounded three ways: at
+of a second instead of at its next poll. Waiting holds a connection of a web worker (a greenlet) and reads a
+row every CHECK_SECONDS, so it is bounded three ways: at
 most MAX_WAIT seconds a request, at most PADDLECLOUD_LONG_POLL_SLOTS waiting requests per web process,
 at most PER_USER of them per user per process. A request over a bound is answered at once (with the
 job as it is), never refused: the client then simply polls.

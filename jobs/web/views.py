@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from paddlecloud.contract import spec as rules
 
+from core import streams
 from core.csp import WASM
 from core.errors import DomainError
 from datacenters import quota
@@ -219,9 +220,15 @@ def log_download(request: HttpRequest, ref: str, worker: str) -> HttpResponse | 
         return HttpResponse(exc.message, status=403, content_type="text/plain; charset=utf-8")
     if handle is None:
         raise Http404("this worker has written no log yet")
-    return FileResponse(
+    response = FileResponse(
         handle, as_attachment=True, filename=f"{job.uid}-{worker}.log", content_type="text/plain; charset=utf-8"
     )
+    if not streams.hold(response, request.user):
+        handle.close()  # not response.close(): that ends the request (request_finished) early
+        refused = HttpResponse(streams.refusal(), status=429, content_type="text/plain; charset=utf-8")
+        refused["Retry-After"] = str(streams.RETRY_AFTER_SECONDS)
+        return refused
+    return response
 
 
 @login_required

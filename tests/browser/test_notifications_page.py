@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from core import lanes
 from datacenters.models import Datacenter
 from jobs.models import Job
 from notifications.models import NotifyPreference
 from tests.browser.conftest import Page
+from tests.workers import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,8 +55,16 @@ def save_webhook(logged_in: Page, url: str) -> None:
     page.wait_for_selector(".message.success")
 
 
+@pytest.fixture
+def notify_worker(tmp_path: Path) -> Iterator[WorkerProcess]:
+    """The notify lane's worker, which sends the page's tests; private receivers allowed (the receiver is here)."""
+    worker = start_worker(tmp_path, (lanes.NOTIFY,), extra_env={"PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE": "true"})
+    yield worker
+    worker.stop()
+
+
 def test_a_webhook_set_on_the_page_receives_the_test(
-    logged_in: Page, alice: User, receiver: ThreadingHTTPServer, settings: Any
+    logged_in: Page, alice: User, receiver: ThreadingHTTPServer, settings: Any, notify_worker: WorkerProcess
 ) -> None:
     settings.PADDLECLOUD_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is this machine: an operator's opt-in
     url = f"http://127.0.0.1:{receiver.server_port}/hook?token=abc"
@@ -62,7 +72,8 @@ def test_a_webhook_set_on_the_page_receives_the_test(
     assert NotifyPreference.objects.get(user=alice).webhook == url
     page = logged_in.page
     page.click('[data-testid="notify-test"]')
-    message = page.inner_text(".message.success")
+    # The request answers at once; the notify lane sends it and the page shows what the receiver said.
+    message = page.inner_text('[data-testid="last-test"] .message.success', timeout=60_000)
     assert "Test webhook: the receiver answered HTTP 204" in message
     bodies = receiver.bodies  # type: ignore[attr-defined]
     assert len(bodies) == 1 and bodies[0]["test"] is True and bodies[0]["user"] == "alice"

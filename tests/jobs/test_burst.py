@@ -62,7 +62,7 @@ def test_a_burst_of_submits_on_the_embedded_broker_all_end_and_no_reconcile_is_d
         put_package(local_dc, alice, name, FAKE_PACKAGE)
     session = requests.Session()
     session.headers["Authorization"] = f"Token {issue_token(alice).key}"
-    with portal(tmp_path, threads=4, **EMBEDDED) as url:
+    with portal(tmp_path, **EMBEDDED) as url:
         started = time.monotonic()
         for index, name in enumerate(names):
             time.sleep(max(0.0, started + index / RATE - time.monotonic()))

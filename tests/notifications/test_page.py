@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
+from django.core.cache import cache
 from django.test import Client
+from django.utils import timezone
 
 from datacenters.models import Datacenter
 from jobs.models import Job
 from jobs.web.forms import initial_from_spec
+from notifications import services, tasks, views
 from notifications.models import Delivery, NotifyPreference
 from tests.conftest import PASSWORD
 
@@ -43,11 +48,30 @@ def test_an_overlong_webhook_is_a_400_naming_the_field(alice: User) -> None:
     assert answer.status_code == 400 and b'href="#n-webhook"' in answer.content
 
 
-def test_a_test_email_goes_to_the_accounts_address(alice: User) -> None:
+def test_a_test_email_goes_to_the_accounts_address_from_the_notify_lane(alice: User) -> None:
     NotifyPreference.objects.create(user=alice, email=True)
-    answer = logged_in(alice).post("/profile/notifications/test", follow=True)
+    client = logged_in(alice)
+    answer = client.post("/profile/notifications/test", follow=True)
+    # The request only queues it: nothing is sent inside it, and the page says the test is on its way.
+    assert mail.outbox == [] and "Sending the test asked for at" in answer.content.decode()
+    assert 'hx-get="/profile/notifications/last-test"' in answer.content.decode()
+    tasks.send_test(alice.pk)  # what the notify lane's worker runs (the browser test runs the real worker)
     assert len(mail.outbox) == 1 and mail.outbox[0].to == [alice.email]
-    assert f"Test email: sent to {alice.email}" in answer.content.decode()
+    shown = client.get("/profile/notifications/last-test").content.decode()
+    assert f"Test email: sent to {alice.email}" in shown and "hx-get" not in shown  # done: no more polling
+
+
+def test_a_test_no_worker_took_says_so_and_stops_polling(alice: User) -> None:
+    NotifyPreference.objects.create(user=alice, email=True)
+    client = logged_in(alice)
+    client.post("/profile/notifications/test")
+    an_hour_ago = (timezone.now() - timedelta(seconds=views.STALE_SECONDS + 1)).isoformat()
+    cache.set(services.test_key(alice.pk), {"state": "sending", "at": an_hour_ago}, 60)
+    shown = client.get("/profile/notifications/last-test").content.decode()
+    assert "no notification worker took it" in shown and "hx-get" not in shown
+    assert "No test sent" in logged_in(User.objects.create_user("dora", password=PASSWORD)).get(
+        "/profile/notifications/"
+    ).content.decode()  # another user sees none of alice's
 
 
 def test_with_nothing_set_the_test_says_so(alice: User) -> None:

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 @pytest.fixture
 def gunicorn(tmp_path: Path) -> Iterator[str]:
     # The production settings module, as `make run` serves the portal.
-    with portal(tmp_path, threads=4, settings="portal.settings") as url:
+    with portal(tmp_path, settings="portal.settings") as url:
         yield url
 
 

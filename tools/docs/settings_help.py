@@ -133,6 +133,10 @@ PORTAL: dict[str, Help] = {
         "requests per web process that may wait for a job's change at once (`?wait=`; see "
         "[Long polling](jobs.md#long-polling))"
     ),
+    "PADDLECLOUD_DOWNLOADS_PER_USER": Help(
+        "downloads (files, whole worker logs) one user may have going at once on one web host; one more is a 429 "
+        "with `Retry-After`"
+    ),
     "PADDLECLOUD_KILL_GRACE_SECONDS": Help("SIGTERM to SIGKILL grace when stopping job processes"),
     "PADDLECLOUD_RENDEZVOUS_TIMEOUT": Help(
         "PS mode, both engines: seconds the trainers' gloo rendezvous may take from the first arrival before the "
