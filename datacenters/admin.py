@@ -89,7 +89,10 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (
             "Isolation",
             {
-                "fields": ["job_egress", "wait_for_isolation", "kubelet_port", "job_pids_limit", "job_log_limit"],
+                "fields": [
+                    "job_egress", "wait_for_isolation", "kubelet_port", "job_pids_limit", "user_pids_limit",
+                    "job_log_limit",
+                ],
                 "description": "What every job may use of what the host or cluster shares (the docs: Isolation).",
             },
         ),

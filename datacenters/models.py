@@ -203,6 +203,13 @@ class Datacenter(models.Model):
         validators=[MinValueValidator(16), MaxValueValidator(1_000_000)],
         help_text="Processes and threads one worker (pserver or trainer) may hold at once.",
     )
+    user_pids_limit = models.PositiveIntegerField(
+        default=8192,
+        validators=[MinValueValidator(16), MaxValueValidator(4_194_304)],
+        help_text="Local engine: processes and threads all of one user's workers on one host may hold at once "
+        "(a cgroup above the user's workers; each job's uid is bounded to the same by RLIMIT_NPROC). Keep it "
+        "well under the host's kernel.pid_max (32,768 by default) divided by the users who run at once.",
+    )
     job_log_limit = models.CharField(
         max_length=20,
         default="256Mi",

@@ -122,3 +122,8 @@ class Engine(ABC):
     @abstractmethod
     def cleanup(self, job: Job, recorder: Recorder) -> bool:
         """Delete what is left of a finished job after the datacenter's TTL; True when done."""
+
+    def held_open_bytes(self, owner: Any) -> int:
+        """Bytes the owner's running jobs keep in files they deleted on the PFS (the storage quota counts them);
+        0 where the engine cannot see its jobs' open files (pods on other nodes)."""
+        return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import suppress
+from dataclasses import replace
 from datetime import timedelta
 
 from django.db import transaction
@@ -13,6 +15,8 @@ from paddlecloud.contract.units import human_bytes
 
 from datacenters import quota
 from datacenters.models import Datacenter
+from jobs.engines import engine_for
+from jobs.engines.base import EngineError
 from jobs.follow.reconcile import workers_stopping
 from jobs.models import STARTED_STATES, Job, JobState, Reason
 from jobs.states import transition
@@ -68,6 +72,8 @@ def _check_home(owner_id: int, datacenter_id: int) -> list[int]:
         measured = usage.measure_home(owner, datacenter, limits.storage_files + 1, QUOTA_WALK_SECONDS)
     except backends.StorageUnavailable:
         return []  # the portal does not mount this storage (now): nothing to measure
+    with suppress(EngineError):  # no job uid for this user (past the range): none of their jobs starts either
+        measured = replace(measured, held_open=engine_for(datacenter).held_open_bytes(owner))
     row = usage.record_measurement(owner, datacenter, measured)
     message = _over_quota(measured, row.reserved_bytes, limits, datacenter)
     if not message:
@@ -79,11 +85,13 @@ def _check_home(owner_id: int, datacenter_id: int) -> list[int]:
 def _over_quota(measured: usage.Measured, reserved: int, limits: quota.Amounts, datacenter: Datacenter) -> str:
     """What is over the quota, naming the sizes; "" when nothing is."""
     where = f"in datacenter {datacenter.name}"
-    held = measured.bytes + measured.preallocated + reserved
+    held = measured.bytes + measured.preallocated + measured.held_open + reserved
     at_least = "" if measured.complete else "at least "
     if held > limits.storage:
         past_end = measured.preallocated
         extra = f" and {human_bytes(past_end)} allocated past their ends" if past_end >= PREALLOCATED_SHOWN else ""
+        if measured.held_open:
+            extra += f" and {human_bytes(measured.held_open)} in deleted files a job keeps open"
         extra += f" and {human_bytes(reserved)} reserved by uploads in progress" if reserved else ""
         return (
             f"storage quota exceeded {where}: your files take {at_least}{human_bytes(measured.bytes)}{extra}, "

@@ -97,6 +97,7 @@ def test_carol_adds_a_kubernetes_datacenter_and_the_kubeconfig_is_never_shown(ca
         "wait_for_isolation": "on",
         "kubelet_port": "10250",
         "job_pids_limit": "4096",
+        "user_pids_limit": "8192",
         "job_log_limit": "256Mi",
         "finished_ttl": "86400",
         "default_cpu": "8",

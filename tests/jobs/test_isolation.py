@@ -191,6 +191,67 @@ def test_a_fork_storm_is_capped_fails_the_job_and_leaves_nothing(
     wait_for(no_stragglers, "the fork storm's processes to be gone", 30)
 
 
+# Every trainer waits until all have started, forks up to `forks` children (under its own cap), says how many it
+# got, then waits until every trainer has forked: at that moment all the job's children live at once.
+USER_STORM = r"""
+import os, resource, subprocess, sys, time
+trainers, forks, rank = int(sys.argv[1]), int(sys.argv[2]), os.environ["PADDLE_TRAINER_ID"]
+print("nproc", resource.getrlimit(resource.RLIMIT_NPROC)[0], flush=True)
+
+def barrier(name):
+    os.makedirs(name, exist_ok=True)
+    open("%s/%s" % (name, rank), "w").close()
+    deadline = time.monotonic() + 120
+    while len(os.listdir(name)) < trainers and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return len(os.listdir(name))
+
+barrier("started")
+children, refused = [], ""
+try:
+    for _ in range(forks):
+        children.append(subprocess.Popen(
+            ["/bin/sh", "-c", "sleep 300; :", "userstorm-marker"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ))
+except OSError as exc:
+    refused = "refused errno %d" % exc.errno
+print("forked", len(children), refused, flush=True)
+print("all forked", barrier("forked"), flush=True)
+"""
+
+
+def test_one_users_workers_share_a_process_bound_and_another_users_job_runs_beside(
+    alice_api: APIClient, bob_api: APIClient, alice: User, bob: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    """Issue 34: the per-worker cap alone let a 32-trainer job hold 32 x 1,024 processes (this host's pid_max).
+    Now all of a user's workers on a host share user_pids_limit (a cgroup above them, and RLIMIT_NPROC of the
+    user's job uid): 8 trainers that each want 40 children, under their own cap of 64, get far fewer."""
+    trainers, forks, user_limit = 8, 40, 200
+    local_dc.job_pids_limit, local_dc.user_pids_limit = 64, user_limit
+    local_dc.save()
+    _package(local_dc, alice, "storm", USER_STORM)
+    _submit(alice_api, {"jobname": "storm", "entry": f"python job.py {trainers} {forks}", "parallelism": trainers})
+    storm = _running("storm", worker)
+    _package(local_dc, bob, "calm", "print('calm and done', flush=True)\n")
+    _submit(bob_api, {"jobname": "calm", "entry": "python job.py"})
+    calm = finished("calm", worker, timeout=120)
+    assert calm.state == "succeeded", calm.message
+    assert "calm and done" in _log(calm)
+
+    storm = finished("storm", worker, timeout=240)
+    logs = [_log(storm, f"trainer_{rank}") for rank in range(trainers)]
+    counts = [int(log.split("forked ", 1)[1].split()[0]) for log in logs]
+    assert all(f"all forked {trainers}" in log for log in logs), logs
+    # Together under the user's bound (each trainer's own processes count too), where the per-worker caps
+    # alone would have let 8 x 40 live; and refused at the user's bound, not at a trainer's own.
+    assert sum(counts) < user_limit, counts
+    assert any("refused errno 11" in log and count < forks for log, count in zip(logs, counts, strict=True)), logs
+    if os.geteuid() == 0:  # a root worker's sandbox drops to the user's job uid, bounded by RLIMIT_NPROC too
+        assert all(f"nproc {user_limit}\n" in log for log in logs), logs
+    assert storm.state == "succeeded", storm.message
+
+
 NONROOT_PROBE = r"""
 import os, socket, subprocess, sys
 print("uid", os.getuid(), flush=True)

@@ -233,6 +233,37 @@ def test_create_writes_v1_limits_and_skips_absent_swap_accounting(tmp_path: Path
     assert group.pids_events == tmp_path / "pids" / "paddlecloud" / "fit-trainer-1" / "pids.events"
 
 
+def test_a_workers_group_sits_in_its_users_group_which_bounds_them_together(tmp_path: Path) -> None:
+    """v1 and v2 on fake trees: the user's group gets pids.max, the worker's group is inside it, and the user's
+    group goes only once its last worker's group has (the real kernel: tests/jobs/test_isolation.py)."""
+    user = cgroups.Enclosing("user-7", cgroups.Limits(pids=8192))
+    v1 = cgroups.Hierarchy(1, tmp_path / "memory/pc", tmp_path / "cpu/pc", tmp_path / "pids/pc")
+    first = cgroups.create(v1, "fit-trainer-0-0", cgroups.Limits(64 << 20, Decimal(1), pids=1024), user)
+    second = cgroups.create(v1, "fit-trainer-1-0", cgroups.Limits(pids=1024), user)
+    assert (tmp_path / "pids/pc/user-7/pids.max").read_text() == "8192"
+    assert (tmp_path / "pids/pc/user-7/fit-trainer-0-0/pids.max").read_text() == "1024"
+    assert (tmp_path / "memory/pc/user-7/fit-trainer-0-0/memory.limit_in_bytes").read_text() == str(64 << 20)
+    assert tmp_path / "pids/pc/user-7/fit-trainer-0-0/cgroup.procs" in first.procs
+    assert first.pids_events == tmp_path / "pids/pc/user-7/fit-trainer-0-0/pids.events"
+    assert set(first.enclosing) == {tmp_path / f"{c}/pc/user-7" for c in ("memory", "cpu", "pids")}
+    cgroups.remove(first)  # files a fake tree keeps stop rmdir; a real cgroup folder has none of its own
+    assert (tmp_path / "pids/pc/user-7").is_dir() and second.dirs
+
+    v2_root = tmp_path / "v2"
+    (v2_root / "worker/pc").mkdir(parents=True)
+    for directory in (v2_root / "worker", v2_root / "worker/pc"):
+        (directory / "cgroup.subtree_control").write_text("")
+    (v2_root / "worker/pc/user-7").mkdir()
+    (v2_root / "worker/pc/user-7/cgroup.subtree_control").write_text("")
+    base = v2_root / "worker/pc"
+    group = cgroups.create(cgroups.Hierarchy(2, base, base, base), "fit-trainer-0-0", cgroups.Limits(pids=64), user)
+    assert (base / "user-7/pids.max").read_text() == "8192"
+    assert (base / "user-7/fit-trainer-0-0/pids.max").read_text() == "64"
+    # Handed down at each level (a fake file keeps the last write): the user's group gives its children pids.
+    assert "+pids" in (base / "user-7/cgroup.subtree_control").read_text()
+    assert group.enclosing == (base / "user-7",)
+
+
 def test_oom_kills_are_read_from_either_version() -> None:
     assert cgroups.oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n") == 2
     assert cgroups.oom_kills("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n") == 1

@@ -12,6 +12,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from datacenters.models import Datacenter, Quota
+from jobs.engines.local import held_open
+from jobs.engines.local import world as local_world
 from jobs.follow.storage_quota import enforce_storage_quota
 from jobs.models import Job, JobState, Reason
 from storage import usage
@@ -125,3 +127,31 @@ def test_space_allocated_past_a_files_end_counts_against_the_quota(
     assert "your files take 4.9 KiB and 30.0 MiB allocated past their ends" in job.message, job.message
     row = StorageUsage.objects.get(user=alice, datacenter=local_dc)
     assert row.used_bytes == 5000  # the recorded usage stays the files' lengths, as uploads and deletes count
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads another uid's descriptors, as the root control worker does")
+def test_a_deleted_file_a_job_keeps_open_counts_against_the_quota(
+    alice: User, bob: User, local_dc: Datacenter, home: Path
+) -> None:
+    """Issue 34: 300 MiB written, deleted and kept open by a job was invisible to the walk (quota showed 73 KB).
+    A real process of alice's job uid holds the deleted file; a process of bob's uid holds his own."""
+    job = running_job(alice, local_dc)
+    hidden = home / "jobs" / "fill" / "hidden.bin"
+    sparse(hidden, 30 * MiB)
+    hidden.chmod(0o644)
+    holders = []
+    with hidden.open("rb") as handle:  # handed to each holder: a process of that uid with the file open
+        for user in (alice, bob):
+            uid = local_world.job_ids(user.pk)[0]
+            holders.append(subprocess.Popen(["sleep", "120"], user=uid, group=uid, pass_fds=(handle.fileno(),)))
+    try:
+        hidden.unlink()
+        assert held_open.held_open_bytes(local_world.job_ids(alice.pk)[0], home) == 30 * MiB
+        assert enforce_storage_quota() == [job.pk]
+        job.refresh_from_db()
+        assert (job.state, job.reason) == (JobState.FAILED, Reason.STORAGE_QUOTA_EXCEEDED)
+        assert "your files take 0 B and 30.0 MiB in deleted files a job keeps open" in job.message, job.message
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()

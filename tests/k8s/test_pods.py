@@ -29,6 +29,7 @@ from tests.wait import wait_for
 from tests.workers import WorkerProcess, start_worker
 from tools.k8s.images import read_manifest
 from tools.k8s.testcluster import TestCluster
+from tools.k8s.testcluster.node_config import POD_PIDS_LIMIT
 
 pytestmark = [pytest.mark.pods, pytest.mark.paddle, pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -132,6 +133,10 @@ def test_a_pod_resolves_another_pods_headless_name_and_logs_come_back_through_th
         # The name exists once the pod has an IP; before that CoreDNS has no record (and refuses the
         # bare name, which glibc reports as a temporary failure): the launcher retries, this test waits.
         wait_for(lambda: core.read_namespaced_pod("srv", ns).status.pod_ip, "the server pod's IP", 120)
+        # The kubelet bounds each pod's processes (podPidsLimit): the pod's cgroup on this host says so.
+        uid = core.read_namespaced_pod("srv", ns).metadata.uid
+        limits = {path.read_text().strip() for path in Path("/sys/fs/cgroup").glob(f"**/pod{uid}/pids.max")}
+        assert limits == {str(POD_PIDS_LIMIT)}, limits
         script = "import socket; print('resolved', socket.gethostbyname('srv-0.grp'))"
         core.create_namespaced_pod(
             ns,

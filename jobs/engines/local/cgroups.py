@@ -2,7 +2,9 @@
 
 No PyPI library covers both hierarchies (cgroupspy is v1 only), and the job needs four files, so this
 is small: find where this worker may make cgroups, make one with the limits, and let the process's
-supervisor join it, count OOM kills and remove it (see processes.py).
+supervisor join it, count OOM kills and remove it (see processes.py). A process's group may sit in an
+enclosing one (`within`: the job owner's, `user-<id>`) whose limits bound all of its groups together:
+one user's workers on this host share its pids.max, so no user's jobs can fill the host's process table.
 """
 
 from __future__ import annotations
@@ -36,15 +38,25 @@ class Hierarchy:
 
 
 @dataclass(frozen=True)
+class Enclosing:
+    """A group above processes' own ones (a user's): its name beside theirs and the limits of all together."""
+
+    name: str
+    limits: Limits
+
+
+@dataclass(frozen=True)
 class Group:
     """One process's cgroup: the directories to join and remove, where OOM kills are counted and where
-    refused forks are (pids.events' ``max``; None without a pids controller)."""
+    refused forks are (pids.events' ``max``; None without a pids controller); the enclosing group's
+    directories, removed once empty."""
 
     dirs: tuple[Path, ...]
     events: Path
     pids_events: Path | None = None
     cpu_usage: Path | None = None  # v2 cpu.stat (usage_usec), v1 cpuacct.usage (ns): the accounting's cpu used
     memory_peak: Path | None = None  # v2 memory.peak, v1 memory.max_usage_in_bytes: its peak memory
+    enclosing: tuple[Path, ...] = ()
 
     @property
     def procs(self) -> tuple[Path, ...]:
@@ -116,46 +128,93 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
+def _hand_down(directory: Path, controllers: tuple[str, ...]) -> None:
+    """v2: give `directory`'s children the controllers (only a group without processes of its own may)."""
+    enabled = (directory / "cgroup.subtree_control").read_text().split()
+    wanted = [f"+{c}" for c in controllers if c not in enabled]
+    if wanted:
+        _write(directory / "cgroup.subtree_control", " ".join(wanted))
+
+
 def _enable_v2_controllers(base: Path, controllers: tuple[str, ...]) -> None:
     # Children of `base` get a controller only if `base` and its parent hand it down.
     base.mkdir(exist_ok=True)
     for directory in (base.parent, base):
-        enabled = (directory / "cgroup.subtree_control").read_text().split()
-        wanted = [f"+{c}" for c in controllers if c not in enabled]
-        if wanted:
-            _write(directory / "cgroup.subtree_control", " ".join(wanted))
+        _hand_down(directory, controllers)
 
 
-def create(hierarchy: Hierarchy, name: str, limits: Limits) -> Group:
-    """Make the cgroup ``name`` with ``limits``; raises OSError where the host does not let us."""
-    pids = hierarchy.pids is not None and limits.pids is not None
-    if hierarchy.version == 2:
-        _enable_v2_controllers(hierarchy.memory, ("memory", "cpu", "pids") if pids else ("memory", "cpu"))
-        directory = hierarchy.memory / name
-        directory.mkdir(exist_ok=True)
-        dirs = {"memory": directory, "cpu": directory, "pids": directory}
-        events = directory / "memory.events"
-        cpu_usage, memory_peak = directory / "cpu.stat", directory / "memory.peak"
-    else:
-        dirs = {"memory": hierarchy.memory / name, "cpu": hierarchy.cpu / name}
-        if pids and hierarchy.pids is not None:
-            dirs["pids"] = hierarchy.pids / name
-        if hierarchy.cpuacct is not None:
-            dirs["cpuacct"] = hierarchy.cpuacct / name
-        for d in dirs.values():
-            d.mkdir(parents=True, exist_ok=True)
-        events = dirs["memory"] / "memory.oom_control"
-        cpu_usage = dirs.get("cpuacct", dirs["cpu"]) / "cpuacct.usage"  # with cpu, or its own hierarchy
-        memory_peak = dirs["memory"] / "memory.max_usage_in_bytes"
-    if not pids:
-        limits = Limits(limits.memory_bytes, limits.cpus)  # no pids controller here: cpu and memory only
-    for controller, filename, value in limit_files(hierarchy.version, limits):
+def _write_limits(version: int, dirs: dict[str, Path], limits: Limits) -> None:
+    for controller, filename, value in limit_files(version, limits):
         path = dirs[controller] / filename
         if filename.startswith("memory.memsw") and not path.exists():
             continue  # no swap accounting on this host: nothing to swap to is limited either way
         _write(path, value)
+
+
+def _level(hierarchy: Hierarchy, relative: str, pids: bool) -> dict[str, Path]:
+    """controller -> the directory of the group at `relative` beneath our folder, made if missing."""
+    if hierarchy.version == 2:
+        directory = hierarchy.memory / relative
+        directory.mkdir(exist_ok=True)
+        return {"memory": directory, "cpu": directory, "pids": directory}
+    dirs = {"memory": hierarchy.memory / relative, "cpu": hierarchy.cpu / relative}
+    if pids and hierarchy.pids is not None:
+        dirs["pids"] = hierarchy.pids / relative
+    if hierarchy.cpuacct is not None:
+        dirs["cpuacct"] = hierarchy.cpuacct / relative
+    for directory in dirs.values():
+        directory.mkdir(exist_ok=True)
+    return dirs
+
+
+def create(hierarchy: Hierarchy, name: str, limits: Limits, within: Enclosing | None = None) -> Group:
+    """Make the cgroup ``name`` with ``limits`` (inside ``within``, made or kept with its limits); raises
+    OSError where the host does not let us."""
+    pids = hierarchy.pids is not None and limits.pids is not None
+    controllers = ("memory", "cpu", "pids") if pids else ("memory", "cpu")
+    if hierarchy.version == 2:
+        _enable_v2_controllers(hierarchy.memory, controllers)
+    else:
+        for top in (hierarchy.memory, hierarchy.cpu, hierarchy.pids if pids else None, hierarchy.cpuacct):
+            if top is not None:
+                top.mkdir(parents=True, exist_ok=True)
+    for attempt in range(3):
+        try:
+            dirs, enclosing = _made(hierarchy, name, limits, within, pids, controllers)
+            break
+        except FileNotFoundError:
+            # The enclosing group was removed (by its last process's supervisor) between making it and
+            # making ours in it: make both again.
+            if attempt == 2:
+                raise
+    if hierarchy.version == 2:
+        events, cpu_usage = dirs["memory"] / "memory.events", dirs["cpu"] / "cpu.stat"
+        memory_peak = dirs["memory"] / "memory.peak"
+    else:
+        events = dirs["memory"] / "memory.oom_control"
+        cpu_usage = dirs.get("cpuacct", dirs["cpu"]) / "cpuacct.usage"  # with cpu, or its own hierarchy
+        memory_peak = dirs["memory"] / "memory.max_usage_in_bytes"
     pids_events = dirs["pids"] / "pids.events" if pids else None
-    return Group(tuple(dict.fromkeys(dirs.values())), events, pids_events, cpu_usage, memory_peak)
+    return Group(tuple(dict.fromkeys(dirs.values())), events, pids_events, cpu_usage, memory_peak, enclosing)
+
+
+def _made(
+    hierarchy: Hierarchy, name: str, limits: Limits, within: Enclosing | None, pids: bool,
+    controllers: tuple[str, ...],
+) -> tuple[dict[str, Path], tuple[Path, ...]]:  # fmt: skip
+    enclosing: tuple[Path, ...] = ()
+    relative = name
+    if within is not None:
+        outer = _level(hierarchy, within.name, pids)
+        outer_limits = within.limits if pids else Limits(within.limits.memory_bytes, within.limits.cpus)
+        _write_limits(hierarchy.version, outer, outer_limits)
+        if hierarchy.version == 2:
+            _hand_down(outer["memory"], controllers)
+        enclosing = tuple(dict.fromkeys(outer.values()))
+        relative = f"{within.name}/{name}"
+    dirs = _level(hierarchy, relative, pids)
+    _write_limits(hierarchy.version, dirs, limits if pids else Limits(limits.memory_bytes, limits.cpus))
+    return dirs, enclosing
 
 
 def live_files(hierarchy: Hierarchy, name: str) -> tuple[Path, Path]:
@@ -168,7 +227,7 @@ def live_files(hierarchy: Hierarchy, name: str) -> tuple[Path, Path]:
 
 
 def remove(group: Group) -> None:
-    for directory in group.dirs:
+    for directory in group.dirs + group.enclosing:  # the enclosing group only once it is empty
         with contextlib.suppress(OSError):
             directory.rmdir()
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from paddlecloud.contract.states import worker_name
 
 from datacenters.models import Datacenter
 from jobs.engines.base import Engine, EngineError, Observation, Recorder, WorkerStatus
-from jobs.engines.local import events, gpus, processes, usage
+from jobs.engines.local import events, gpus, held_open, processes, usage
+from jobs.engines.local import world as local_world
 from jobs.engines.local.judge import Judge, Tally
 from jobs.engines.local.supervisor import HOST, Supervisor
 from jobs.engines.usage_samples import WorkerUsage
@@ -44,6 +46,10 @@ class LocalEngine(Engine):
         super().__init__(datacenter)
         self.supervisor = Supervisor(datacenter)
         self.judge = Judge(self.supervisor)
+
+    def held_open_bytes(self, owner: Any) -> int:
+        home = Path(self.datacenter.storage_root, "home", owner.get_username())
+        return held_open.held_open_bytes(local_world.job_ids(owner.pk)[0], home)
 
     def start(self, job: Job, recorder: Recorder) -> None:
         package = self.package(job)

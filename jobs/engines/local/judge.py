@@ -120,10 +120,11 @@ class Judge:
                 return Observation(JobState.FAILED, Reason.OOM_KILLED, message, code, statuses)
         for role, index, code in culprits:
             if refused := processes.forks_refused(self.supervisor.status_path(job, role, index)):
-                limit = self.supervisor.datacenter.job_pids_limit
+                datacenter = self.supervisor.datacenter
                 message = (
                     f"{role} {index} {processes.describe_exit(code)} after {refused} fork(s) were refused at "
-                    f"the datacenter's limit of {limit} processes per worker"
+                    f"the datacenter's limit of {datacenter.job_pids_limit} processes per worker (and "
+                    f"{datacenter.user_pids_limit:,} for all of one user's workers on a host)"
                 )
                 _set_message(statuses, role, index, message)
                 return Observation(JobState.FAILED, Reason.PIDS_LIMIT, message, code, statuses)

@@ -23,7 +23,7 @@ import psutil
 from jobs.engines.local import cgroups, events
 
 _SUPERVISOR = r"""
-import json, os, signal, subprocess, sys, time
+import json, os, resource, signal, subprocess, sys, time
 config, argv = json.loads(sys.argv[1]), sys.argv[2:]
 status_path = config["status"]
 if os.fork():
@@ -44,6 +44,8 @@ def prepare():
     for procs in config["cgroup_procs"]:  # before exec: everything the job starts is inside
         with open(procs, "w") as f:
             f.write(str(os.getpid()))
+    if config["nproc"]:  # the job uid's processes and threads at once, all its workers together
+        resource.setrlimit(resource.RLIMIT_NPROC, (config["nproc"], config["nproc"]))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
 
@@ -134,6 +136,11 @@ for directory in config["cgroup_dirs"]:  # empty once the namespace's last proce
             break
         except OSError:
             time.sleep(0.1)
+for directory in config["cgroup_enclosing"]:  # the user's group, once none of its workers is left
+    try:
+        os.rmdir(directory)
+    except OSError:
+        pass
 """
 
 
@@ -168,8 +175,10 @@ def spawn(
     stderr_path: Path,
     cgroup: cgroups.Group | None = None,
     job_id: int | None = None,
+    nproc: int | None = None,
 ) -> Spawned:
-    """Start ``argv`` under a detached supervisor (in ``cgroup`` when given).
+    """Start ``argv`` under a detached supervisor (in ``cgroup`` when given; with RLIMIT_NPROC ``nproc``, for
+    a process that runs as a uid of its own: the limit counts every process of that uid on the host).
 
     When ``argv`` is a sandbox's command (it holds sandbox.INFO_FD), the pid returned is the
     sandbox's pid 1 on the host, the process to follow and signal. With ``job_id``, the supervisor
@@ -181,6 +190,8 @@ def spawn(
         "stderr": str(stderr_path),
         "cgroup_procs": [str(p) for p in cgroup.procs] if cgroup else [],
         "cgroup_dirs": [str(d) for d in cgroup.dirs] if cgroup else [],
+        "cgroup_enclosing": [str(d) for d in cgroup.enclosing] if cgroup else [],
+        "nproc": nproc or 0,
         "oom_events": str(cgroup.events) if cgroup else "",
         "pids_events": str(cgroup.pids_events) if cgroup and cgroup.pids_events else "",
         "cpu_usage": str(cgroup.cpu_usage) if cgroup and cgroup.cpu_usage else "",

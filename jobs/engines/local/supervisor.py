@@ -226,6 +226,7 @@ class Supervisor:
         group = local_world.cgroup(
             local_world.group_name(job.uid, worker.name, worker.restarts),
             local_world.limits(job.spec, worker.role, self.datacenter.job_pids_limit),
+            local_world.user_group(job.owner_id, self.datacenter.user_pids_limit),
         )
         spawned = processes.spawn(
             argv,
@@ -235,6 +236,9 @@ class Supervisor:
             stderr_path=state / "launcher.err",
             cgroup=group,
             job_id=job.pk,
+            # The owner's job uid (a root worker's sandbox drops to it): all of the user's job processes on
+            # this host, bounded even without a pids controller; unprivileged, the host sees the worker's uid.
+            nproc=self.datacenter.user_pids_limit if os.geteuid() == 0 and probe is not None else None,
         )
         worker.pid = spawned.pid
         worker.state = WorkerState.RUNNING

@@ -119,7 +119,7 @@ def sample(job: Job) -> dict[str, WorkerUsage]:
     for worker in Worker.objects.filter(job=job, state=WorkerState.RUNNING).defer("usage_history"):
         record = job.engine_data.get(worker.name)
         group = local_world.group_name(job.uid, worker.name, worker.restarts)
-        figures = _from_cgroup(group)
+        figures = _from_cgroup(f"{local_world.user_group_name(job.owner_id)}/{group}")
         key = group
         if figures is None and isinstance(record, dict) and "pid" in record:
             figures, key = _from_processes(int(record["pid"])), f"{group}/{record['pid']}"

@@ -123,15 +123,25 @@ def group_name(uid: str, worker: str, restarts: int) -> str:
     return f"{uid}-{worker}-{restarts}"
 
 
-def cgroup(name: str, wanted: cgroups.Limits) -> cgroups.Group | None:
-    """A cgroup enforcing ``wanted``, or None (said once in the worker's log) where the host
+def user_group(owner_id: int, pids: int) -> cgroups.Enclosing:
+    """The group of all of one user's workers on this host: its pids.max bounds them together."""
+    return cgroups.Enclosing(user_group_name(owner_id), cgroups.Limits(pids=pids))
+
+
+def user_group_name(owner_id: int) -> str:
+    """The name of the user's group; a worker's group is `<this>/<group_name>` beneath the portal's folder."""
+    return f"user-{owner_id}"
+
+
+def cgroup(name: str, wanted: cgroups.Limits, within: cgroups.Enclosing | None = None) -> cgroups.Group | None:
+    """A cgroup enforcing ``wanted`` (inside ``within``), or None (said once in the worker's log) where the host
     does not let this worker make one."""
     hierarchy, why = cgroups.usable()
     if hierarchy is None:
         warn_once("cgroups", f"local engine: cpu and memory limits are not enforced: {why}")
         return None
     try:
-        return cgroups.create(hierarchy, name, wanted)
+        return cgroups.create(hierarchy, name, wanted, within)
     except OSError as exc:
         warn_once("cgroups-create", f"local engine: could not make cgroup {name}: {exc}")
         return None

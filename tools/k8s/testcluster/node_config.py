@@ -18,6 +18,7 @@ NODE_LABEL = "paddlecloud.org/node"  # = "real" on this node, so tests and users
 # after the node starts; one fixed place, so neither needs to know the other.
 REGISTRY_HOSTS_DIR = Path("/run/paddlecloud-node/certs.d")
 NETPOL_BINARY = "kube-router-netpol"  # tools/k8s/build-netpol.sh: kube-router's network policy controller
+POD_PIDS_LIMIT = 4096  # the kubelet's podPidsLimit on the test node (tests/k8s/test_pods.py reads it back)
 
 
 @dataclass
@@ -201,6 +202,9 @@ state = "{self.run_dir / "state"}"
             "fileCheckFrequency": "5s",
             "staticPodPath": "",
             "maxPods": 32,
+            # Processes and threads one pod may hold (issue 34): what the operators' guide tells a cluster to
+            # set, so no job fills the node's process table (this host's kernel.pid_max is 32,768).
+            "podPidsLimit": POD_PIDS_LIMIT,
             "protectKernelDefaults": False,
             "makeIPTablesUtilChains": False,
             "localStorageCapacityIsolation": False,
