@@ -27,6 +27,7 @@ from django.core.files.storage import FileSystemStorage
 from storage import beneath
 from storage.beneath import open_dir
 from storage.entries import Entry, entry_of
+from storage.measure import Tally, measure_tree
 
 # Upload temp files live next to their target under this prefix; the API refuses names with it, never
 # lists them, and quota counts them through the upload's reservation instead of as files.
@@ -178,6 +179,11 @@ class PfsStorage(FileSystemStorage):
         """The entries of a directory sorted by name, upload temp files left out."""
         with self._dir_fd(name) as fd:
             return _scan(fd)
+
+    def measure(self, name: str, max_entries: int, seconds: float) -> Tally:
+        """What a directory holds, for the quota (storage/measure.py): sums only, fast, bounded."""
+        with self._dir_fd(name) as top:
+            return measure_tree(top, TEMP_PREFIX, max_entries, seconds)
 
     def walk(self, name: str) -> Iterator[Entry]:
         """Every entry below a directory, depth first in name order, entry names relative to it.

@@ -7,7 +7,6 @@ one step and concurrent writers cannot both pass a check that only one of them f
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -199,21 +198,14 @@ class Measured:
 
 
 def measure_home(user: Any, datacenter: Datacenter, max_entries: int, seconds: float) -> Measured:
-    """The user's home as it is on disk now: a walk that never follows a link, stopped after
-    `max_entries` entries or `seconds`. Raises backends.StorageUnavailable when the storage is not mounted."""
+    """The user's home as it is on disk now: a walk that never follows a link (storage/measure.py), stopped
+    after `max_entries` entries or `seconds`. Raises backends.StorageUnavailable when the storage is not mounted."""
     storage = storage_for(datacenter)
-    deadline = time.monotonic() + seconds
-    total = count = preallocated = 0
     try:
-        for entry in storage.walk(paths.home_of(user.get_username())):
-            total += entry.size
-            preallocated += entry.preallocated
-            count += 1
-            if count >= max_entries or time.monotonic() > deadline:
-                return Measured(total, count, complete=False, preallocated=preallocated)
+        tally = storage.measure(paths.home_of(user.get_username()), max_entries, seconds)
     except (FileNotFoundError, NotADirectoryError):
         return Measured(0, 0, complete=True)  # no home yet
-    return Measured(total, count, complete=True, preallocated=preallocated)
+    return Measured(tally.bytes, tally.files, complete=tally.complete, preallocated=tally.preallocated)
 
 
 def record_measurement(user: Any, datacenter: Datacenter, measured: Measured) -> StorageUsage:
