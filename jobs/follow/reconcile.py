@@ -29,7 +29,17 @@ from jobs.engines.capabilities import ChangeVersions, FinalWorkers, UsageMeter, 
 from jobs.files import quiet
 from jobs.follow import progress, reconcile_runs, restarts, settled, stalls, worker_usage
 from jobs.follow.records import RECORDS, note_refused_logs, record_workers
-from jobs.models import STARTED_STATES, TERMINAL_STATES, EventKind, Job, JobState, Reason, Worker, WorkerState
+from jobs.models import (
+    ACTIVE_STATES,
+    STARTED_STATES,
+    TERMINAL_STATES,
+    EventKind,
+    Job,
+    JobState,
+    Reason,
+    Worker,
+    WorkerState,
+)
 from jobs.scheduling import cycle, elastic, ledger
 from jobs.states import transition
 from storage.tasks import recompute_usage
@@ -295,6 +305,10 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
 REPEAT_LOG_SECONDS = 600.0  # one traceback per job, step and error this often, however many cycles it breaks
 MAX_TOLD = 10_000
 _told: dict[tuple[int, str, str], float] = {}  # (job, step, error) -> when its traceback was last logged
+# A step that breaks this many cycles in a row fails the job (EngineError) if it has not ended: it would
+# otherwise hold its room for good, followed by nobody.
+FAIL_AFTER = 10
+_broke: dict[tuple[int, str], int] = {}  # (job, step) -> the cycles in a row it broke
 
 
 @contextmanager
@@ -315,6 +329,32 @@ def _alone(job: Job, datacenter: Datacenter, what: str) -> Iterator[None]:
             _told[key] = now
             log.exception("cannot %s %s", what, job.uid)
         reconcile_runs.engine_error(datacenter.pk, f"cannot {what} {job.uid}: {type(exc).__name__}: {exc}")
+        if len(_broke) >= MAX_TOLD:
+            _broke.clear()
+        _broke[(job.pk, what)] = _broke.get((job.pk, what), 0) + 1
+        if _broke[(job.pk, what)] >= FAIL_AFTER:
+            _give_up(job, what, exc)
+    else:
+        _broke.pop((job.pk, what), None)
+
+
+def _give_up(job: Job, what: str, exc: Exception) -> None:
+    """Fail a job one step broke for FAIL_AFTER cycles in a row (if it has not ended): the release that follows
+    stops its workers and frees its room. Terminal already (its release broke): nothing more to decide."""
+    cause = f"{type(exc).__name__}: {exc}"[:200]
+    message = (
+        f"the portal could not {what} this job in {FAIL_AFTER} cycles in a row ({cause}); it was failed so its "
+        "room is freed (the control worker's log has the traceback)"
+    )
+    with transaction.atomic():
+        moved = transition(
+            job.pk, JobState.FAILED, from_states=ACTIVE_STATES, reason=Reason.ENGINE_ERROR, message=message
+        )
+        if moved:
+            workers_stopping(job.pk, JobState.FAILED)
+    if moved:
+        log.warning("job %s failed: %s", job.uid, message)
+        _broke.pop((job.pk, what), None)
 
 
 def _with_relations(jobs: list[Job], datacenter: Datacenter) -> list[Job]:

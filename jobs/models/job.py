@@ -63,6 +63,7 @@ class Reason(models.TextChoices):
     CRASH_LOOP = "CrashLoop"  # failed: its last restarts each failed with no new checkpoint between them
     EARLY_STOPPED = "EarlyStopped"  # killed by its experiment's search (ASHA): its metric fell behind at a rung
     PREEMPTED = "Preempted"  # queued again: a job of higher priority needed its room; it runs again, attempt + 1
+    ENGINE_ERROR = "EngineError"  # failed: the portal could not follow it for many cycles in a row (unforeseen)
 
 
 class Role(models.TextChoices):

@@ -138,6 +138,38 @@ def test_one_jobs_breakage_is_logged_once_and_the_cycle_goes_on(
     assert len(tracebacks) == 1, [r.getMessage() for r in caplog.records]
 
 
+@pytest.mark.django_db
+def test_a_job_one_step_breaks_cycle_after_cycle_is_failed_and_a_recovered_one_is_not(
+    local_dc: Datacenter, alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34: a job whose follow breaks every cycle held its room for good; after FAIL_AFTER cycles in a row it
+    fails EngineError naming the cause. A job that broke fewer cycles in a row, then was followed, starts over."""
+    other = make_job(local_dc, alice, "other", state=JobState.RUNNING, admitted_at=timezone.now())
+    broken = make_job(local_dc, alice, "broken", state=JobState.RUNNING, admitted_at=timezone.now())
+    real_apply, breaking = reconcile.apply, {broken.pk, other.pk}
+
+    def apply(job: Job, *args: object, **kwargs: object) -> None:
+        if job.pk in breaking:
+            raise RuntimeError("nothing foresaw this")
+        real_apply(job, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reconcile, "apply", apply)
+    monkeypatch.setattr(reconcile, "FAIL_AFTER", 4)
+    monkeypatch.setattr(reconcile, "_broke", {})
+    for cycle in range(7):
+        if cycle == 2:
+            breaking.discard(other.pk)  # other's trouble passes after 2 cycles: its count starts again
+        if cycle == 4:
+            breaking.add(other.pk)  # and comes back: 3 more in a row are still under the bound
+        reconcile.reconcile_datacenter(local_dc)
+    broken.refresh_from_db()
+    other.refresh_from_db()
+    assert (broken.state, broken.reason) == (JobState.FAILED, Reason.ENGINE_ERROR)
+    assert broken.message.startswith("the portal could not follow this job in 4 cycles in a row (RuntimeError: "
+                                     "nothing foresaw this)"), broken.message  # fmt: skip
+    assert other.state == JobState.RUNNING
+
+
 HANG = """\
 import os, sys, time
 rank = int(os.environ["PADDLECLOUD_INDEX"])
