@@ -3,6 +3,7 @@ the queue (with the operators' hold / release / front) and the usage by day."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -17,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from paddlecloud.contract import quantity
 from paddlecloud.contract import spec as rules
 
 from core import streams
@@ -177,6 +179,21 @@ def usage_summaries(job: Job) -> list[dict[str, Any]]:
     return rows
 
 
+def usage_limits(job: Job) -> list[tuple[str, str, str]]:
+    """(role, resource, amount) of each worker's limit its spec sets (cores; bytes), for the resource charts'
+    limit lines: how close a worker runs to its OOM kill."""
+    limits = []
+    for role, cpu_field, memory_field in (("trainer", "cpu", "memory"), ("pserver", "pscpu", "psmemory")):
+        if role == "pserver" and not job.pservers:
+            continue
+        with suppress(ValueError):
+            if job.spec.get(cpu_field):
+                limits.append((role, "cpu", str(quantity.cores(job.spec[cpu_field], field=cpu_field))))
+            if job.spec.get(memory_field):
+                limits.append((role, "memory", str(quantity.byte_count(job.spec[memory_field], field=memory_field))))
+    return limits
+
+
 @login_required
 def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     job = _job_for(request, ref)
@@ -186,7 +203,8 @@ def job_detail(request: HttpRequest, ref: str) -> HttpResponse:
     context.update(checkpoints=checkpoints.listed(job)[-CHECKPOINTS_SHOWN:][::-1],
                    resumed=job.spec.get(RESUME_CHECKPOINT))  # fmt: skip
     context.update(runs=runs, env_names=sorted((job.spec.get("env") or {}).keys()), params=params,
-                   metric_tables=metrics_tables(job), usage_rows=usage_summaries(job))  # fmt: skip
+                   metric_tables=metrics_tables(job), usage_rows=usage_summaries(job),
+                   usage_limits=usage_limits(job))  # fmt: skip
     before = [f"preempted {times(preempted)}"] if (preempted := job.attempt - 1 - job.restarts) > 0 else []
     before += [f"restarted {times(job.restarts)} after failing"] if job.restarts else []
     context.update(_place_context(job), before_this=", ".join(before), last_failure=(job.failures or [None])[-1])

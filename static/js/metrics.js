@@ -1,6 +1,8 @@
 // Job page: each metric over steps as an interactive uPlot chart (vendored: static/vendor/uPlot.*), one line
-// per trainer: values on hover (the legend), drag to zoom (double-click resets), a log scale, EMA smoothing,
-// other runs of the same name overlaid (dashed). Read by cursor from /api/v1/jobs/<uid>/metrics while the
+// per trainer: values on hover (the legend), drag to zoom (double-click resets), a log scale, EMA smoothing
+// (the raw values stay drawn faintly behind), other runs of the same name overlaid (dashed). The charts are
+// linked: hovering one puts the cursor at the same step on all (uPlot's cursor sync), and a zoom or its reset
+// on one applies to all. Read by cursor from /api/v1/jobs/<uid>/metrics while the
 // job runs. Names are set with textContent only (never HTML); uPlot's legend sets its labels as text too.
 (function () {
   const root = document.getElementById("metrics");
@@ -43,37 +45,64 @@
     return ys.map((y) => (last = smoothing * last + (1 - smoothing) * y));
   }
 
-  // An axis or legend value: 4 digits, or an exponent for very large or small values.
+  // An axis or legend value: at most 4 significant digits and no trailing zeros (0.75, not 0.7500; 2, not
+  // 2.000), or an exponent for very large or small values.
   function number(v) {
     if (v === null || v === undefined) return "–";
     const size = Math.abs(v);
-    return size !== 0 && (size >= 1e5 || size < 1e-2) ? v.toExponential(2) : v.toPrecision(4);
+    return size !== 0 && (size >= 1e5 || size < 1e-2) ? v.toExponential(2) : String(parseFloat(v.toPrecision(4)));
   }
+
+  const SYNC = "job-metrics"; // uPlot's cursor sync key: every metric chart of the page moves together
+  const RAW_ALPHA = "40"; // the raw line behind a smoothed one: its colour at 25% opacity
 
   function shownLines(name) {
     return [...series.get(name)].filter(([, line]) => line.source.active);
   }
 
+  // Each line's points; with smoothing, its raw values first (drawn faintly behind), then the smoothed ones.
   function plotData(lines) {
     const tables = lines.map(([, line]) => {
       const pts = thin(line.points);
-      return [pts.map((p) => p[0]), smooth(pts.map((p) => p[1]))];
+      const raw = pts.map((p) => p[1]);
+      return smoothing ? [pts.map((p) => p[0]), raw, smooth(raw)] : [pts.map((p) => p[0]), raw];
     });
     return uPlot.join(tables);
   }
 
   function options(name, lines, log, width, state) {
+    const value = (u, v) => number(v);
+    const drawn = lines.flatMap(([label, line]) => [
+      ...(smoothing ? [{ label: `${label} raw`, stroke: line.color + RAW_ALPHA, width: 1, dash: line.dash, spanGaps: true, value, raw: true }] : []),
+      { label, stroke: line.color, width: 1.5, dash: line.dash, spanGaps: true, value },
+    ]);
     return {
       width, height: HEIGHT,
       scales: { x: { time: false }, y: log ? { distr: 3, log: 10 } : {} },
       axes: [{ label: "step" }, { size: 64, values: (u, ticks) => ticks.map(number) }],
-      series: [{ label: "step" }, ...lines.map(([label, line]) => ({
-        label, stroke: line.color, width: 1.5, dash: line.dash, spanGaps: true, value: (u, v) => number(v),
-      }))],
-      cursor: { drag: { x: true, y: false } },
+      series: [{ label: "step" }, ...drawn],
+      cursor: { drag: { x: true, y: false }, sync: { key: SYNC, setSeries: false } },
       hooks: {
-        setSelect: [(u) => { if (u.select.width > 0) state.zoomed = true; }],
-        ready: [(u) => u.over.addEventListener("dblclick", () => { state.zoomed = false; })],
+        // A zoom on one chart is a zoom on all: the same steps.
+        setSelect: [(u) => {
+          if (u.select.width <= 0) return;
+          const min = u.posToVal(u.select.left, "x"), max = u.posToVal(u.select.left + u.select.width, "x");
+          for (const other of charts.values()) {
+            other.zoomed = true;
+            if (other.plot && other.plot !== u) other.plot.setScale("x", { min, max });
+          }
+        }],
+        ready: [(u) => {
+          // The raw lines are the smoothed ones' shadows: not listed in the legend.
+          const rows = u.root.querySelectorAll(".u-legend .u-series");
+          u.series.forEach((s, i) => { if (s.raw && rows[i]) rows[i].style.display = "none"; });
+          u.over.addEventListener("dblclick", () => {
+            for (const other of charts.values()) {
+              other.zoomed = false;
+              if (other.plot && other.plot !== u) other.plot.setData(other.plot.data, true);
+            }
+          });
+        }],
       },
     };
   }
@@ -110,7 +139,7 @@
     const lines = shownLines(name);
     const canLog = lines.every(([, line]) => line.points.every((p) => p[1] > 0));
     const log = canLog && logScale.get(name) === true;
-    const key = JSON.stringify([lines.map(([label]) => label), log]);
+    const key = JSON.stringify([lines.map(([label]) => label), log, smoothing > 0]);
     let state = charts.get(name);
     if (!state) { state = { figure: document.createElement("figure"), key: "", zoomed: false }; charts.set(name, state); }
     const figure = state.figure;

@@ -1,6 +1,8 @@
 // Job page: each worker's CPU cores and memory over the run, from /api/v1/jobs/<uid>/usage (jobs.follow.worker_usage),
-// as two uPlot charts (vendored, loaded by _metrics.html): one line per worker, values on hover, drag to zoom.
-// Read again every 10 s while the job is active (what the reconciler samples at most). Labels are text only.
+// as two uPlot charts (vendored, loaded by _metrics.html): one line per worker, values on hover, drag to zoom,
+// the cursor linked across both (uPlot's sync), and each role's limit from the spec as a dashed line (how close
+// a worker runs to its OOM kill: the section's data-limit-<role>-<cpu|memory>). Read again every 10 s while the
+// job is active (what the reconciler samples at most; the captions say so). Labels are text only.
 (function () {
   const root = document.getElementById("usage");
   if (!root || typeof uPlot === "undefined") return;
@@ -8,12 +10,16 @@
   const MAX_WORKERS = 64; // more lines would not be readable
   const REFRESH_MS = 10000;
   const CHARTS = [
-    { title: "CPU (cores)", column: 1, value: (v) => (v === null || v === undefined ? "–" : v.toFixed(2)) },
-    { title: "Memory", column: 2, value: bytes },
+    { title: "CPU (cores)", resource: "cpu", column: 1, value: (v) => (v === null || v === undefined ? "–" : v.toFixed(2)) },
+    { title: "Memory", resource: "memory", column: 2, value: bytes },
   ];
+  const SYNC = "job-usage"; // the two charts' cursors move together
+  const LIMIT_COLORS = { trainer: "#555", pserver: "#999" };
   const plots = [];
+  let drawn = ""; // the workers the charts have lines for
   // The page's one time rule (static/js/portal.js): the browser's zone, ISO-style 24-hour, the zone named.
-  const times = window.paddlecloudTimes;
+  // portal.js is deferred: it has run by DOMContentLoaded, when the first read starts (below), not before.
+  let times = null;
   function axisTime(seconds) {
     const d = new Date(seconds * 1000);
     return times ? times.clock(d).slice(0, 5) : d.toISOString().slice(11, 16);
@@ -31,8 +37,16 @@
     return `${v.toFixed(i ? 1 : 0)} ${units[i]}`;
   }
 
-  function data(workers, column) {
-    return uPlot.join(workers.map((w) => [w.points.map((p) => p[0]), w.points.map((p) => p[column])]));
+  // Each role's limit of `resource` among the shown workers' roles: [[role, amount]], from the spec.
+  function limits(workers, resource) {
+    const roles = [...new Set(workers.map((w) => w.name.split("-")[0]))];
+    return roles.map((role) => [role, parseFloat(root.getAttribute(`data-limit-${role}-${resource}`))])
+      .filter(([, amount]) => Number.isFinite(amount));
+  }
+
+  function data(workers, column, lines) {
+    const joined = uPlot.join(workers.map((w) => [w.points.map((p) => p[0]), w.points.map((p) => p[column])]));
+    return [...joined, ...lines.map(([, amount]) => joined[0].map(() => amount))];
   }
 
   function draw(workers) {
@@ -41,16 +55,21 @@
     if (!shown.length) return;
     const holder = document.getElementById("usage-charts");
     const width = Math.max(240, holder.clientWidth || root.clientWidth - 32);
-    if (plots.length && plots[0].series.length - 1 !== shown.length) {
+    const names = shown.map((w) => w.name).join(" ");
+    if (plots.length && names !== drawn) {
       plots.splice(0).forEach((p) => p.destroy()); // a worker appeared: the lines are made again
       holder.replaceChildren();
     }
+    drawn = names;
     CHARTS.forEach((chart, i) => {
-      if (plots[i]) { plots[i].setData(data(shown, chart.column)); return; }
+      const lines = limits(shown, chart.resource);
+      if (plots[i]) { plots[i].setData(data(shown, chart.column, lines)); return; }
       const figure = document.createElement("figure");
       figure.dataset.testid = "usage-chart";
+      figure.dataset.resource = chart.resource;
+      figure.dataset.limits = lines.map(([role]) => role).join(" ");
       const caption = document.createElement("figcaption");
-      caption.textContent = chart.title;
+      caption.textContent = `${chart.title}, sampled every ${REFRESH_MS / 1000} s${lines.length ? "; dashed: the limit" : ""}`;
       figure.append(caption);
       holder.append(figure);
       plots[i] = new uPlot({
@@ -59,9 +78,13 @@
           { size: 90, values: (u, ticks) => ticks.map(chart.value) }],
         series: [{ label: "time", value: (u, v) => (v === null ? "–" : hoverTime(v)) }, ...shown.map((w, n) => ({
           label: w.name, stroke: COLORS[n % COLORS.length], width: 1.5, spanGaps: true, value: (u, v) => chart.value(v),
+        })), ...lines.map(([role]) => ({
+          label: `${role} limit`, stroke: LIMIT_COLORS[role] || "#555", width: 1, dash: [6, 4], value: (u, v) => chart.value(v),
         }))],
-        cursor: { drag: { x: true, y: false } },
-      }, data(shown, chart.column), figure);
+        // The limit is part of the y range: a line near it reads as near it.
+        scales: { y: { range: (u, min, max) => [0, Math.max(max, ...lines.map(([, amount]) => amount)) * 1.05 || 1] } },
+        cursor: { drag: { x: true, y: false }, sync: { key: SYNC, setSeries: false } },
+      }, data(shown, chart.column, lines), figure);
     });
   }
 
@@ -76,5 +99,10 @@
       setTimeout(load, REFRESH_MS); // the portal was out of reach: try again
     }
   }
-  load();
+  function start() {
+    times = window.paddlecloudTimes || null;
+    load();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();

@@ -68,3 +68,29 @@ def test_a_metric_named_with_html_shows_as_text(logged_in: Page, local_dc: Datac
     assert HTML_NAME in names
     assert page.locator("#metrics img").count() == 0 and page.title() != "1"
     assert logged_in.problems == []
+
+
+def test_the_charts_share_one_cursor_ticks_read_plainly_and_smoothing_keeps_the_raw_line(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(0, 40), accuracy=0.75)
+    logged_in.goto(f"/jobs/{job.uid}/")
+    page = logged_in.page
+    loss, accuracy = 'figure[data-metric="loss"]', 'figure[data-metric="accuracy"]'
+    page.wait_for_selector(f"{accuracy} canvas", timeout=15_000)
+    value = f"{accuracy} .u-legend .u-series:nth-child(2) .u-value"
+    assert page.inner_text(value) in ("–", "--")  # no cursor on the page yet
+    # Hovering the loss chart puts the accuracy chart's cursor at the same step; its value reads 0.75, not
+    # 0.7500 (the axes' ticks go through the same formatting).
+    page.hover(f"{loss} .u-over", position={"x": 150, "y": 40})
+    page.wait_for_function(f"document.querySelector('{value}').textContent === '0.75'", timeout=5_000)
+    # Smoothing draws the raw values faintly behind: the legend still lists each trainer once.
+    page.eval_on_selector("#metrics-smoothing", "el => { el.value = '0.9'; el.dispatchEvent(new Event('input')); }")
+    shown = page.eval_on_selector_all(
+        f"{loss} .u-legend .u-series", "rows => rows.filter(r => r.style.display !== 'none').map(r => r.textContent)"
+    )
+    assert len(shown) == 2 and "raw" not in " ".join(shown), shown  # step and trainer-0
+    assert page.eval_on_selector_all(f"{loss} .u-legend .u-series", "rows => rows.length") == 3  # and its raw line
+    logged_in.screenshot("metrics-linked")
+    assert logged_in.problems == []
