@@ -3,6 +3,8 @@
 // loads older text on demand, and lets a `\r` progress update replace the line it belongs to.
 // Each line shows when it arrived (the API's `times`, kept by the launcher): local time, the full ISO
 // time on hover, hidden with the Times toggle. "All workers" interleaves the workers' lines by time.
+// "Search whole log" asks the server (/logs/search) for the chosen worker's matching lines, the matches
+// marked; choosing one opens the log at that line (paused; Load older and Follow go on from there).
 (function () {
   const viewer = document.getElementById("log-viewer");
   if (!viewer) return;
@@ -16,6 +18,12 @@
   const download = document.getElementById("log-download");
   const statusText = document.getElementById("log-status");
   const api = viewer.dataset.api;
+  const searchApi = viewer.dataset.searchApi;
+  const searchAllButton = document.getElementById("log-search-all");
+  const results = document.getElementById("log-results");
+  const resultsList = document.getElementById("log-results-list");
+  const resultsSummary = document.getElementById("log-results-summary");
+  const resultsMore = document.getElementById("log-results-more");
   const TAIL_ONE = 1000, TAIL_EACH = 200, OLDER_BYTES = 256 * 1024, OLDER_EACH_MIN = 64 * 1024, TICK_MS = 500,
     FETCH_MS = 10000, PAUSED_CHECK_MS = 2000;
   const TIMES_KEY = "paddlecloud.logTimes";
@@ -287,6 +295,104 @@
     }
   }
 
+  // --- searching the whole log on the server ----------------------------------------------------
+  let searched = { worker: "", term: "", next: null, found: 0 };
+
+  function marked(text, term) {  // text nodes, each case-insensitive occurrence of `term` in a <mark>
+    const out = [], lower = text.toLowerCase(), wanted = term.toLowerCase();
+    let at = 0;
+    for (let hit = lower.indexOf(wanted); wanted && hit >= 0; hit = lower.indexOf(wanted, hit + wanted.length)) {
+      out.push(document.createTextNode(text.slice(at, hit)));
+      const mark = document.createElement("mark");
+      mark.textContent = text.slice(hit, hit + wanted.length);
+      out.push(mark);
+      at = hit + wanted.length;
+    }
+    out.push(document.createTextNode(text.slice(at)));
+    return out;
+  }
+
+  function result(match) {
+    const item = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "link";
+    button.dataset.offset = String(match.offset);
+    const where = document.createElement("span");
+    where.className = "muted";
+    where.textContent = `at ${size(match.offset)}: `;
+    button.append(where, ...marked(match.line, searched.term));
+    button.addEventListener("click", () => openAt(searched.worker, match.offset));
+    item.append(button);
+    return item;
+  }
+
+  async function searchWhole(more) {
+    results.hidden = false;
+    if (!more) {
+      if (select.value === "*") { resultsSummary.textContent = "Choose one worker to search its whole log."; return; }
+      if (!search.value.trim()) { resultsSummary.textContent = "Type what to look for in the search box first."; return; }
+      searched = { worker: select.value, term: search.value.trim(), next: 0, found: 0 };
+      resultsList.replaceChildren();
+    }
+    searchAllButton.disabled = resultsMore.disabled = true;
+    resultsSummary.textContent = `searching ${searched.worker}'s log…`;
+    try {
+      const query = new URLSearchParams({ worker: searched.worker, q: searched.term, from: String(searched.next) });
+      const response = await fetch(`${searchApi}?${query}`, { credentials: "same-origin",
+        headers: { Accept: "application/json" }, signal: AbortSignal.timeout(FETCH_MS) });
+      const data = await response.json();
+      if (!response.ok) throw new Error(data.detail || `HTTP ${response.status}`);
+      data.matches.forEach((match) => resultsList.append(result(match)));
+      searched.found += data.matches.length;
+      searched.next = data.next;
+      const lines = `${searched.found} line${searched.found === 1 ? "" : "s"}`;
+      resultsSummary.textContent = data.next === null
+        ? `${lines} of ${searched.worker}'s whole log (${size(data.size)}) ${searched.found === 1 ? "holds" : "hold"} "${searched.term}"; choose one to open the log there.`
+        : `${lines} so far, searched to ${size(data.next)} of ${size(data.size)}; choose one to open the log there.`;
+      resultsMore.hidden = data.next === null;
+    } catch (error) {
+      resultsSummary.textContent = `could not search: ${error.message}`;
+    } finally {
+      searchAllButton.disabled = resultsMore.disabled = false;
+    }
+  }
+
+  // The chosen worker's log from byte `offset` (a line start): paused there, the line marked.
+  async function openAt(worker, offset) {
+    generation += 1;
+    const gen = generation;
+    clearTimeout(timer);
+    clearTimeout(pausedTimer);
+    following = false;
+    followButton.textContent = "Follow";
+    followButton.classList.add("secondary");
+    followButton.hidden = false;
+    if (select.value !== worker) select.value = worker;
+    search.value = "";  // every line from the match on: the loaded-lines filter would hide what is around it
+    lines = []; pane.textContent = ""; streams = {};
+    const st = stream(worker, "");
+    streams[worker] = st;
+    setStatus(`loading from ${size(offset)}…`);
+    try {
+      const data = await fetchLog(worker, { cursor: String(offset) });
+      if (gen !== generation) return;
+      st.start = offset;
+      st.cursor = data.cursor;
+      st.complete = data.complete;
+      ingest(st, data.text, data.times);
+    } catch (error) {
+      if (gen === generation) setStatus(`could not load the log there: ${error.message}`);
+      return;
+    }
+    render();
+    olderButton.disabled = st.start <= 0;
+    if (lines.length) lines[0].el.classList.add("hit");
+    pane.scrollTop = 0;
+    setStatus(`paused at ${size(offset)} of ${worker}'s log: Load older shows what came before, Follow reads on`);
+    pausedTimer = setTimeout(() => watchPaused(gen), PAUSED_CHECK_MS);
+  }
+
   async function choose(choice) {
     generation += 1;
     const gen = generation;
@@ -331,6 +437,10 @@
     }
   });
   document.getElementById("log-end").addEventListener("click", toEnd);
+  searchAllButton.addEventListener("click", () => searchWhole(false));
+  resultsMore.addEventListener("click", () => searchWhole(true));
+  document.getElementById("log-results-close").addEventListener("click", () => { results.hidden = true; });
+  search.addEventListener("keydown", (event) => { if (event.key === "Enter") searchWhole(false); });
   olderButton.addEventListener("click", loadOlder);
   search.addEventListener("input", () => { render(); if (!search.value) toEnd(); });
   select.addEventListener("change", () => {

@@ -435,6 +435,7 @@ for op in [
     ("GET", "/api/v1/jobs/{name}/workers"),
     ("GET", "/api/v1/jobs/{name}/events"),
     ("GET", "/api/v1/jobs/{name}/checkpoints"),
+    ("GET", "/api/v1/jobs/{name}/logs/search"),
 ]:
     base = op[1].replace("{name}", "nope")
     CASES.append(Case(op, "unknown job", 404, "nope", url=base))
@@ -450,6 +451,18 @@ for label, query, word in [
     ("cursor 10k chars", "cursor=" + "c" * 10_000, "cursor"),
 ]:
     CASES.append(Case(LOGS, label, 400, word, url=f"/api/v1/jobs/fit/logs?{query}"))
+SEARCH = ("GET", "/api/v1/jobs/{name}/logs/search")
+for label, query, word in [
+    ("q missing", "", "q"),
+    ("q empty", "q=", "q"),
+    ("q 10k chars", "q=" + "q" * 10_000, "q"),
+    ("from negative", "q=x&from=-1", "from"),
+    ("from text", "q=x&from=ten", "from"),
+    ("from past 2**62", f"q=x&from={2**63}", "from"),
+    ("from 10k chars", "q=x&from=" + "9" * 10_000, "from"),
+    ("worker unknown", "q=x&worker=trainer-9", "worker"),
+]:
+    CASES.append(Case(SEARCH, label, 400, word, url=f"/api/v1/jobs/fit/logs/search?{query}"))
 METRICS = ("GET", "/api/v1/jobs/{name}/metrics")
 for label, query, word in [
     ("worker unknown", "worker=trainer-9", "worker"),
