@@ -56,7 +56,7 @@ class UsageQuery(StrictSerializer):
 USAGE_ROW = inline_serializer(
     "UsageRow",
     {
-        "key": serializers.CharField(help_text="The username, team (Django group) or UTC day (YYYY-MM-DD)."),
+        "key": serializers.CharField(help_text="The username, team (Django group), UTC day (YYYY-MM-DD) or job uid."),
         "cpu_core_hours": serializers.FloatField(),
         "memory_gib_hours": serializers.FloatField(),
         "gpu_hours": serializers.FloatField(),

@@ -27,7 +27,7 @@ from core.errors import Invalid
 from jobs.models import UsageRecord
 from storage.models import SAMPLE_SECONDS, StorageSample
 
-GROUPS = ("user", "team", "day")
+GROUPS = ("user", "team", "day", "job")  # job: one row per run (its uid); storage is no job's
 NO_TEAM = "(no team)"
 DEFAULT_DAYS = 30
 MAX_WINDOW = timedelta(days=366)
@@ -210,7 +210,10 @@ def _stored(samples: QuerySet[StorageSample], span: Window) -> Iterator[_Piece]:
 
 
 def _keyed(piece: _Piece, group_by: str) -> Iterable[tuple[Any, _Piece]]:
-    """The piece under its key: its owner's id, or each UTC day it spans (cut at midnight)."""
+    """The piece under its key: its owner's id, each UTC day it spans (cut at midnight), or its job's uid (a
+    storage piece has none: it is no job's)."""
+    if group_by == "job":
+        return [(piece.job_uid, piece)] if piece.job_uid else []
     return _by_day(piece) if group_by == "day" else [(piece.owner_id, piece)]
 
 
@@ -226,12 +229,13 @@ def _sums(scoped: Scope, span: Window, group_by: str) -> dict[Any, _Sum]:
 
 
 def usage(scoped: Scope, span: Window, group_by: str) -> list[dict[str, Any]]:
-    """One row per user, team (a user in several counts in each) or UTC day, in key order; see COLUMNS."""
+    """One row per user, team (a user in several counts in each), UTC day or job (its uid), in key order; see
+    COLUMNS."""
     if group_by not in GROUPS:
         raise Invalid(f"must be one of {', '.join(GROUPS)}", "group_by")
     sums = _sums(scoped, span, group_by)
-    if group_by == "day":
-        return [sums[day].row(day) for day in sorted(sums)]
+    if group_by in ("day", "job"):
+        return [sums[key].row(key) for key in sorted(sums)]
     if group_by == "user":
         names = _usernames(sums)
         return sorted((total.row(names.get(owner, str(owner))) for owner, total in sums.items()),

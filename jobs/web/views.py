@@ -3,6 +3,7 @@ the queue (with the operators' hold / release / front) and the usage by day."""
 
 from __future__ import annotations
 
+import json
 from contextlib import suppress
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -405,9 +406,21 @@ def queue_action(request: HttpRequest, ref: str, verb: str) -> HttpResponse:
     return redirect(f"{back}?{urlencode({'datacenter': job.datacenter.name})}")
 
 
+USAGE_JOBS_SHOWN = 50  # the runs that held the most; the rest are in the CSV (`group_by=job`)
+
+
 @login_required
 def usage_page(request: HttpRequest) -> HttpResponse:
-    """What was held in the last 30 days, by UTC day (jobs.scheduling.accounting: operators see everyone's)."""
+    """What was held and used in the last 30 days, by UTC day (charted) and by run (jobs.scheduling.accounting:
+    operators see everyone's)."""
     span = accounting.window(None, None)
-    rows = accounting.usage(accounting.scope(request.user), span, "day")
-    return render(request, "jobs/usage.html", {"rows": rows, "span": span, "days": accounting.DEFAULT_DAYS})
+    scoped = accounting.scope(request.user)
+    rows = accounting.usage(scoped, span, "day")
+    runs = sorted(accounting.usage(scoped, span, "job"), key=lambda row: (-row["cpu_core_hours"], row["key"]))
+    columns = {"days": "key", "asked": "cpu_core_hours", "used": "cpu_core_hours_used", "gpu": "gpu_hours"}
+    chart = {name: [row[column] for row in rows] for name, column in columns.items()}
+    window = [span.since.timestamp(), span.until.timestamp()]  # the x axis spans the whole window, not its days
+    chart_json = json.dumps({**chart, "window": window})
+    context = {"rows": rows, "span": span, "days": accounting.DEFAULT_DAYS, "chart": chart_json,
+               "runs": runs[:USAGE_JOBS_SHOWN], "runs_hidden": max(0, len(runs) - USAGE_JOBS_SHOWN)}  # fmt: skip
+    return render(request, "jobs/usage.html", context)

@@ -68,6 +68,9 @@ def test_the_usage_page_shows_a_released_jobs_use_without_a_reload(
     assert ledger.record(job)  # what the worker does as a job is released
     page.wait_for_selector('[data-testid="usage-row"]', timeout=30_000)  # polled every 10 s
     assert page.locator('[data-testid="usage-empty"]').count() == 0
+    page.wait_for_selector("#usage-days canvas", timeout=10_000)  # the day chart is drawn after the swap too
+    assert page.locator('[data-testid="usage-job-row"]').count() == 1
+    logged_in.screenshot("usage-page")
     assert page.evaluate("window.__notReloaded") is True and logged_in.problems == []
 
 

@@ -52,6 +52,8 @@ def test_usage_by_user_shows_only_alices_own(portal: Portal, ledger: None) -> No
     assert lines[0].split()[0] == "USER" and len(lines) == 2 and lines[1].split()[:2] == ["alice", "16"]
     team = portal.run("usage", *WINDOW, "-group-by", "team").stdout.splitlines()
     assert team[0].startswith("TEAM") and team[1].split()[:2] == ["vision", "16"]
+    runs = portal.run("usage", *WINDOW, "-group-by", "job").stdout.splitlines()
+    assert runs[0].split()[0] == "JOB" and [line.split()[0] for line in runs[1:]] == ["fit-a1"], runs
 
 
 def test_usage_json_and_csv_agree(portal: Portal, ledger: None) -> None:

@@ -124,6 +124,17 @@ def test_group_by_day_cuts_records_at_utc_midnight(ledger: None, carol_api: APIC
     assert days["2026-01-10"]["workers"] == 4
 
 
+def test_group_by_job_gives_each_run_its_row_and_storage_none(
+    ledger: None, carol_api: APIClient, alice_api: APIClient, local_dc: Datacenter, alice: User
+) -> None:
+    StorageSample.objects.create(user=alice, datacenter=local_dc, taken_at=DAY, used_bytes=GIB)  # no job's
+    runs = by_key(usage(carol_api, since="2026-01-09", until="2026-01-11", group_by="job"))
+    assert list(runs) == ["across-a1", "bobs-b1", "ops-c1"]  # key order; before-a2 ended before the window
+    assert runs["across-a1"]["cpu_core_hours"] == 2 * 4 + 1 * 4 and runs["across-a1"]["workers"] == 2
+    assert runs["across-a1"]["gpu_hours"] == 4 and runs["across-a1"]["storage_gib_days"] == 0
+    assert list(by_key(usage(alice_api, since="2026-01-09", until="2026-01-11", group_by="job"))) == ["across-a1"]
+
+
 def test_group_by_team_counts_a_user_in_each_of_their_teams(ledger: None, carol_api: APIClient) -> None:
     teams = by_key(usage(carol_api, since="2026-01-10", until="2026-01-11", group_by="team"))
     assert list(teams) == ["(no team)", "nlp", "vision"]
@@ -173,7 +184,7 @@ def test_staff_see_everyone_and_may_pick_one_user(ledger: None, carol_api: APICl
 
 
 @pytest.mark.parametrize("how", ["format", "accept"])
-@pytest.mark.parametrize("group_by", ["user", "team", "day"])
+@pytest.mark.parametrize("group_by", ["user", "team", "day", "job"])
 def test_the_csv_parses_and_equals_the_json(ledger: None, carol_api: APIClient, how: str, group_by: str) -> None:
     window = {"since": "2026-01-09", "until": "2026-01-11", "group_by": group_by, "datacenter": "local"}
     report = usage(carol_api, **window)

@@ -195,9 +195,15 @@ def test_the_usage_page_sums_the_ledger_by_day_each_user_their_own(
                                    ended_at=yesterday + timedelta(hours=3))  # fmt: skip
     mine = html_of(page_client(alice), "/usage/")
     day = yesterday.date().isoformat()
-    assert queue_rows(mine.replace("usage-row", "queue-row")) == [f"{day} 6.00 3.00 0.00 1 1"]
+    # Day, CPU core-hours asked and used, memory GiB-hours, peak GiB, GPU hours, storage GiB-days, jobs, workers.
+    assert queue_rows(mine.replace("usage-row", "queue-row")) == [f"{day} 6.00 0.00 3.00 0.00 0.00 0.00 1 1"]
+    assert queue_rows(mine.replace("usage-job-row", "queue-row")) == ["fit-aaaaa 6.00 0.00 3.00 0.00 0.00 1"]
+    assert 'href="/jobs/fit-aaaaa/"' in mine and "bobs-bbbbb" not in mine
     assert 'href="/api/v1/usage?format=csv&amp;group_by=day"' in mine and 'href="/usage/"' in mine
+    # The chart's figures, escaped into an attribute.
+    assert f'data-chart="{{&quot;days&quot;: [&quot;{day}&quot;], &quot;asked&quot;: [6.0]' in mine
     everyone = html_of(page_client(carol), "/usage/")
-    assert queue_rows(everyone.replace("usage-row", "queue-row")) == [f"{day} 12.00 6.00 0.00 2 2"]
+    assert queue_rows(everyone.replace("usage-row", "queue-row")) == [f"{day} 12.00 0.00 6.00 0.00 0.00 0.00 2 2"]
+    assert len(queue_rows(everyone.replace("usage-job-row", "queue-row"))) == 2
     assert 'data-testid="usage-empty"' in html_of(page_client(User.objects.create_user("dave")), "/usage/")
     assert page_client(None).get("/usage/").status_code == 302

@@ -10,7 +10,7 @@ from paddlecloud.ctl.app import cli, session_of
 from paddlecloud.ctl.output import emit, number, table
 from paddlecloud.sdk.usage import GROUPS, usage, usage_csv
 
-HEADERS = {"user": "USER", "team": "TEAM", "day": "DAY (UTC)"}
+HEADERS = {"user": "USER", "team": "TEAM", "day": "DAY (UTC)", "job": "JOB"}
 
 
 def usage_table(report: dict[str, Any]) -> str:
@@ -35,7 +35,7 @@ def usage_table(report: dict[str, Any]) -> str:
               help="From this UTC day (YYYY-MM-DD) or ISO time; default 30 days before -until.")
 @click.option("-until", "--until", default=None, help="Up to (not including) this day or time; default now.")
 @click.option("-group-by", "--group-by", "group_by", type=click.Choice(GROUPS), default="user",
-              help="user (default), team (Django groups) or day.")
+              help="user (default), team (Django groups), day, or job (one row per run, by its uid).")
 @click.option("-user", "--user", default=None, help="Operators: only this user's usage.")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml", "csv"]), default="table",
               help="table (default), json, yaml or csv.")

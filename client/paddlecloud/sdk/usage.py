@@ -14,7 +14,7 @@ from typing import Any
 
 from paddlecloud.sdk.session import Session
 
-GROUPS = ("user", "team", "day")
+GROUPS = ("user", "team", "day", "job")
 
 
 def _when(value: str | date | datetime | None) -> str | None:
