@@ -101,6 +101,11 @@
   }
   function start() {
     times = window.paddlecloudTimes || null;
+    // Drawn while its tab was hidden (0 wide), or the window resized: the charts take the holder's width.
+    new ResizeObserver(() => {
+      const width = document.getElementById("usage-charts").clientWidth;
+      if (width > 0) plots.forEach((plot) => plot.setSize({ width: Math.max(240, width), height: 200 }));
+    }).observe(document.getElementById("usage-charts"));
     load();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -97,7 +97,7 @@ def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_
     text = "from trainer 1\n" + "".join(f"line {i}\n" for i in range(30_000))  # more than the viewer opens with
     write_log(job, "trainer-1", text)
     page = logged_in.page
-    logged_in.goto(f"/jobs/{job.uid}/")
+    logged_in.goto(f"/jobs/{job.uid}/#logs")
     page.select_option("#log-worker", "trainer-1")
     page.wait_for_function("() => document.getElementById('log').textContent.includes('line 29999')")
     assert page.is_visible('[data-testid="log-follow"]')
@@ -106,9 +106,12 @@ def test_the_log_viewer_keeps_its_worker_across_a_kill_and_stops_following_once_
     page.wait_for_function(following)
     assert f"of {len(text) / 1024:.0f} KiB" in (page.text_content('[data-testid="log-status"]') or "")
 
+    page.click('[data-tab="overview"]')
     page.once("dialog", lambda dialog: dialog.accept())
     with page.expect_navigation():
-        page.click('[data-testid="kill"]')  # the page reloads after the kill
+        page.click('[data-testid="kill"]')  # the page reloads after the kill, on the tab last open
+    assert page.get_attribute('[data-tabs]', "data-open") == "overview"
+    page.click('[data-tab="logs"]')
     assert page.input_value("#log-worker") == "trainer-1"
     page.wait_for_function("() => document.getElementById('log').textContent.includes('line 29999')")
     assert "from trainer 0" not in page.text_content("#log")
@@ -133,7 +136,7 @@ def test_a_paused_log_viewer_ends_with_the_job_and_loads_the_rest(
     job = running_job(local_dc, alice)
     write_log(job, "trainer-0", "first\n")
     page = logged_in.page
-    logged_in.goto(f"/jobs/{job.uid}/")
+    logged_in.goto(f"/jobs/{job.uid}/#logs")
     page.wait_for_function("() => document.getElementById('log-status').textContent.startsWith('following: ')")
     page.click('[data-testid="log-follow"]')
     assert page.text_content('[data-testid="log-status"]') == "paused: the whole log is shown"

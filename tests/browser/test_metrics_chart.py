@@ -45,7 +45,7 @@ def test_the_loss_curve_has_a_line_per_trainer_and_grows_without_reload(
     job = running_job(local_dc, alice)
     append_points(job, 0, range(0, 50))
     append_points(job, 1, range(0, 40))
-    logged_in.goto(f"/jobs/{job.uid}/")
+    logged_in.goto(f"/jobs/{job.uid}/#metrics")
     page = logged_in.page
     loss = 'figure[data-metric="loss"]'
     page.wait_for_selector(f"{loss}[data-points-trainer-0][data-points-trainer-1] canvas", timeout=15_000)
@@ -61,7 +61,7 @@ def test_the_loss_curve_has_a_line_per_trainer_and_grows_without_reload(
 def test_a_metric_named_with_html_shows_as_text(logged_in: Page, local_dc: Datacenter, alice: User) -> None:
     job = running_job(local_dc, alice)
     append_points(job, 0, range(3), **{HTML_NAME: 1.0})
-    logged_in.goto(f"/jobs/{job.uid}/")
+    logged_in.goto(f"/jobs/{job.uid}/#metrics")
     page = logged_in.page
     page.wait_for_selector(".metric-name", timeout=15_000)
     names = page.eval_on_selector_all(".metric-name", "els => els.map(e => e.textContent)")
@@ -75,7 +75,7 @@ def test_the_charts_share_one_cursor_ticks_read_plainly_and_smoothing_keeps_the_
 ) -> None:
     job = running_job(local_dc, alice)
     append_points(job, 0, range(0, 40), accuracy=0.75)
-    logged_in.goto(f"/jobs/{job.uid}/")
+    logged_in.goto(f"/jobs/{job.uid}/#metrics")
     page = logged_in.page
     loss, accuracy = 'figure[data-metric="loss"]', 'figure[data-metric="accuracy"]'
     page.wait_for_selector(f"{accuracy} canvas", timeout=15_000)

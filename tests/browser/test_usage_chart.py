@@ -23,7 +23,7 @@ def test_cpu_and_memory_are_charted_with_a_line_per_worker(logged_in: Page, loca
     for worker in Worker.objects.filter(job=job):
         history = [[now - 10 * (30 - i), 0.5 + worker.index, (200 + i) << 20] for i in range(30)]
         Worker.objects.filter(pk=worker.pk).update(usage_history=history)
-    logged_in.goto(f"/jobs/{job.uid}/")
+    logged_in.goto(f"/jobs/{job.uid}/#resources")
     page = logged_in.page
     page.wait_for_selector('#usage figure[data-testid="usage-chart"] canvas', timeout=15_000)
     assert page.locator('#usage figure[data-testid="usage-chart"]').count() == 2  # CPU and memory
@@ -46,7 +46,7 @@ def test_each_roles_limit_is_a_dashed_line_and_the_two_charts_share_the_cursor(
     for worker in Worker.objects.filter(job=job):
         history = [[now - 10 * (30 - i), 0.5, (400 + i) << 20] for i in range(30)]
         Worker.objects.filter(pk=worker.pk).update(usage_history=history)
-    logged_in.goto(f"/jobs/{job.uid}/")
+    logged_in.goto(f"/jobs/{job.uid}/#resources")
     page = logged_in.page
     memory = '#usage figure[data-resource="memory"]'
     page.wait_for_selector(f"{memory} canvas", timeout=15_000)
