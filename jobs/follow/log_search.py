@@ -66,6 +66,9 @@ def _scan(handle: IO[bytes], needle: bytes, offset: int, found: Found) -> None:
         if found.searched >= MAX_BYTES or time.monotonic() > deadline:
             found.next = carry_at
             return
+        # Let the web worker's other connections run between pieces: under gevent (portal/gunicorn_conf.py) a
+        # search would otherwise hold the whole worker for its 2 s; sleep is cooperative there.
+        time.sleep(0)
 
 
 def _matches(block: bytes, needle: bytes, block_at: int, found: Found) -> int | None:

@@ -305,10 +305,12 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
 REPEAT_LOG_SECONDS = 600.0  # one traceback per job, step and error this often, however many cycles it breaks
 MAX_TOLD = 10_000
 _told: dict[tuple[int, str, str], float] = {}  # (job, step, error) -> when its traceback was last logged
-# A step that breaks this many cycles in a row fails the job (EngineError) if it has not ended: it would
-# otherwise hold its room for good, followed by nobody.
+# A step that breaks this many cycles in a row, over at least FAIL_AFTER_SECONDS (event-driven cycles can
+# come many a second), fails the job (EngineError) if it has not ended: it would otherwise hold its room for
+# good, followed by nobody.
 FAIL_AFTER = 10
-_broke: dict[tuple[int, str], int] = {}  # (job, step) -> the cycles in a row it broke
+FAIL_AFTER_SECONDS = 60.0
+_broke: dict[tuple[int, str], tuple[int, float]] = {}  # (job, step) -> (cycles in a row it broke, since when)
 
 
 @contextmanager
@@ -331,15 +333,16 @@ def _alone(job: Job, datacenter: Datacenter, what: str) -> Iterator[None]:
         reconcile_runs.engine_error(datacenter.pk, f"cannot {what} {job.uid}: {type(exc).__name__}: {exc}")
         if len(_broke) >= MAX_TOLD:
             _broke.clear()
-        _broke[(job.pk, what)] = _broke.get((job.pk, what), 0) + 1
-        if _broke[(job.pk, what)] >= FAIL_AFTER:
+        count, since = _broke.get((job.pk, what), (0, now))
+        _broke[(job.pk, what)] = (count + 1, since)
+        if count + 1 >= FAIL_AFTER and now - since >= FAIL_AFTER_SECONDS:
             _give_up(job, what, exc)
     else:
         _broke.pop((job.pk, what), None)
 
 
 def _give_up(job: Job, what: str, exc: Exception) -> None:
-    """Fail a job one step broke for FAIL_AFTER cycles in a row (if it has not ended): the release that follows
+    """Fail a job one step broke in FAIL_AFTER cycles in a row (if it has not ended): the release that follows
     stops its workers and frees its room. Terminal already (its release broke): nothing more to decide."""
     cause = f"{type(exc).__name__}: {exc}"[:200]
     message = (

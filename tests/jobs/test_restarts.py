@@ -155,6 +155,7 @@ def test_a_job_one_step_breaks_cycle_after_cycle_is_failed_and_a_recovered_one_i
 
     monkeypatch.setattr(reconcile, "apply", apply)
     monkeypatch.setattr(reconcile, "FAIL_AFTER", 4)
+    monkeypatch.setattr(reconcile, "FAIL_AFTER_SECONDS", 0.0)  # the cycles' count alone (60 s in production)
     monkeypatch.setattr(reconcile, "_broke", {})
     for cycle in range(7):
         if cycle == 2:
