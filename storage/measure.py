@@ -2,9 +2,9 @@
 
 The quota's walk (jobs.follow.storage_quota) must see every byte, or a job hides bytes behind many small files:
 300,000 empty files made the listing walk (backends.walk: entries with times, sorted) run past its 5 s
-budget, and 150 MiB written after them went unseen (issue 34). This one sums as it scans: about 3.5x the
-listing walk's speed (300,000 files in about 1 s on this 2-core machine, `bench/quota_walk.py`). It follows no
-link and stays beneath the top as the listing walk does (beneath.Descent: each directory entered by name
+budget, and 150 MiB written after them went unseen (issue 34). This one sums as it scans: about twice the
+listing walk's speed (300,000 files in 1.2-1.4 s on a busy 2-core machine, `bench/quota_walk.py`). It follows
+no link and stays beneath the top as the listing walk does (beneath.Descent: each directory entered by name
 relative to its parent, O_NOFOLLOW, at most OPEN_WINDOW descriptors open however deep).
 """
 

@@ -115,6 +115,9 @@ def world(alice: User, bob: User, carol: User, local_dc: Datacenter) -> World:
     assert submitted.status_code == 201, submitted.json()
     job = Job.objects.get(name="fit")
     Worker.objects.create(job=job, role="trainer", index=0)
+    log = package / "output" / job.uid / "trainer_0" / "log.txt"  # what the log search reads
+    log.parent.mkdir(parents=True)
+    log.write_text("step 1 loss 0.1\n")
     registry = {"name": "harbor", "server": "harbor.example.com", "username": "robot", "password": "pw"}
     assert alice_api.post("/api/v1/registry", registry, format="json").status_code == 201
     build = ImageBuild.objects.create(

@@ -113,6 +113,7 @@ ROUTES: dict[Operation, Route] = {
     ("GET", "/api/v1/jobs/{name}"): Route("/api/v1/jobs/fit", 200, 404, 404),
     ("DELETE", "/api/v1/jobs/{name}"): Route("/api/v1/jobs/fit", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/logs"): Route("/api/v1/jobs/fit/logs", 200, 404, 404),
+    ("GET", "/api/v1/jobs/{name}/logs/search"): Route("/api/v1/jobs/fit/logs/search?q=loss", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/events"): Route("/api/v1/jobs/fit/events", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/metrics"): Route("/api/v1/jobs/fit/metrics", 200, 404, 404),
     ("GET", "/api/v1/jobs/{name}/checkpoints"): Route("/api/v1/jobs/fit/checkpoints", 200, 404, 404),
