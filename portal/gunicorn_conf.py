@@ -14,6 +14,11 @@ backlog); a request's line and headers must arrive within KEEPALIVE seconds (gun
 times the parse with the keep-alive deadline), so a slowloris client is cut; the request line and
 header sizes as below (gunicorn answers 400 to anything bigger). A user's concurrent downloads are
 bounded by the portal itself (core/streams.py), their long polls too (jobs/api/waiting.py).
+
+One rule for request code under these workers: never wait on the network or sleep inside a database
+transaction. On SQLite (the embedded default) a transaction holds the write lock from BEGIN, and another
+request's BEGIN waits in SQLite's busy handler, which does not yield: the whole worker would stall until the
+first could go on. CPU-heavy loops yield now and then (time.sleep(0), as jobs/follow/log_search.py does).
 """
 
 from __future__ import annotations
