@@ -414,9 +414,8 @@ def usage_page(request: HttpRequest) -> HttpResponse:
     """What was held and used in the last 30 days, by UTC day (charted) and by run (jobs.scheduling.accounting:
     operators see everyone's)."""
     span = accounting.window(None, None)
-    scoped = accounting.scope(request.user)
-    rows = accounting.usage(scoped, span, "day")
-    runs = sorted(accounting.usage(scoped, span, "job"), key=lambda row: (-row["cpu_core_hours"], row["key"]))
+    rows, by_job = accounting.by_day_and_job(accounting.scope(request.user), span)
+    runs = sorted(by_job, key=lambda row: (-row["cpu_core_hours"], row["key"]))
     columns = {"days": "key", "asked": "cpu_core_hours", "used": "cpu_core_hours_used", "gpu": "gpu_hours"}
     chart = {name: [row[column] for row in rows] for name, column in columns.items()}
     window = [span.since.timestamp(), span.until.timestamp()]  # the x axis spans the whole window, not its days
