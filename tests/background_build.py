@@ -1,5 +1,8 @@
-"""What CI builds in the background while the suite runs (.ci/run, .ci/build-k8s.sh): the test control plane, the real
-node and the images. The tests that need it (BUILT_FOR) run last, on one pytest-xdist worker, and wait for it."""
+"""What CI builds in the background while the suite runs (.ci/run, .ci/build-k8s.sh), in three parts: the test control
+plane with Kueue and JobSet, then the real node (with the test registry, the builder and the runtime image), then the
+deploy tests' images. The tests that need it (BUILT_FOR) run last, as two units of their own (the control plane's tests
+and the node's, each on one pytest-xdist worker), and each waits only for the part it needs: the control plane's tests
+run while the node still builds, and the node's start before its images are packed."""
 
 from __future__ import annotations
 
@@ -9,12 +12,53 @@ from pathlib import Path
 
 import pytest
 
+# The parts, in the order .ci/build-k8s.sh builds them; each writes `<status file>.<part>` with its exit status when
+# done, and the whole build writes the status file itself last.
+PARTS = ("control-plane", "node", "images")
+
 # Node id prefixes of the tests that need the build: the Kubernetes tests, and buildah's (the runtime image).
 BUILT_FOR = ("tests/k8s/", "tests/cli/test_build.py")
+# Those that need more than the control plane: a real node, the test registry or the runtime image ("node"), or the
+# deploy tests' images ("images"). tests/k8s/conftest.py fails the collection if a test outside them asks for one of
+# NODE_FIXTURES, so a new test cannot land in the wrong unit.
+NEEDS_NODE = (
+    "tests/cli/test_build.py",
+    "tests/k8s/test_build_image.py",
+    "tests/k8s/test_image_build_pods.py",
+    "tests/k8s/test_kueue_pods.py",
+    "tests/k8s/test_network_isolation_pods.py",
+    "tests/k8s/test_pods.py",
+    "tests/k8s/test_registry.py",
+    "tests/k8s/test_registry_pulls.py",
+    "tests/k8s/test_usage_pods.py",
+)
+NEEDS_IMAGES = ("tests/k8s/test_deploy_job.py", "tests/k8s/test_deploy_pods.py")
+NODE_FIXTURES = frozenset({"k8s_node_cluster", "k8s_registry", "buildah_env"})
+
+
+def part_needed(nodeid: str) -> str | None:
+    """The build part a test needs (one of PARTS), or None when it needs none of the build."""
+    if nodeid.startswith(NEEDS_IMAGES):
+        return "images"
+    if nodeid.startswith(NEEDS_NODE):
+        return "node"
+    return "control-plane" if nodeid.startswith(BUILT_FOR) else None
 
 
 def needs_build(nodeid: str) -> bool:
-    return nodeid.startswith(BUILT_FOR)
+    return part_needed(nodeid) is not None
+
+
+def unit_of(nodeid: str) -> str:
+    """The pytest-xdist unit of a test needing the build: one for the control plane's tests, one for the node's (one
+    real node per host, so every test of the node and its images runs on one worker)."""
+    return "built:control-plane" if part_needed(nodeid) == "control-plane" else "built:node"
+
+
+def order_key(nodeid: str) -> int:
+    """Sorts the tests by the part they wait for (the rest first): each unit's tests in the order their parts end."""
+    part = part_needed(nodeid)
+    return 0 if part is None else 1 + PARTS.index(part)
 
 
 def running() -> bool:
@@ -23,18 +67,21 @@ def running() -> bool:
     return bool(status_file) and not Path(status_file).exists()
 
 
-def wait() -> None:
-    """Until CI's background build ended (a no-op outside CI); a failed or endless build fails the test with its log."""
+def wait(part: str = PARTS[-1]) -> None:
+    """Until CI's background build has built `part` (a no-op outside CI); a failed or endless build fails the test
+    with its log."""
     status_file = os.environ.get("PADDLECLOUD_K8S_BUILD_STATUS")
     if not status_file:
         return
-    status, log = Path(status_file), Path(status_file).with_suffix(".log")
+    whole, log = Path(status_file), Path(status_file).with_suffix(".log")
+    own = Path(f"{status_file}.{part}")
     deadline = time.monotonic() + float(os.environ.get("PADDLECLOUD_K8S_BUILD_WAIT", 5400))
-    while not status.exists():
+    while not own.exists() and not whole.exists():
         if time.monotonic() > deadline:
-            pytest.fail(f"the background k8s build did not end in time; its log: {log}", pytrace=False)
+            pytest.fail(f"the background k8s build did not finish its {part} part in time; log: {log}", pytrace=False)
         time.sleep(2)
-    code = status.read_text().strip()
+    # The whole build ends (a status file) also when an earlier part failed: then that part's status is the answer.
+    code = (own if own.exists() else whole).read_text().strip()
     if code != "0":
         tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
         pytest.fail(f"the background k8s build failed (exit {code}); the end of {log}:\n{tail}", pytrace=False)

@@ -48,7 +48,7 @@ needs_buildah = pytest.mark.skipif(
 def require_buildah() -> None:
     """Fail with the reason (reached in CI only: elsewhere the test is skipped by `needs_buildah`); in CI, first wait
     for the background build that makes the runtime image (tests/background_build.py)."""
-    background_build.wait()
+    background_build.wait("node")
     missing = buildah_missing()
     if missing:
         pytest.fail(missing, pytrace=False)

@@ -22,13 +22,13 @@ from tests import background_build
 PASSWORD = "correct horse battery staple"
 class _K8sTestsOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # an untyped base
     """pytest-xdist's scheduling with every test its own unit, except the tests under tests/k8s (and the others of
-    background_build.BUILT_FOR): one unit, so one worker runs them all (one control plane and one real node per
-    host: the node is root's and has fixed paths) while the other workers run the rest. (`--dist loadgroup` with an
-    xdist_group mark would say the same, but pytest-xdist 3.8 marks the node id where pytest 9 no longer reads it,
-    so the groups are silently lost.)"""
+    background_build.BUILT_FOR): two units, the control plane's tests and the real node's, so one worker runs each
+    (one real node per host: the node is root's and has fixed paths) while the other workers run the rest.
+    (`--dist loadgroup` with an xdist_group mark would say the same, but pytest-xdist 3.8 marks the node id where
+    pytest 9 no longer reads it, so the groups are silently lost.)"""
 
     def _split_scope(self, nodeid: str) -> str:
-        return "built" if background_build.needs_build(nodeid) else nodeid
+        return background_build.unit_of(nodeid) if background_build.needs_build(nodeid) else nodeid
 
 
 @pytest.hookimpl(optionalhook=True)  # known only while pytest-xdist is loaded (not with -p no:xdist)

@@ -61,13 +61,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = None if required else _missing_message()
     wants_node = [i for i in items if "k8s_node_cluster" in getattr(i, "fixturenames", ())]
     node_missing_reason = None if required or not wants_node else _node_missing_message()
-    # Under pytest-xdist they (and the other tests of background_build.BUILT_FOR) go to one worker (tests/conftest.py,
-    # pytest_xdist_make_scheduler), which takes about as long as the other tests together: first, so both halves run
-    # at once. But last while CI still builds what they need in the background (.ci/run): then every worker runs
-    # other tests meanwhile.
-    first = not background_build.running()
-    items[:] = sorted(items, key=lambda item: background_build.needs_build(item.nodeid) != first)
+    # Under pytest-xdist they (and the other tests of background_build.BUILT_FOR) go to two workers, the control plane's
+    # tests to one and the real node's to another (tests/conftest.py, pytest_xdist_make_scheduler): first, so they run
+    # beside the rest. But last while CI still builds what they need in the background (.ci/run): then every worker
+    # runs other tests meanwhile, and the control plane's tests run while the node still builds. Either way each unit's
+    # tests come in the order their parts of the build end (background_build.order_key).
+    last = background_build.running()
+    items[:] = sorted(items, key=lambda item: _built_order(item.nodeid, last))
     for item in items:
+        _check_build_part(item)
         if item.path.is_relative_to(HERE):
             item.add_marker(pytest.mark.k8s)
         # A skip *marker* (not pytest.skip() in the fixture) lets pytest fold the reports into one line per file.
@@ -79,16 +81,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=node_missing_reason))
 
 
+def _built_order(nodeid: str, last: bool) -> int:
+    key = background_build.order_key(nodeid)
+    if last or key == 0:
+        return key
+    return key - len(background_build.PARTS) - 1  # before the tests that need no build
+
+
+def _check_build_part(item: pytest.Item) -> None:
+    """A test of the control plane's unit runs while the node still builds: one asking for the node is a collection
+    error naming the list it belongs in, not a test that fails only in a cold CI."""
+    node_fixtures = background_build.NODE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    if node_fixtures and background_build.part_needed(item.nodeid) == "control-plane":
+        raise pytest.UsageError(
+            f"{item.nodeid} uses {', '.join(sorted(node_fixtures))}: add its file to NEEDS_NODE in "
+            "tests/background_build.py (its tests must wait for the node's part of CI's background build)"
+        )
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _k8s_build_finished() -> None:
+def _k8s_control_plane_built() -> None:
     """In CI the control plane, node and images build in the background while the other tests run: the first test
-    here waits for that build (tests/background_build.py)."""
-    background_build.wait()
+    here waits for the control plane (tests/background_build.py); the node's fixtures wait for the node."""
+    background_build.wait("control-plane")
 
 
 @pytest.fixture(scope="session")
 def k8s_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
     """A control plane whose only node is a real one (kubelet + containerd + CNI + CoreDNS): pods run."""
+    background_build.wait("node")
     missing = _node_missing_message()
     if missing:  # only reached with PADDLECLOUD_REQUIRE_K8S=1 (CI): otherwise skipped at collection
         pytest.fail(missing, pytrace=False)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from tests import background_build
 from tests.wait import wait_for
 from tools.k8s.images import deploy_image
 from tools.k8s.testcluster import TestCluster
@@ -25,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def built_image(name: str) -> dict[str, str]:
     """A deploy test's image ("portal", "services") as an OCI layout, built by tools/k8s/images.py when
-    this checkout's is missing (cached by its Dockerfile and the files it copies)."""
+    this checkout's is missing (cached by its Dockerfile and the files it copies); in CI, once the background build
+    has packed it."""
+    background_build.wait("images")
     entry = deploy_image(name)
     if not (Path(entry["layout"]) / "index.json").exists():
         subprocess.run([sys.executable, str(ROOT / "tools/k8s/images.py"), f"build-{name}"], check=True, timeout=1800)

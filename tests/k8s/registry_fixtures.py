@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import background_build
 from tools.k8s.images import read_manifest
 from tools.k8s.testcluster.node_config import REGISTRY_HOSTS_DIR
 from tools.k8s.testcluster.registry import TestRegistry, registry_missing
@@ -44,6 +45,7 @@ def push_runtime_image(registry: TestRegistry, repository: str = RUNTIME_REPOSIT
 def k8s_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestRegistry]:
     """The session's private registry (htpasswd + TLS), users alice and bob; skips without its binaries
     (fails with PADDLECLOUD_REQUIRE_K8S=1, as in CI)."""
+    background_build.wait("node")
     missing = registry_missing()
     if missing:
         message = f"test registry binaries missing ({', '.join(missing)}): run tools/k8s/build.sh"

@@ -1,0 +1,88 @@
+"""CI's background build in parts (.ci/build-k8s.sh, tests/background_build.py): each part's status is written when it
+ends, a test waits only for the part it needs, and a part that failed fails the tests waiting for it with the log.
+The build runs on a copy of the script beside stand-ins for tools/k8s/build.sh and images.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import background_build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def build(tmp_path: Path, node_exit: int) -> tuple[int, Path]:
+    """The background build with a control plane that builds and a node that exits `node_exit`."""
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(ROOT / ".ci" / "build-k8s.sh", tmp_path / ".ci" / "build-k8s.sh")
+    tools = tmp_path / "tools" / "k8s"
+    tools.mkdir(parents=True)
+    (tools / "build.sh").write_text(f'[ "${{1:-}}" = --control-plane ] && exit 0\nexit {node_exit}\n')
+    (tools / "images.py").write_text("")
+    status = tmp_path / "var" / "k8s-build.status"
+    status.parent.mkdir()
+    result = subprocess.run(
+        ["bash", ".ci/build-k8s.sh", str(status), str(tmp_path / "times")], cwd=tmp_path, timeout=60, check=False
+    )
+    return result.returncode, status
+
+
+def test_each_part_writes_its_status_and_the_whole_build_its_own_last(tmp_path: Path) -> None:
+    code, status = build(tmp_path, node_exit=0)
+    assert code == 0
+    assert {p: Path(f"{status}.{p}").read_text().strip() for p in background_build.PARTS} == dict.fromkeys(
+        background_build.PARTS, "0"
+    )
+    assert status.read_text().strip() == "0"
+    steps = [line.split()[0] for line in (tmp_path / "times").read_text().splitlines()]
+    assert steps == ["k8s-control-plane", "k8s-node", "images-portal", "images-services"]
+
+
+def test_a_failed_node_fails_its_tests_with_the_log_and_leaves_the_control_planes_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, status = build(tmp_path, node_exit=3)
+    assert code == 3 and status.read_text().strip() == "3"
+    assert not Path(f"{status}.images").exists()
+    status.with_suffix(".log").write_text("the node's build said why\n")
+    monkeypatch.setenv("PADDLECLOUD_K8S_BUILD_STATUS", str(status))
+    background_build.wait("control-plane")  # built: returns at once
+    for part in ("node", "images"):
+        with pytest.raises(pytest.fail.Exception, match=r"(?s)failed \(exit 3\).*the node's build said why"):
+            background_build.wait(part)
+
+
+def test_a_test_waits_for_its_own_part_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    status = tmp_path / "k8s-build.status"
+    monkeypatch.setenv("PADDLECLOUD_K8S_BUILD_STATUS", str(status))
+    Path(f"{status}.control-plane").write_text("0\n")
+    assert background_build.running()
+    background_build.wait("control-plane")  # the node still builds: no wait
+    threading.Timer(1.0, lambda: Path(f"{status}.node").write_text("0\n")).start()
+    started = time.monotonic()
+    background_build.wait("node")
+    assert 0.9 <= time.monotonic() - started <= 10
+    monkeypatch.setenv("PADDLECLOUD_K8S_BUILD_WAIT", "0")
+    with pytest.raises(pytest.fail.Exception, match="did not finish its images part in time"):
+        background_build.wait("images")
+
+
+def test_the_control_planes_tests_and_the_nodes_are_two_units_in_the_order_their_parts_end() -> None:
+    assert background_build.unit_of("tests/k8s/test_kueue_queue.py::test_x") == "built:control-plane"
+    assert background_build.unit_of("tests/k8s/test_pods.py::test_x") == "built:node"
+    assert background_build.unit_of("tests/k8s/test_deploy_job.py::test_x") == "built:node"
+    assert background_build.unit_of("tests/cli/test_build.py::test_x") == "built:node"
+    assert not background_build.needs_build("tests/cli/test_paddle.py::test_x")
+    order = [
+        background_build.order_key(f"tests/{name}::t")
+        for name in ("jobs/test_x.py", "k8s/test_watch.py", "k8s/test_pods.py", "k8s/test_deploy_pods.py")
+    ]
+    assert order == sorted(order) and len(set(order)) == 4
+    for listed in background_build.NEEDS_NODE + background_build.NEEDS_IMAGES:
+        assert (ROOT / listed).is_file(), listed  # a renamed file would silently fall back to the control plane's unit
