@@ -34,8 +34,11 @@ def logical(datacenter: Datacenter, real: Path) -> str:
 
 
 def output_logical(job: Job) -> str:
-    """The run's output folder as the user names it (`/pfs/<dc>/home/<user>/jobs/<name>/output/<uid>`)."""
-    return logical(job.datacenter, output_dir(job.datacenter, job.owner.get_username(), job.name, job.uid))
+    """The run's output folder as the user names it (`/pfs/<dc>/home/<user>/jobs/<name>/output/<uid>`): what
+    `logical(output_dir(...))` gives, joined as text: every job of a list page asks, and building the Paths was
+    a tenth of the API list's time (0.5 s of 4.7 s for 30 calls of 50 jobs, profiled)."""
+    parts = layout.output_parts(job.name, job.uid)
+    return "/".join((f"/pfs/{job.datacenter.name}/home", job.owner.get_username(), *parts))
 
 
 def worker_parts(job: Job, worker: str, file_name: str = layout.LOG_NAME) -> list[str]:

@@ -20,4 +20,5 @@ def test_the_portal_reads_where_the_job_writes(local_dc: Datacenter, alice: User
     read = Path(local_dc.storage_root, "home", "alice", *layout.worker_parts(job, "pserver-1", "metrics.jsonl"))
     assert written == read == output / "pserver_1" / "metrics.jsonl"
     assert layout.output_logical(job) == "/pfs/local/home/alice/jobs/fit/output/fit-ab12c"
+    assert layout.output_logical(job) == layout.logical(local_dc, output)  # the text join is the paths' rule
     assert layout.default_package(local_dc, alice, "fit") == "/pfs/local/home/alice/jobs/fit"

@@ -23,7 +23,7 @@ if complete; then
 fi
 
 find_go
-export GOFLAGS=-trimpath
+export GOFLAGS="$GOFLAGS -trimpath"
 start_build
 kaniko_mod="$(go_mod_of "github.com/chainguard-dev/kaniko@$KANIKO_VERSION")"
 [[ -f "$kaniko_mod" ]] || { echo "cannot find go.mod of kaniko@$KANIKO_VERSION" >&2; exit 1; }

@@ -24,7 +24,7 @@ if complete; then
 fi
 
 find_go
-export GOFLAGS=-trimpath
+export GOFLAGS="$GOFLAGS -trimpath"
 start_build
 kr_mod="$(go_mod_of "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION")"
 [[ -f "$kr_mod" ]] || { echo "cannot find go.mod of kube-router@$KUBE_ROUTER_VERSION" >&2; exit 1; }
