@@ -20,7 +20,7 @@ from datacenters.models import Datacenter, Engine, StorageKind
 from tests import background_build
 
 PASSWORD = "correct horse battery staple"
-class _K8sTestsOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # an untyped base
+class _BuiltTestsOnWorkersOfTheirOwn(LoadScopeScheduling):  # type: ignore[misc]  # an untyped base
     """pytest-xdist's scheduling with every test its own unit, except the tests under tests/k8s (and the others of
     background_build.BUILT_FOR): two units, the control plane's tests and the real node's, so one worker runs each
     (one real node per host: the node is root's and has fixed paths) while the other workers run the rest.
@@ -34,7 +34,7 @@ class _K8sTestsOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # an unt
 @pytest.hookimpl(optionalhook=True)  # known only while pytest-xdist is loaded (not with -p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling | None:
     """scripts/pytest.sh asks for `--dist loadgroup`; any other mode keeps pytest-xdist's own scheduler."""
-    return _K8sTestsOnOneWorker(config, log) if config.getvalue("dist") == "loadgroup" else None
+    return _BuiltTestsOnWorkersOfTheirOwn(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 @pytest.fixture(autouse=True)
