@@ -151,15 +151,23 @@ def test_a_full_cycle_passes_over_running_jobs_nothing_happened_to(
     drive(k8s_dc, lambda: job_in(quiet, "running") and job_in(touched, "running"), "both running")
     mirror = _mirror(k8s_dc)
     settled.forget()
-    reconcile_datacenter(k8s_dc)  # a look from the mirror: both settle
     both = [quiet.pk, touched.pk]
 
     def tampered() -> set[int]:  # the jobs whose worker rows still hold what no look would write
         return set(Worker.objects.filter(job__in=both, message="tampered").values_list("job_id", flat=True))
 
-    Worker.objects.filter(job__in=both).update(message="tampered")
-    settled.CHOICES.clear()
-    reconcile_datacenter(k8s_dc)
+    # As below: the cluster may still change a job's objects after both run (its Job's status counts, late on a
+    # loaded host; seen once in CI with the node's tests beside these), and a window where it did proves nothing,
+    # so it is tried again and the claim checked on one where both jobs' objects stayed at their noted versions.
+    for _ in range(3):
+        reconcile_datacenter(k8s_dc)  # a look from the mirror: both settle
+        notes = {job.uid: settled._settled.get(k8s_dc.pk, {}).get(job.pk) for job in (quiet, touched)}
+        Worker.objects.filter(job__in=both).update(message="tampered")
+        settled.CHOICES.clear()
+        reconcile_datacenter(k8s_dc)
+        now = mirror.versions([quiet.uid, touched.uid])
+        if all(note is not None and now[uid] == note.version for uid, note in notes.items()):
+            break
     assert settled.CHOICES == {"looked at": 0, "passed over": 2}
     assert tampered() == set(both)  # passed over: nothing happened to their objects or rows
     # A change of one job's pod reaches the mirror, and the next full cycle looks at that job (and only it). The
