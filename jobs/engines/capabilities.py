@@ -9,7 +9,7 @@ and its methods on the engines that have it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -41,6 +41,15 @@ class QueueVisibility(Protocol):
     admits them; {} where the portal's gate is the queue. Never raises: {} on any error. Without it: {}."""
 
     def queue_positions(self, jobs: list[Job]) -> dict[str, int]: ...
+
+
+@runtime_checkable
+class PreemptionCosts(Protocol):
+    """The cluster's own admission chooses victims (Kueue): it is told each running job's priority boost (job uid ->
+    boost, jobs.scheduling.preemption_cost) and writes those that changed; how many it wrote. Raises
+    TransientEngineError where the cluster is away. Without it the portal's scheduler chooses victims itself."""
+
+    def set_preemption_costs(self, costs: Mapping[str, int]) -> int: ...
 
 
 @runtime_checkable

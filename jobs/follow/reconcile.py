@@ -40,7 +40,7 @@ from jobs.models import (
     Worker,
     WorkerState,
 )
-from jobs.scheduling import cycle, elastic, ledger
+from jobs.scheduling import cycle, elastic, ledger, preemption_cost
 from jobs.states import transition
 from storage.tasks import recompute_usage
 
@@ -300,6 +300,8 @@ def reconcile_datacenter(datacenter: Datacenter, job_ids: Iterable[int] | None =
     for job in _with_relations(list(jobs.filter(state__in=TERMINAL_STATES, released=False)), datacenter):
         with _alone(job, datacenter, "release"):
             release(job, engine)
+    if job_ids is None:
+        preemption_cost.update(datacenter)  # where Kueue chooses victims: what stopping each running job costs
 
 
 REPEAT_LOG_SECONDS = 600.0  # one traceback per job, step and error this often, however many cycles it breaks

@@ -4,17 +4,19 @@ requeued as the portal's own preemption does (attempt + 1, a new JobSet)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
 from jobs.engines.kubernetes import jobset, kueue, names
 from jobs.follow.tasks import submit_job
 from jobs.models import Job, JobState, PriorityClass, Reason
-from jobs.scheduling import cycle
+from jobs.scheduling import cycle, preemption_cost
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, new_job, start
 from tests.wait import wait_for
 
@@ -23,6 +25,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 WHOLE_QUOTA = {"parallelism": 2, "pservers": 2, "cpu": "1", "memory": "1Gi", "pscpu": "1", "psmemory": "1Gi"}
+HALF_QUOTA = {**WHOLE_QUOTA, "parallelism": 1, "pservers": 1}
 HANG = {FATE: "hang"}
 CLASSES = {"low": 10, "normal": 100, "high": 1000}
 
@@ -33,9 +36,11 @@ def classes(db: None) -> None:
         PriorityClass.objects.update_or_create(name=name, defaults={"value": value, "open_to_all": True})
 
 
-def submit_with(dc: Datacenter, user: User, name: str, priority_class: str, fate: str = "hang") -> Job:
-    """A job of all of the user's quota (4 one-core pods) in `priority_class`; trainers `fate` after 3 s."""
-    job = new_job(dc, user, {"jobname": name, **WHOLE_QUOTA}, trainer_annotations={FATE: fate, DELAY: "3s"},
+def submit_with(
+    dc: Datacenter, user: User, name: str, priority_class: str, fate: str = "hang", size: dict[str, Any] = WHOLE_QUOTA
+) -> Job:
+    """A job of all of the user's quota (4 one-core pods; or `size`) in `priority_class`; trainers `fate` after 3 s."""
+    job = new_job(dc, user, {"jobname": name, **size}, trainer_annotations={FATE: fate, DELAY: "3s"},
                   pserver_annotations=HANG)  # fmt: skip
     Job.objects.filter(pk=job.pk).update(priority_class=priority_class, priority=CLASSES[priority_class])
     job.refresh_from_db()
@@ -151,3 +156,38 @@ def test_an_eviction_kueue_undid_before_the_portal_looked_is_still_a_preemption(
     assert low.reason == Reason.PREEMPTED and "evicted and admitted again" in low.message, low.message
     drive(kueue_dc, lambda: (found := job_in(low, JobState.QUEUED)) and found.attempt == 2 and found, "requeued")
     kill(low)
+
+
+def test_kueue_stops_the_low_job_that_loses_the_least_work_since_its_checkpoint(
+    kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
+) -> None:
+    """Of two low jobs of half the quota each, Kueue alone would stop the one it admitted last. That one has run 20
+    minutes without a checkpoint, and the other saved one a moment ago: the portal's boost on their Workloads makes
+    Kueue stop the one that saved instead (jobs.scheduling.preemption_cost)."""
+
+    def both_running(job: Job) -> Job | None:
+        found = job_in(job, JobState.RUNNING)
+        return found if found and found.pservers_running == 1 and found.trainers_running == 1 else None
+
+    older = submit_with(kueue_dc, alice, "older", "low", size=HALF_QUOTA)
+    drive(kueue_dc, lambda: both_running(older), "the older low job running")
+    newer = submit_with(kueue_dc, alice, "newer", "low", size=HALF_QUOTA)
+    drive(kueue_dc, lambda: both_running(newer), "the newer low job running")
+    now = timezone.now()
+    Job.objects.filter(pk=older.pk).update(checkpointed_at=now)
+    Job.objects.filter(pk=newer.pk).update(started_at=now - timedelta(minutes=20), checkpointed_at=None)
+    preemption_cost.update(kueue_dc, force=True)
+
+    def boost(job: Job) -> str | None:
+        found = workload_of(kueue_api, job) or {}
+        return ((found.get("metadata") or {}).get("annotations") or {}).get(kueue.BOOST)
+
+    assert (boost(older), boost(newer)) == (None, "4")  # 20 min unsaved: rank 4 (15-31 min); 0 is written as none
+    high = submit_with(kueue_dc, alice, "high", "high", fate="succeed", size=HALF_QUOTA)
+    older = drive(kueue_dc, lambda: job_in(older, JobState.QUEUED), "the low job that saved last preempted", 60)
+    assert older.reason == Reason.PREEMPTED and "preempted by Kueue" in older.message, older.message
+    newer.refresh_from_db()
+    assert newer.state == JobState.RUNNING and newer.attempt == 1
+    drive(kueue_dc, lambda: finished(high), "the high job to run and succeed", timeout=60)
+    for job in (older, newer):
+        kill(job)

@@ -1,12 +1,15 @@
 """deploy/base/rbac.yaml on a Kueue cluster: a kueue job start to finish with the engine as the portal's ServiceAccount
-(its JobSet, Workload, ClusterQueue, LocalQueue, ResourceFlavor and WorkloadPriorityClass), and no more."""
+(its JobSet, Workload and its priority boost, ClusterQueue, LocalQueue, ResourceFlavor and WorkloadPriorityClass),
+and no more."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from kubernetes import client as k8s
 
 from datacenters.models import Datacenter
@@ -14,7 +17,8 @@ from jobs.engines import engine_for
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import names
 from jobs.engines.kubernetes.engine import KubernetesEngine
-from jobs.models import JobState
+from jobs.models import Job, JobState
+from jobs.scheduling import preemption_cost
 from tests.k8s import rbac_helpers
 from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, nothing_left, submit
 from tests.wait import wait_for
@@ -43,10 +47,13 @@ def test_a_kueue_job_with_the_longest_name_its_size_allows_runs_as_the_service_a
     assert names.jobset_name_problem(name, 10, 2) is None and names.jobset_name_problem(name, 11, 2) is not None
     spec = {"jobname": name, "parallelism": 10, "pservers": 2, "cpu": "100m", "memory": "100Mi",
             "pscpu": "100m", "psmemory": "100Mi"}  # fmt: skip
-    fates = {"trainer_annotations": {FATE: "succeed", DELAY: "3s"}, "pserver_annotations": {FATE: "hang"}}
+    fates = {"trainer_annotations": {FATE: "succeed", DELAY: "10s"}, "pserver_annotations": {FATE: "hang"}}
     job = submit(dc, alice, spec, **fates)
     running = drive(dc, lambda: job_in(job, JobState.RUNNING), "running through Kueue as the service account", 60)
     assert running.trainers_running == 10
+    # What preempting it costs, on its Workload (jobs.scheduling.preemption_cost): a patch the account may make.
+    Job.objects.filter(pk=job.pk).update(started_at=timezone.now() - timedelta(minutes=5))
+    assert preemption_cost.update(dc, force=True) == 1
     job = drive(dc, lambda: finished(job), "success", 60)
     assert job.state == JobState.SUCCEEDED, job.message
     wait_for(lambda: nothing_left(kueue_api, job.uid), "the JobSet and its pods gone", timeout=90)

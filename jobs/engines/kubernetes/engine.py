@@ -32,7 +32,7 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -44,7 +44,7 @@ from paddlecloud.contract.states import worker_name
 from paddlecloud.contract.units import parse_time
 
 from datacenters.models import Admission
-from jobs.engines.base import Engine, Observation, Recorder, TransientEngineError, WorkerStatus
+from jobs.engines.base import Engine, EngineError, Observation, Recorder, TransientEngineError, WorkerStatus
 from jobs.engines.kubernetes import client as kube
 from jobs.engines.kubernetes import (
     jobset,
@@ -239,6 +239,31 @@ class KubernetesEngine(ClusterBuilds, Engine):
             return {}
         queues = {ns for job in jobs if _layout(job) == jobset.LAYOUT and (ns := self._namespace(job))}
         return visibility.queue_positions(self.datacenter.pk, lambda: self.k8s, queues) if queues else {}
+
+    def set_preemption_costs(self, costs: Mapping[str, int]) -> int:
+        """Each admitted JobSet job's priority boost (job uid -> boost) on its Workload, where it differs
+        (kueue.boost_writes), at most kueue.MAX_BOOST_WRITES a call: the rest at the next. How many were written."""
+        if self.datacenter.admission != Admission.KUEUE or not costs:
+            return 0
+        mirror = self._mirror()
+        if mirror is not None and "JobSet" not in mirror.informers:
+            mirror = None
+        uids = list(costs)
+        selector = names.datacenter_selector(self.datacenter.name)
+        found = mirror.items("JobSet", uids) if mirror is not None else self.k8s.list("JobSet", label_selector=selector)
+        listed = mirror.items("Workload", uids) if mirror is not None else self.k8s.list("Workload")
+        written, refused = 0, ""
+        for ns, name, boost in kueue.boost_writes(costs, found, listed)[: kueue.MAX_BOOST_WRITES]:
+            try:
+                self.k8s.patch("Workload", ns, name, {"metadata": {"annotations": {kueue.BOOST: boost}}})
+                written += 1
+            except kube.NotFound:
+                continue  # its job ended meanwhile
+            except kube.KubeError as exc:  # e.g. no `patch` on workloads (deploy/base/rbac.yaml grants it)
+                refused = refused or f"{ns}/{name}: {exc}"
+        if refused:
+            raise EngineError(f"Kueue's Workloads refused their priority boost ({refused})")
+        return written
 
     def _worker_reason(self, job: Job, worker: WorkerStatus) -> str:
         """A failed worker's last error line, from the log its launcher wrote on the PFS (jobs.files.errorline)."""

@@ -17,9 +17,15 @@ ever holds more than their own quota, the namespace ResourceQuota and the submit
 Priorities: a WorkloadPriorityClass `paddlecloud-<class>` per portal PriorityClass (its value), named on each
 JobSet (jobset.PRIORITY_LABEL); a user's higher job preempts their own lower one (withinClusterQueue), and a
 team's job within its team's quota takes back what another team borrowed (reclaimWithinCohort: Any).
+
+Victims: Kueue stops the lowest effective priority first (its priority plus the `kueue.x-k8s.io/priority-boost`
+annotation of its Workload, Kueue's PriorityBoost feature), then the most recently admitted. The portal writes
+each admitted job's boost (jobs.scheduling.preemption_cost: the work a stop would lose, or a shield) on its
+Workload, so Kueue stops the job that loses the least (boost_writes).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -38,6 +44,8 @@ FLAVOR = "paddlecloud-default"  # cpu and memory, on every node of the cluster (
 # and an operator may give this flavor `spec.nodeLabels` (e.g. `nvidia.com/gpu.present: "true"`, or a GPU model)
 # so GPU pods land on those nodes: the portal makes it when missing and never rewrites it.
 GPU_FLAVOR = "paddlecloud-gpu"
+BOOST = "kueue.x-k8s.io/priority-boost"  # on a Workload: added to its priority wherever Kueue compares them
+MAX_BOOST_WRITES = 50  # Workloads patched per call; the rest at the next (a cycle stays bounded)
 PREFIX = "paddlecloud-"  # of the cohorts and WorkloadPriorityClasses the portal makes
 Obj = dict[str, Any]
 NOTHING = Amounts()
@@ -172,6 +180,38 @@ def workloads_by_jobset(workloads: list[Obj]) -> dict[str, Obj]:
             if ref.get("kind") == "JobSet":
                 result[ref.get("uid", "")] = workload
     return result
+
+
+def _admitted(workload: Obj) -> bool:
+    if (workload.get("metadata") or {}).get("deletionTimestamp") or eviction(workload) is not None:
+        return False
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions)
+
+
+def _boost_of(workload: Obj) -> int | None:
+    """The boost written on it (no annotation: 0); None where it holds something else (written again)."""
+    value = ((workload.get("metadata") or {}).get("annotations") or {}).get(BOOST, "0")
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def boost_writes(costs: Mapping[str, int], jobsets: list[Obj], workloads: list[Obj]) -> list[tuple[str, str, str]]:
+    """(namespace, name, boost) of each Workload to patch: those Kueue admitted, of the jobs in `costs` (job uid ->
+    boost), whose boost differs. Only admitted ones: a waiting Workload's boost would reorder Kueue's queue."""
+    by_jobset = workloads_by_jobset(workloads)
+    writes = []
+    for obj in jobsets:
+        meta = obj.get("metadata") or {}
+        wanted = costs.get((meta.get("labels") or {}).get(names.JOB_LABEL, ""))
+        workload = by_jobset.get(meta.get("uid", ""))
+        if wanted is None or workload is None or not _admitted(workload) or _boost_of(workload) == wanted:
+            continue
+        its = workload.get("metadata") or {}
+        writes.append((str(its.get("namespace", "")), str(its.get("name", "")), str(wanted)))
+    return writes
 
 
 def eviction(workload: Obj | None) -> str | None:

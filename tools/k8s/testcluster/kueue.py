@@ -93,7 +93,8 @@ def render(manifest: Path, port: int, ca_bundle: str) -> list[dict[str, Any]]:
 
 
 def kueue_config(ports: dict[str, int], cert_dir: Path) -> dict[str, Any]:
-    """Kueue's Configuration: JobSets only, queue label required, fair sharing on, no cluster-side cert handling."""
+    """Kueue's Configuration: JobSets only, queue label required, fair sharing and priority boosts on, no cluster-side
+    cert handling."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -111,6 +112,9 @@ def kueue_config(ports: dict[str, int], cert_dir: Path) -> dict[str, Any]:
         # v1beta2 has no `enable`: the section being present turns fair sharing on (cmd/kueue/main.go).
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "visibilityServer": {"bindAddress": "127.0.0.1"},
+        # Alpha in v0.17, off by default: a Workload's `kueue.x-k8s.io/priority-boost`, through which the portal
+        # makes Kueue stop the job that loses the least work (jobs.scheduling.preemption_cost).
+        "featureGates": {"PriorityBoost": True},
         # What Kueue's own manifests ship (config/components/manager/controller_manager_config.yaml), which an
         # operator's install gets: without them the binary's defaults (20 requests a second, one Workload at a
         # time) admitted 1,000 workloads at about 3 a second (bench/kueue_admission.py).
