@@ -12,7 +12,7 @@ from celery.app.task import Task
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from paddlecloud.contract import keeping
@@ -136,12 +136,18 @@ def kill_job(job_id: int, until: float | None = None) -> None:
 
 @shared_task(name="jobs.schedule", ignore_result=True)
 def schedule(datacenter_id: int | None = None) -> None:
-    """A scheduling cycle of one datacenter (a submit or a release woke it), or of each with waiting jobs (beat)."""
+    """A scheduling cycle of one datacenter (a submit or a release woke it), or of each with waiting jobs or an
+    elastic job below its most trainers (beat: room freed before it ran long enough to grow is taken later)."""
     if datacenter_id is not None:
         datacenters = Datacenter.objects.filter(pk=datacenter_id)
     else:
+        below_most = Job.objects.filter(
+            state=JobState.RUNNING, released=False, min_trainers__gt=0, trainers_now__gt=0,
+            trainers_now__lt=F("max_trainers"),
+        )  # fmt: skip
         datacenters = Datacenter.objects.filter(
-            pk__in=Job.objects.filter(state=JobState.QUEUED, admitted_at__isnull=True).values("datacenter_id")
+            Q(pk__in=Job.objects.filter(state=JobState.QUEUED, admitted_at__isnull=True).values("datacenter_id"))
+            | Q(pk__in=below_most.values("datacenter_id"))
         )
     for datacenter in datacenters:
         for job_id in cycle.schedule(datacenter) or ():

@@ -197,9 +197,13 @@ def schedule(datacenter: Datacenter) -> list[int] | None:
         candidates, world = load(datacenter)
         if datacenter.admission == Admission.KUEUE:
             # Kueue queues, shares and gangs them in the cluster (each job a suspended JobSet): the portal's
-            # gate lets every waiting job through to it, in the order the policy would have taken them.
-            result = shapes.Plan(admit=[c.job_id for c in candidates])
-            return [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
+            # gate lets every waiting job through to it, in the order the policy would have taken them, an
+            # elastic one with as many trainers as fit now (jobs.scheduling.elastic).
+            result = shapes.Plan(admit=[c.job_id for c in candidates], sizes=elastic.kueue_sizes(candidates, world))
+            admitted = [job_id for job_id in result.admit if _admit(datacenter, job_id, result)]
+            if not candidates:
+                elastic.grow_on_kueue(datacenter, world)
+            return admitted
         if not candidates:
             elastic.grow(datacenter, shapes.Plan(), world)  # nothing waits: an elastic job may take the room
             return []

@@ -12,8 +12,14 @@ trainers as fit then, from its checkpoint. One growth at a time.
 
 Shrinking: a preempted (or failed, restarting) elastic job waits again at its full size (`full_size`) and is
 admitted with what fits then: under a job of higher priority it runs on with fewer trainers instead of waiting for
-all of them. On Kueue (`admission: kueue`) the gate admits at once: an elastic job runs there with its most.
-Scaling the batch size or learning rate to the trainers it got is the job's own (PADDLE_TRAINERS_NUM).
+all of them. Scaling the batch size or learning rate to the trainers it got is the job's own (PADDLE_TRAINERS_NUM).
+
+On Kueue (`admission: kueue`) the gate lets every waiting job through to Kueue at once, and Kueue admits a JobSet
+whole at the size it was made with (v0.17's JobSet integration has no partial admission): the gate gives an elastic
+job the most trainers that fit its owner's quota and the free room now, as the portal's own admission would, or its
+fewest where none fit, to start first when room frees (`kueue_sizes`). It grows as above (`grow_on_kueue`) once
+nothing waits, in the portal or in Kueue. Under a higher priority Kueue stops it whole: it waits again at its full
+size and the gate sizes it anew, to what fits beside the job that took its room (a shrink, by a restart).
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ from django.utils import timezone
 from datacenters.models import Datacenter
 from jobs import spec
 from jobs.models import Job, JobState, Reason
-from jobs.scheduling.shapes import WAITING_FOR_CAPACITY, Amount, Bound, Plan, World
+from jobs.scheduling import policy
+from jobs.scheduling.shapes import WAITING_FOR_CAPACITY, Amount, Bound, Candidate, Plan, World
+from jobs.scheduling.strategies import build
 from jobs.states import transition
 
+# How the gate of a Kueue datacenter sizes an elastic job: what fits now, nothing held for jobs in between.
+KUEUE_SIZING = build("fair-share", "greedy", "never")
 MAX_LOOKED = 20  # elastic jobs below their most that one cycle considers growing
 CORES = Decimal("0.001")  # the requests' precision (Job.cpu_request)
 
@@ -95,3 +105,23 @@ def grow(datacenter: Datacenter, result: Plan, world: World) -> int | None:
                       message=message, preempted_at=timezone.now()):  # fmt: skip
             return int(row["id"])
     return None
+
+
+def kueue_sizes(candidates: list[Candidate], world: World) -> dict[int, int]:
+    """The trainers each elastic job of `candidates` goes through to Kueue with, where fewer than its most: as many
+    as fit now in the policy's order (policy.plan over `world`, which it fills), its fewest where none fit."""
+    fitted = policy.plan(candidates, world, strategies=KUEUE_SIZING)
+    sizes = dict(fitted.sizes)
+    for candidate in candidates:
+        if candidate.job_id in fitted.waiting and 0 < candidate.min_trainers < candidate.trainers:
+            sizes[candidate.job_id] = candidate.min_trainers
+    return sizes
+
+
+def grow_on_kueue(datacenter: Datacenter, world: World) -> int | None:
+    """`grow` on a Kueue datacenter, whose waiting jobs are Kueue's (let through by the gate, not running yet): only
+    while none waits there either."""
+    held_by_kueue = Job.objects.filter(
+        datacenter=datacenter, state=JobState.PENDING, admitted_at__isnull=False, released=False
+    )
+    return None if held_by_kueue.exists() else grow(datacenter, Plan(), world)

@@ -33,6 +33,17 @@ def test_the_policy_admits_an_elastic_job_with_the_most_trainers_that_fit_and_ho
     assert result.waiting[2][0] == shapes.WAITING_FOR_CAPACITY  # the elastic job's fewest (1 core) is held for it
 
 
+def test_kueue_s_gate_sizes_an_elastic_job_to_what_fits_now_and_to_its_fewest_where_none_fit() -> None:
+    world = shapes.World(capacity=shapes.Bound(3.0, None, None), in_use=shapes.Amount(1.0, 0, 0))
+    four = shapes.Candidate(1, owner_id=1, priority=100, created=1.0, request=shapes.Amount(4.0, 0, 0), trainers=4,
+                            min_trainers=1)  # fmt: skip
+    fixed = shapes.Candidate(2, owner_id=2, priority=100, created=2.0, request=shapes.Amount(2.0, 0, 0))
+    three = shapes.Candidate(3, owner_id=2, priority=100, created=3.0, request=shapes.Amount(3.0, 0, 0), trainers=3,
+                             min_trainers=2)  # fmt: skip
+    # 2 of 4 fit; the fixed-size job and the 2-to-3 one then find no room: Kueue holds them, the elastic at its fewest.
+    assert elastic.kueue_sizes([four, fixed, three], world) == {1: 2, 3: 2}
+
+
 @pytest.fixture
 def two_cores(local_dc: Datacenter) -> Datacenter:
     local_dc.capacity_cpu, local_dc.capacity_memory, local_dc.capacity_gpu = "2", "16Gi", 0
