@@ -161,6 +161,31 @@ def test_a_collective_job_that_loses_a_rank_resumes_from_its_checkpoint_and_ends
     assert alive(crashy) == []
 
 
+def test_a_collective_job_oom_killed_at_the_same_pass_on_every_attempt_ends_crash_loop(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    """Trainer 1 outgrows its 1 GiB three steps into pass 2 on every attempt. Attempt 1 saved passes 0 and 1;
+    attempts 2 and 3 resume from pass 1's checkpoint and die at the same place: the job ends CrashLoop after 3
+    attempts, not the 10 restarts it allowed, each failure an OOM kill naming trainer 1."""
+    local_dc.preemption_grace = 5  # the surviving rank, stuck in its all-reduce, is stopped within this
+    local_dc.save()
+    put_package(local_dc, alice, "leaky", Path(__file__).parent / "collective_restart_package")
+    spec = {"jobname": "leaky", "entry": "python train.py", "parallelism": 2, "pservers": 0, "passes": 6,
+            "cpu": "0.5", "memory": "1Gi", "max_restarts": 10, "env": {"OOM_AT_PASS": "2"}}  # fmt: skip
+    created = alice_api.post("/api/v1/jobs", spec, format="json")
+    assert created.status_code == 201, created.json()
+    job = finished("leaky", worker, timeout=400)
+    assert (job.state, job.reason, job.attempt, job.restarts) == ("failed", "CrashLoop", 3, 2), job.message
+    # The failures it restarted after (the third ended it: its message says so).
+    assert [(f["reason"], f["checkpoint_step"]) for f in job.failures] == [("OOMKilled", 1)] * 2, job.failures
+    assert all("trainer 1" in f["message"] for f in job.failures), job.failures
+    ended = "; the last 3 attempts each failed at step 1: not restarted"
+    assert "trainer 1" in job.message and job.message.endswith(ended), job.message
+    text = alice_api.get("/api/v1/jobs/leaky/logs?worker=trainer-0").json()["text"]
+    assert "trainer 0 of 2 attempt 3 starts at pass 2 (restarted because: OOMKilled" in text, text[-3000:]
+    assert alive(job) == []
+
+
 def test_an_elastic_job_starts_with_the_trainers_that_fit_and_grows_when_room_frees(
     alice_api: APIClient, bob_api: APIClient, alice: User, bob: User, local_dc: Datacenter, worker: WorkerProcess
 ) -> None:

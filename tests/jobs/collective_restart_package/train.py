@@ -6,7 +6,8 @@ k - 1 was saved; the portal restarts the whole job (spec max_restarts) and it re
 rank's data and the initial weights are seeded, so a resumed run ends with the same weights and loss as one never
 disturbed: rank 0 prints both, exactly (repr), on its last line. It leaves after the pass it is in when it gets
 SIGTERM (a preemption, or an elastic job stopped to grow). PASS_PAUSE (seconds) stands for a pass's longer work
-and SAVE_EVERY (passes) for the checkpoint cadence.
+and SAVE_EVERY (passes) for the checkpoint cadence. With OOM_AT_PASS=k, trainer 1 of every attempt outgrows any
+memory limit three steps into pass k (a leak the restarts cannot mend: the job ends CrashLoop).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from paddlecloud import checkpoint, metrics
 
 PASSES = int(os.environ.get("PADDLE_INIT_NUM_PASSES", "6"))
 CRASH_AT_PASS = int(os.environ.get("CRASH_AT_PASS", "-1"))
+OOM_AT_PASS = int(os.environ.get("OOM_AT_PASS", "-1"))
 PASS_PAUSE = float(os.environ.get("PASS_PAUSE", "0"))
 SAVE_EVERY = int(os.environ.get("SAVE_EVERY", "1"))
 STEPS, BATCH = 20, 16
@@ -46,6 +48,8 @@ for pass_id in range(first, PASSES):
     for b in range(STEPS):
         if pass_id == CRASH_AT_PASS and b == 3 and rank == 1 and attempt == "1":
             os.kill(os.getpid(), signal.SIGKILL)  # a rank lost mid-pass: a crash, an OOM kill, a lost node
+        if pass_id == OOM_AT_PASS and b == 3 and rank == 1:
+            leak = [np.ones(2**27) for _ in range(1024)]  # 1 GiB a block, written: the memory limit's OOM kill
         batch = slice(b * BATCH, (b + 1) * BATCH)
         loss = paddle.nn.functional.mse_loss(model(paddle.to_tensor(xs[batch])), paddle.to_tensor(ys[batch]))
         loss.backward()
