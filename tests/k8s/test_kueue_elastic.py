@@ -33,10 +33,14 @@ def classes(db: None) -> None:
         PriorityClass.objects.update_or_create(name=name, defaults={"value": value, "open_to_all": True})
 
 
-def queued(dc: Datacenter, user: User, name: str, trainers: int, fewest: int = 0, priority: str = "normal") -> Job:
-    """A waiting collective job of `trainers` one-core trainers (elastic down to `fewest`), as a submit leaves it."""
-    spec = {"jobname": name, "parallelism": trainers, "pservers": 0, "cpu": "1", "memory": "1Gi"}
-    job = new_job(dc, user, {**spec, **({"min_parallelism": fewest} if fewest else {})}, trainer_annotations=HANG)
+def queued(
+    dc: Datacenter, user: User, name: str, trainers: int, fewest: int = 0, priority: str = "normal",
+    fate: dict[str, str] = HANG, **extra: Any,
+) -> Job:
+    """A waiting collective job of `trainers` one-core trainers (elastic down to `fewest`), as a submit leaves it;
+    its trainers' `fate` (kwok), more of the spec in `extra`."""
+    spec = {"jobname": name, "parallelism": trainers, "pservers": 0, "cpu": "1", "memory": "1Gi", **extra}
+    job = new_job(dc, user, {**spec, **({"min_parallelism": fewest} if fewest else {})}, trainer_annotations=fate)
     elastic = {"min_trainers": fewest, "max_trainers": trainers} if fewest else {}
     Job.objects.filter(pk=job.pk).update(state=JobState.QUEUED, cpu_request=trainers, memory_request=trainers * GI,
                                          gpu_request=0, priority_class=priority, priority=CLASSES[priority],
@@ -45,11 +49,12 @@ def queued(dc: Datacenter, user: User, name: str, trainers: int, fewest: int = 0
     return job
 
 
-def through_the_gate(dc: Datacenter, *jobs: Job) -> None:
-    """One cycle of the gate lets them through to Kueue; each is started as a JobSet (what submit_job does)."""
+def through_the_gate(dc: Datacenter, *jobs: Job, fate: dict[str, str] = HANG) -> None:
+    """One cycle of the gate lets them through to Kueue; each is started as a JobSet (what submit_job does), its
+    trainers' `fate` set again (a requeue empties the engine's test hook)."""
     assert sorted(cycle.schedule(dc) or []) == sorted(job.pk for job in jobs)
     for job in jobs:
-        hook = {"pod_annotations": HANG}  # the engine's test hook again (a requeue empties the engine data)
+        hook = {"pod_annotations": fate}
         Job.objects.filter(pk=job.pk).update(engine_data={**Job.objects.get(pk=job.pk).engine_data, **hook})
         submit_job.apply(args=(job.pk,))
 
