@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -89,3 +90,14 @@ def generated_secret(path: Path, make: Callable[[], str]) -> str:
     finally:
         tmp.unlink()
     return path.read_text().strip()
+
+
+SITE_SLOTS = 1024
+
+
+def site_slot(site: str) -> int:
+    """A portal site's slot of SITE_SLOTS (its job uid range, settings.PADDLECLOUD_JOB_UID_BASE): 0 for `legacy`,
+    else from its name's hash."""
+    if site == "legacy":
+        return 0
+    return int(hashlib.sha256(site.encode()).hexdigest(), 16) % SITE_SLOTS

@@ -11,7 +11,7 @@ from cryptography.fernet import Fernet
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_choice, env_int, env_list, env_secret, env_str, generated_secret
+from core.env import env_bool, env_choice, env_int, env_list, env_secret, env_str, generated_secret, site_slot
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PADDLECLOUD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -353,9 +353,20 @@ PADDLECLOUD_RENDEZVOUS_TIMEOUT = env_int("PADDLECLOUD_RENDEZVOUS_TIMEOUT", 300, 
 # Where the launcher caches job virtualenvs (shared by jobs with the same requirements.txt);
 # empty: the launcher's default, ~/.cache/paddlecloud/venvs.
 PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
+# This portal installation on its host, a name generated once into VAR_DIR (kept with it when it moves): two
+# portals on one host with default settings get job uids and layer caches of their own (jobs.engines.local). A
+# var folder that ran local jobs before it had one is `legacy`: its jobs' uids stay what they were.
+PADDLECLOUD_SITE = env_str("PADDLECLOUD_SITE", "") or generated_secret(
+    VAR_DIR / "site-id", lambda: "legacy" if (VAR_DIR / "local-engine").exists() else secrets.token_hex(6)
+)
 # Local jobs of portal user N run as uid and gid BASE + N (jobs.engines.local.world.job_ids): one
 # unprivileged uid per user, above the ranges useradd gives accounts and subordinate ids (<= 600100000).
-PADDLECLOUD_JOB_UID_BASE = env_int("PADDLECLOUD_JOB_UID_BASE", 1_000_000_000, minimum=1000)
+# Default: 1,000,000,000 + 2**20 x this site's slot of 1,024 (0 for `legacy`), so each site has 2**20 users'
+# uids below 2**31; several portals on one host are apart unless two draw one slot (1 in 1,024): set it apart
+# by hand to be sure.
+PADDLECLOUD_JOB_UID_BASE = env_int(
+    "PADDLECLOUD_JOB_UID_BASE", 1_000_000_000 + site_slot(PADDLECLOUD_SITE) * 2**20, minimum=1000
+)
 # The uid/gid job pods run as (the `paddle` user of deploy/Dockerfile); a root worker hands the job's
 # folders on the PFS to it, as it does to each user's job uid for local jobs.
 PADDLECLOUD_POD_UID = env_int("PADDLECLOUD_POD_UID", 1000, minimum=1)

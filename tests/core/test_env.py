@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_int, env_list, env_secret, generated_secret
+from core.env import env_bool, env_int, env_list, env_secret, generated_secret, site_slot
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,3 +100,27 @@ def test_production_without_required_settings_fails_the_system_check(tmp_path: P
     for name in ("SECRET_KEY", "PADDLECLOUD_ENCRYPTION_KEY", "DATABASE_URL", "CELERY_BROKER_URL"):
         assert f"{name} must be set when DEBUG is off" in result.stderr
     assert "ALLOWED_HOSTS must be set" not in result.stderr
+
+
+def _site_and_uid_base(var_dir: Path) -> tuple[str, int]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECLOUD_", "DJANGO_SETTINGS_MODULE"))}
+    full.update({"PADDLECLOUD_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "portal.settings"})
+    code = "from portal import settings; print(settings.PADDLECLOUD_SITE, settings.PADDLECLOUD_JOB_UID_BASE)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    site, base = done.stdout.split()
+    return site, int(base)
+
+
+def test_two_portals_on_one_host_get_sites_of_their_own_and_an_old_var_folder_keeps_its_uids(tmp_path: Path) -> None:
+    """Two fresh var folders (two portals' `make run` on one host): each a site of its own, kept in its var folder,
+    whose slot places its job uids (jobs.engines.local.world.job_ids); a var folder that ran local jobs before sites
+    existed is `legacy`, its jobs' uids where they were."""
+    first, second = _site_and_uid_base(tmp_path / "a"), _site_and_uid_base(tmp_path / "b")
+    assert first[0] != second[0] and all(len(site) == 12 for site, _ in (first, second))
+    for site, base in (first, second):
+        assert base == 1_000_000_000 + site_slot(site) * 2**20 and base + 2**20 < 2**31 - 2
+    assert _site_and_uid_base(tmp_path / "a") == first  # kept: the same uids at every start
+    old = tmp_path / "old"
+    (old / "local-engine").mkdir(parents=True)
+    assert _site_and_uid_base(old) == ("legacy", 1_000_000_000)

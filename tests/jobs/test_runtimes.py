@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from paddlecloud.contract import venvcache
@@ -109,7 +110,7 @@ def test_no_requirements_runs_on_the_base_and_one_small_package_is_a_layer_not_a
     text = alice_api.get("/api/v1/jobs/layer/logs?worker=trainer-0").json()["text"]
     assert "Requirement already satisfied: paddlepaddle==3.0.0" in text
     assert "Installing collected packages: tabulate" in text and "Downloading paddlepaddle" not in text
-    assert f"/layers/user-{alice.pk}/" in text and "paddle 3.0.0" in text
+    assert f"/layers/{settings.PADDLECLOUD_SITE}/user-{alice.pk}/" in text and "paddle 3.0.0" in text
 
 
 @pytest.mark.celery

@@ -68,6 +68,12 @@ PORTAL: dict[str, Help] = {
         "`make run` waits until the answer on its port carries it (see [What `make run` does]"
         "(../tutorial/first-job.md#what-make-run-does))",
     ),
+    "PADDLECLOUD_SITE": Help(
+        "this portal installation on its host: its local jobs' uids (PADDLECLOUD_JOB_UID_BASE) and requirement "
+        "layers are its own, apart from another portal's on the same host; `legacy` for a var folder that ran "
+        "local jobs before it had one (its uids stay at 1,000,000,000 + N)",
+        "generated once into `var/site-id`",
+    ),
     "PADDLECLOUD_SIGNUP": Help(
         "who may make an account: `open` (active at once), `approval` (staff approve it in the admin; the "
         "production deploy's setting) or `closed` (operators add users)"
@@ -144,13 +150,15 @@ PORTAL: dict[str, Help] = {
         "(job-environment.md#retries-in-parameter-server-mode))"
     ),
     "PADDLECLOUD_VENV_CACHE": Help(
-        "local engine: runtimes (`runtimes/`) and users' requirement layers (`layers/user-<id>/`)",
+        "local engine: runtimes (`runtimes/`) and users' requirement layers (`layers/<site>/user-<id>/`)",
         "`~/.cache/paddlecloud/venvs`",
     ),
     "PADDLECLOUD_JOB_UID_BASE": Help(
         "local jobs of portal user N run as uid and gid BASE + N (one unprivileged uid per user; above the "
         "ranges `useradd` gives accounts and subordinate ids; a uid that names a host account, or passes "
-        "2^31 - 2, refuses the job)"
+        "2^31 - 2, refuses the job); apart per PADDLECLOUD_SITE by default, with a 1 in 1,024 chance that two "
+        "portals on one host draw the same: set it apart by hand to be sure",
+        "1,000,000,000 + 2^20 x the site's slot (0 to 1,023; 0 for `legacy`)",
     ),
     "PADDLECLOUD_POD_UID": Help(
         "the user every job container runs as (`securityContext`); a root worker hands the job's folders to "

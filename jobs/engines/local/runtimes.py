@@ -2,9 +2,10 @@
 
 A runtime is a base venv (its requirements + the client package) that the worker builds once per host
 under `<cache>/runtimes/` and jobs only read. A package's `requirements.txt` becomes a layer on that
-base (see paddlecloud.contract.venvcache), built by the job's launcher under `<cache>/layers/user-<id>/`: one
-directory per user, so code run by one user's `pip install` (setup.py) can never write into an
-environment another user's job runs. `runtime_for(job)` says what the job's sandbox must expose.
+base (see paddlecloud.contract.venvcache), built by the job's launcher under `<cache>/layers/<site>/user-<id>/`:
+one directory per user of this portal (settings.PADDLECLOUD_SITE), so code run by one user's `pip install`
+(setup.py) can never write into an environment another user's job runs. `runtime_for(job)` says what the job's
+sandbox must expose.
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def ensure_base(datacenter: Datacenter, name: str, log: venvcache.Log = lambda l
 
 
 def layer_cache(job: Job) -> Path:
-    # Per user: a layer is built by the user's own code (setup.py), so no one else may run in it.
-    return cache_root() / "layers" / f"user-{job.owner_id}"
+    # Per user of this portal: a layer is built by the user's own code (setup.py), so no one else may run in it,
+    # not even the user of the same id on another portal of the host.
+    return cache_root() / "layers" / settings.PADDLECLOUD_SITE / f"user-{job.owner_id}"
 
 
 def runtime_for(job: Job, package: Path) -> RuntimePaths:
