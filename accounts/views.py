@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST
 
 from accounts import throttle
 from accounts.services import current_token, regenerate_token
+from datacenters import newcomers
 from datacenters.models import Datacenter
 from registry.models import RegistrySecret
 
@@ -103,6 +104,7 @@ def signup(request: HttpRequest) -> HttpResponse:
         user = form.save(commit=False)
         user.is_active = mode == "open"
         user.save()
+        newcomers.welcome(user)  # a small quota in every datacenter until an operator raises it
         if user.is_active:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             return redirect("home")

@@ -134,6 +134,14 @@ class DatacenterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 ]
             },
         ),
+        (
+            "Quota of an account made by signup",
+            {
+                "fields": ["new_user_cpu", "new_user_memory", "new_user_gpu", "new_user_jobs", "new_user_storage"],
+                "description": "Written into the quota of each account made by signup (PADDLECLOUD_SIGNUP), here and "
+                "in every datacenter made later; raise a trusted user's in their quota row. Blank: the default's.",
+            },
+        ),
     ]
 
     @admin.display(description="this host")

@@ -256,6 +256,28 @@ class Datacenter(models.Model):
     default_storage = models.CharField(max_length=20, default="100Gi", validators=[validate_storage_quantity])
     default_storage_files = models.PositiveIntegerField(default=1_000_000)
 
+    # What an account made by signup gets here (datacenters.newcomers): its Quota row, made at signup with these
+    # values (blank: that resource's default above). Small, so accounts made by strangers multiply little.
+    new_user_cpu = models.CharField(
+        max_length=20, blank=True, default="2", validators=[validate_cpu_quantity],
+        help_text="Cores an account made by signup may hold here (its quota row; blank: the default quota's).",
+    )  # fmt: skip
+    new_user_memory = models.CharField(
+        max_length=20, blank=True, default="8Gi", validators=[validate_memory_quantity],
+        help_text="Memory of an account made by signup (blank: the default quota's).",
+    )  # fmt: skip
+    new_user_gpu = models.PositiveIntegerField(
+        null=True, blank=True, default=0, help_text="GPUs of an account made by signup (blank: the default quota's)."
+    )
+    new_user_jobs = models.PositiveIntegerField(
+        null=True, blank=True, default=2,
+        help_text="Running jobs of an account made by signup (blank: the default quota's).",
+    )  # fmt: skip
+    new_user_storage = models.CharField(
+        max_length=20, blank=True, default="10Gi", validators=[validate_storage_quantity],
+        help_text="Storage of an account made by signup (blank: the default quota's).",
+    )  # fmt: skip
+
     # The scheduler (jobs/scheduling): what all running jobs together may hold, and how it shares it out.
     capacity_cpu = models.CharField(
         max_length=20, blank=True, validators=[validate_cpu_quantity],

@@ -15,6 +15,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from accounts.models import ApiToken
+from datacenters import newcomers, quota
 from datacenters.models import Datacenter
 from tests.conftest import PASSWORD
 
@@ -48,6 +49,25 @@ def test_signup_creates_an_active_user_and_logs_in(db: None) -> None:
     assert response.status_code == 302
     assert User.objects.get(username="dave").is_active
     assert client.get("/").status_code == 200
+
+
+def test_an_account_made_by_signup_starts_with_each_datacenter_s_new_user_quota(
+    local_dc: Datacenter, alice: User
+) -> None:
+    """(datacenters/newcomers.py) The new account's quota row holds the datacenter's `new_user_*` values (blank:
+    the default's), in datacenters made later too; accounts operators make keep the default quota."""
+    local_dc.new_user_storage = ""  # blank: the default quota's storage
+    local_dc.save()
+    body = {"username": "dave", "email": "dave@example.com", "password1": PASSWORD, "password2": PASSWORD}
+    assert Client().post("/signup/", body).status_code == 302
+    dave = User.objects.get(username="dave")
+    small = quota.limits(dave, local_dc)
+    assert (small.cpu, small.memory, small.gpu, small.jobs) == (2, 8 * 2**30, 0, 2)
+    assert small.storage == quota.limits(alice, local_dc).storage == 100 * 2**30
+    assert quota.limits(alice, local_dc).cpu == 16  # an operator's account: the datacenter's default quota
+    later = Datacenter.objects.create(name="later", storage_root=local_dc.storage_root, new_user_cpu="1")
+    assert quota.limits(dave, later).cpu == 1 and quota.limits(alice, later).cpu == 16
+    assert dave.groups.filter(name=newcomers.NEWCOMERS).exists()
 
 
 def test_signup_with_approval_leaves_the_account_inactive(db: None, settings: SettingsWrapper) -> None:
