@@ -2,8 +2,9 @@
 // per trainer: values on hover (the legend), drag to zoom (double-click resets), a log scale, EMA smoothing
 // (the raw values stay drawn faintly behind), other runs of the same name overlaid (dashed). The charts are
 // linked: hovering one puts the cursor at the same step on all (uPlot's cursor sync), and a zoom or its reset
-// on one applies to all. Read by cursor from /api/v1/jobs/<uid>/metrics while the
-// job runs. Names are set with textContent only (never HTML); uPlot's legend sets its labels as text too.
+// on one applies to all. The x axis is the step, the wall time (the browser's zone) or the time since each run's
+// first point (to compare runs that ran at different times). Read by cursor from /api/v1/jobs/<uid>/metrics while
+// the job runs. Names are set with textContent only (never HTML); uPlot's legend sets its labels as text too.
 (function () {
   const root = document.getElementById("metrics");
   if (!root || typeof uPlot === "undefined") return;
@@ -12,15 +13,16 @@
   const MAX_DRAWN = 1500; // points per line drawn; more are thinned evenly (the API keeps them all)
   const MAX_TRAINERS = 64; // more lines would not be readable
   const HEIGHT = 240;
-  const series = new Map(); // metric name -> Map(line label -> {points: [[step, value]], color, dash, source})
+  const series = new Map(); // metric name -> Map(line label -> {points: [[step, value, time]], color, dash, source})
   const charts = new Map(); // metric name -> {figure, plot, key, zoomed}
   const logScale = new Map(); // metric name -> the reader's choice
   const sources = [];
   let smoothing = 0;
+  let xAxis = "step"; // "step", "wall" (epoch seconds) or "relative" (seconds since the run's first point)
 
   // A run whose trainers are read by cursor; the job's own run is active from the start.
   function addSource(api, trainers, prefix, active) {
-    const source = { api, prefix, active, cursors: {}, complete: {} };
+    const source = { api, prefix, active, cursors: {}, complete: {}, start: Infinity };
     for (let i = 0; i < Math.min(trainers || 0, MAX_TRAINERS); i++) {
       source.cursors[`trainer-${i}`] = "";
       source.complete[`trainer-${i}`] = false;
@@ -60,14 +62,58 @@
     return [...series.get(name)].filter(([, line]) => line.source.active);
   }
 
+  // A point's x on the chosen axis; null where a time axis has no time for it (a point logged without one).
+  function xOf(point, line) {
+    if (xAxis === "step") return point[0];
+    if (point[2] === null || point[2] === undefined) return null;
+    return xAxis === "wall" ? point[2] : point[2] - line.source.start;
+  }
+
   // Each line's points; with smoothing, its raw values first (drawn faintly behind), then the smoothed ones.
   function plotData(lines) {
     const tables = lines.map(([, line]) => {
-      const pts = thin(line.points);
-      const raw = pts.map((p) => p[1]);
-      return smoothing ? [pts.map((p) => p[0]), raw, smooth(raw)] : [pts.map((p) => p[0]), raw];
+      const pts = thin(line.points.filter((p) => xOf(p, line) !== null)).sort((a, b) => xOf(a, line) - xOf(b, line));
+      const xs = pts.map((p) => xOf(p, line)), raw = pts.map((p) => p[1]);
+      return smoothing ? [xs, raw, smooth(raw)] : [xs, raw];
     });
     return uPlot.join(tables);
+  }
+
+  // Seconds as the relative axis reads them: 45 s, 3m 20s, 2h 05m.
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    const s = Math.round(seconds), sign = s < 0 ? "-" : "", a = Math.abs(s);
+    if (a < 60) return `${sign}${a} s`;
+    if (a < 3600) return `${sign}${Math.floor(a / 60)}m ${String(a % 60).padStart(2, "0")}s`;
+    return `${sign}${Math.floor(a / 3600)}h ${String(Math.floor((a % 3600) / 60)).padStart(2, "0")}m`;
+  }
+
+  // Wall times in the browser's zone: ticks as clock times (seconds where the chart spans under 10 minutes), the
+  // day once in the axis's label, the cursor's time in full.
+  function clock(seconds, withSeconds) {
+    const options = { hour: "2-digit", minute: "2-digit", ...(withSeconds ? { second: "2-digit" } : {}) };
+    return new Date(seconds * 1000).toLocaleTimeString([], options);
+  }
+
+  // Tick spacings a clock reads well (seconds): 10 s, 30 s, 1 min, 5 min, ... a day.
+  const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+  function xAxisOptions(first) {
+    if (xAxis === "relative") {
+      return [{ time: false },
+        { label: "time since the run's first point", values: (u, ticks) => ticks.map(duration), incrs: TIME_STEPS },
+        { label: "since start", value: (u, v) => duration(v) }];
+    }
+    if (xAxis === "wall") {
+      const day = first === null ? "" : ` (${new Date(first * 1000).toLocaleDateString()})`;
+      const ticks = (u, values) => {
+        const span = u.scales.x.max - u.scales.x.min;
+        return values.map((v) => clock(v, span < 600));
+      };
+      return [{ time: false }, { label: `time${day}`, values: ticks, space: 90, incrs: TIME_STEPS },
+        { label: "time", value: (u, v) => (v === null || v === undefined ? "–" : new Date(v * 1000).toLocaleString()) }];
+    }
+    return [{ time: false }, { label: "step" }, { label: "step" }];
   }
 
   function options(name, lines, log, width, state) {
@@ -76,14 +122,16 @@
       ...(smoothing ? [{ label: `${label} raw`, stroke: line.color + RAW_ALPHA, width: 1, dash: line.dash, spanGaps: true, value, raw: true }] : []),
       { label, stroke: line.color, width: 1.5, dash: line.dash, spanGaps: true, value },
     ]);
+    const firsts = lines.map(([, line]) => line.source.start).filter(Number.isFinite);
+    const [xScale, xAxisDrawn, xSeries] = xAxisOptions(firsts.length ? Math.min(...firsts) : null);
     return {
       width, height: HEIGHT,
-      scales: { x: { time: false }, y: log ? { distr: 3, log: 10 } : {} },
-      axes: [{ label: "step" }, { size: 64, values: (u, ticks) => ticks.map(number) }],
-      series: [{ label: "step" }, ...drawn],
+      scales: { x: xScale, y: log ? { distr: 3, log: 10 } : {} },
+      axes: [xAxisDrawn, { size: 64, values: (u, ticks) => ticks.map(number) }],
+      series: [xSeries, ...drawn],
       cursor: { drag: { x: true, y: false }, sync: { key: SYNC, setSeries: false } },
       hooks: {
-        // A zoom on one chart is a zoom on all: the same steps.
+        // A zoom on one chart is a zoom on all: the same steps (or times).
         setSelect: [(u) => {
           if (u.select.width <= 0) return;
           const min = u.posToVal(u.select.left, "x"), max = u.posToVal(u.select.left + u.select.width, "x");
@@ -139,13 +187,14 @@
     const lines = shownLines(name);
     const canLog = lines.every(([, line]) => line.points.every((p) => p[1] > 0));
     const log = canLog && logScale.get(name) === true;
-    const key = JSON.stringify([lines.map(([label]) => label), log, smoothing > 0]);
+    const key = JSON.stringify([lines.map(([label]) => label), log, smoothing > 0, xAxis]);
     let state = charts.get(name);
     if (!state) { state = { figure: document.createElement("figure"), key: "", zoomed: false }; charts.set(name, state); }
     const figure = state.figure;
     figure.className = "metric";
     figure.dataset.metric = name;
     figure.dataset.scale = log ? "log" : "linear";
+    figure.dataset.xAxis = xAxis;
     for (const [label, line] of lines) if (line.source === own) figure.setAttribute(`data-points-${label}`, line.points.length);
     const data = plotData(lines);
     if (state.key !== key || !state.plot) {
@@ -183,6 +232,14 @@
     render();
   });
 
+  const xChoice = document.getElementById("metrics-x");
+  if (xChoice) {
+    xChoice.addEventListener("change", () => {
+      xAxis = ["step", "wall", "relative"].includes(xChoice.value) ? xChoice.value : "step";
+      render(); // each chart is made again on the new axis (its zoom, in the old one's units, is dropped)
+    });
+  }
+
   for (const check of document.querySelectorAll(".metric-runs input[type=checkbox]")) {
     let source = null;
     check.addEventListener("change", () => {
@@ -198,13 +255,14 @@
     // Another run's trainer N takes a colour a few places on from this run's (and is dashed).
     const index = (parseInt(worker.split("-")[1], 10) || 0) + 3 * sources.indexOf(source);
     for (const p of points) {
+      if (typeof p.time === "number" && p.time < source.start) source.start = p.time;
       for (const [name, value] of Object.entries(p.values)) {
         if (!series.has(name)) series.set(name, new Map());
         const lines = series.get(name);
         if (!lines.has(label)) {
           lines.set(label, { points: [], color: COLORS[index % COLORS.length], dash: source === own ? undefined : [6, 4], source });
         }
-        lines.get(label).points.push([p.step, value]);
+        lines.get(label).points.push([p.step, value, typeof p.time === "number" ? p.time : null]);
       }
     }
   }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -29,14 +30,15 @@ def running_job(dc: Datacenter, owner: User) -> Job:
     return job
 
 
-def append_points(job: Job, trainer: int, steps: range, **extra: float) -> None:
+def append_points(job: Job, trainer: int, steps: range, every: float = 0.0, **extra: float) -> None:
+    """`every`: the seconds between two steps (each point's time); 0: all at the epoch."""
     folder = Path(job.datacenter.storage_root, "home", job.owner.username, "jobs", job.name, "output", job.uid,
                   f"trainer_{trainer}")
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "metrics.jsonl").open("a") as out:
         for step in steps:
             values = {"loss": 1.0 / (step + 1) + trainer * 0.05, **extra}
-            out.write(json.dumps({"step": step, "time": 0.0, "values": values}) + "\n")
+            out.write(json.dumps({"step": step, "time": 1_700_000_000.0 + step * every, "values": values}) + "\n")
 
 
 def test_the_loss_curve_has_a_line_per_trainer_and_grows_without_reload(
@@ -93,4 +95,33 @@ def test_the_charts_share_one_cursor_ticks_read_plainly_and_smoothing_keeps_the_
     assert len(shown) == 2 and "raw" not in " ".join(shown), shown  # step and trainer-0
     assert page.eval_on_selector_all(f"{loss} .u-legend .u-series", "rows => rows.length") == 3  # and its raw line
     logged_in.screenshot("metrics-linked")
+    assert logged_in.problems == []
+
+
+def test_the_x_axis_may_be_the_wall_time_or_the_time_since_the_run_started(
+    logged_in: Page, local_dc: Datacenter, alice: User
+) -> None:
+    """One step every 3 s for 100 steps (5 minutes): the axis reads steps, then durations since the first point, then
+    wall times; the cursor's x in the legend says the same."""
+    job = running_job(local_dc, alice)
+    append_points(job, 0, range(0, 100), every=3.0)
+    logged_in.goto(f"/jobs/{job.uid}/#metrics")
+    page = logged_in.page
+    loss = 'figure[data-metric="loss"]'
+    page.wait_for_selector(f"{loss} canvas", timeout=15_000)
+    x_value = f"{loss} .u-legend .u-series:first-child .u-value"
+    page.hover(f"{loss} .u-over", position={"x": 200, "y": 40})
+    assert page.inner_text(x_value).isdigit()  # a step
+    page.select_option("#metrics-x", "relative")
+    page.wait_for_selector(f'{loss}[data-x-axis="relative"] canvas', timeout=5_000)
+    page.hover(f"{loss} .u-over", position={"x": 210, "y": 40})
+    since = page.inner_text(x_value)
+    assert re.fullmatch(r"\d+m \d\ds|\d+ s", since), since  # e.g. 2m 15s: a duration since the first point
+    assert page.inner_text(f"{loss} .u-legend .u-series:first-child .u-label") == "since start"
+    page.select_option("#metrics-x", "wall")
+    page.wait_for_selector(f'{loss}[data-x-axis="wall"] canvas', timeout=5_000)
+    page.hover(f"{loss} .u-over", position={"x": 220, "y": 40})
+    wall = page.inner_text(x_value)
+    assert re.search(r"\d{1,2}:\d\d", wall), wall  # a clock time in the browser's zone (uPlot's time scale)
+    logged_in.screenshot("metrics-wall-time")
     assert logged_in.problems == []
