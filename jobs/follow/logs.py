@@ -60,12 +60,44 @@ def _last_lines(text: str, times: Times, count: int) -> tuple[str, Times]:
     return "\n".join(lines[first:]), times[len(times) - (whole - first) :] if whole > first else []
 
 
+TAIL_BLOCK = 1 << 16  # bytes read at a time from the end while looking for where the tail begins
+TAIL_SCAN = 64 << 20  # the most read back: a tail of lines longer than this together starts within a line
+
+
+def _tail_start(job: Job, worker: str, cursor: str, count: int) -> str:
+    """Where reading must start to see the last `count` lines: just after the (count + 1)-th newline from the end
+    of the log file (at most TAIL_SCAN bytes back), never before `cursor`; `cursor` where there is no file yet
+    (a pod's own log, read through). The engines' cursors are the file's byte offsets (Engine.read_log)."""
+    after = logfiles.parse_cursor(cursor)
+    log = open_file(job, worker)
+    if log is None:
+        return cursor
+    with log:
+        position = end = log.seek(0, 2)
+        newlines = 0
+        while position > after and end - position < TAIL_SCAN:
+            size = min(TAIL_BLOCK, position - after)
+            log.seek(position - size)
+            block = log.read(size)
+            position -= size
+            found = block.count(b"\n")
+            if newlines + found <= count:
+                newlines += found
+                continue
+            at = len(block)
+            for _ in range(count + 1 - newlines):  # the rest of the count + 1 newlines, from the block's end back
+                at = block.rfind(b"\n", 0, at)
+            return str(position + at + 1)
+        return str(max(position, after))
+
+
 def read_tail(job: Job, worker: str, cursor: str, count: int) -> LogText:
-    """The last `count` lines after `cursor`, read to the end so the cursor returned follows from there."""
+    """The last `count` lines after `cursor`, read to the end so the cursor returned follows from there. It starts
+    where those lines begin (`_tail_start`): a request reads about the tail, not the whole log before it."""
     engine = engine_for(job.datacenter)
     text: str = ""
     times: Times = []
-    chunk = engine.read_log(job, worker, cursor)
+    chunk = engine.read_log(job, worker, _tail_start(job, worker, cursor, count))
     while True:
         text, times = _last_lines(*_joined(text, times, chunk), count)
         following = engine.read_log(job, worker, chunk.cursor)
