@@ -195,6 +195,7 @@ class Measured:
     complete: bool  # False: the walk stopped at its bounds, so both are lower bounds
     preallocated: int = 0  # held on disk past files' ends (entries.Entry); not in the recorded usage
     held_open: int = 0  # in files deleted while a job keeps them open (the caller adds it); not recorded either
+    layers: int = 0  # in the user's requirement layers, outside the home (the caller adds it); not recorded
 
 
 def measure_home(user: Any, datacenter: Datacenter, max_entries: int, seconds: float) -> Measured:

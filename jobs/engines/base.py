@@ -127,3 +127,8 @@ class Engine(ABC):
         """Bytes the owner's running jobs keep in files they deleted on the PFS (the storage quota counts them);
         0 where the engine cannot see its jobs' open files (pods on other nodes)."""
         return 0
+
+    def layer_bytes(self, owner: Any) -> int:
+        """Bytes the owner's jobs wrote outside their home into what the engine keeps for them (the local engine:
+        their requirement layers); the storage quota counts them. 0 where the engine keeps nothing such."""
+        return 0

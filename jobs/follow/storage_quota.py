@@ -72,8 +72,10 @@ def _check_home(owner_id: int, datacenter_id: int) -> list[int]:
         measured = usage.measure_home(owner, datacenter, limits.storage_files + 1, QUOTA_WALK_SECONDS)
     except backends.StorageUnavailable:
         return []  # the portal does not mount this storage (now): nothing to measure
+    engine = engine_for(datacenter)
     with suppress(EngineError):  # no job uid for this user (past the range): none of their jobs starts either
-        measured = replace(measured, held_open=engine_for(datacenter).held_open_bytes(owner))
+        measured = replace(measured, held_open=engine.held_open_bytes(owner))
+    measured = replace(measured, layers=engine.layer_bytes(owner))
     row = usage.record_measurement(owner, datacenter, measured)
     message = _over_quota(measured, row.reserved_bytes, limits, datacenter)
     if not message:
@@ -85,13 +87,15 @@ def _check_home(owner_id: int, datacenter_id: int) -> list[int]:
 def _over_quota(measured: usage.Measured, reserved: int, limits: quota.Amounts, datacenter: Datacenter) -> str:
     """What is over the quota, naming the sizes; "" when nothing is."""
     where = f"in datacenter {datacenter.name}"
-    held = measured.bytes + measured.preallocated + measured.held_open + reserved
+    held = measured.bytes + measured.preallocated + measured.held_open + measured.layers + reserved
     at_least = "" if measured.complete else "at least "
     if held > limits.storage:
         past_end = measured.preallocated
         extra = f" and {human_bytes(past_end)} allocated past their ends" if past_end >= PREALLOCATED_SHOWN else ""
         if measured.held_open:
             extra += f" and {human_bytes(measured.held_open)} in deleted files a job keeps open"
+        if measured.layers:
+            extra += f" and {human_bytes(measured.layers)} in your jobs' requirement layers (outside your home)"
         extra += f" and {human_bytes(reserved)} reserved by uploads in progress" if reserved else ""
         return (
             f"storage quota exceeded {where}: your files take {at_least}{human_bytes(measured.bytes)}{extra}, "

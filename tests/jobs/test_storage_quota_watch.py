@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from datetime import timedelta
@@ -10,9 +11,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
+from paddlecloud.contract import venvcache
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from datacenters.models import Datacenter, Quota
-from jobs.engines.local import held_open
+from jobs.engines.local import held_open, runtimes
 from jobs.engines.local import world as local_world
 from jobs.follow.storage_quota import enforce_storage_quota
 from jobs.models import Job, JobState, Reason
@@ -155,3 +158,38 @@ def test_a_deleted_file_a_job_keeps_open_counts_against_the_quota(
         for holder in holders:
             holder.kill()
             holder.wait()
+
+
+def test_what_jobs_write_into_their_requirement_layers_counts_and_is_tidied_once_they_stop(
+    alice: User, local_dc: Datacenter, home: Path, tmp_path: Path, settings: SettingsWrapper
+) -> None:
+    """The layer cache is writable while a layer is built, outside the home: what a job writes there counts
+    against the quota while it runs, and once its processes are gone all that is no layer goes
+    (runtimes.tidy_layers); the 5 complete layers last used, a layer another job is building and the launcher's own
+    files stay."""
+    settings.PADDLECLOUD_VENV_CACHE = str(tmp_path / "venvs")
+    cache = runtimes.layer_cache_of(alice.pk)
+    sparse(cache / "hidden.bin", 30 * MiB)  # what the issue's job wrote beside its layer
+    sparse(cache / "half-built" / "lib" / "big.so", 5 * MiB)  # a build killed midway
+    for age, name in enumerate(["ready", "a", "b", "c", "d", "old"]):  # "ready" used last, "old" first
+        marker = cache / name / venvcache.COMPLETE_MARKER
+        marker.parent.mkdir(parents=True)
+        marker.write_text("done\n")
+        os.utime(marker, (1_700_000_000 - age, 1_700_000_000 - age))
+        (cache / f"{name}.lock").touch()
+    (cache / "building").mkdir()
+    (cache / "soon.lock").touch()  # taken by a job that has not made its layer's folder yet
+    sparse(cache / "stuffed.lock", 1 * MiB)  # no launcher writes into a lock
+    sparse(cache / "_pythonpath" / "0123" / "blob", 1 * MiB)  # only links belong there
+    job = running_job(alice, local_dc)
+    with (cache / "building.lock").open("a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another job installs this one now
+        assert enforce_storage_quota() == [job.pk]
+        job.refresh_from_db()
+        assert (job.state, job.reason) == (JobState.FAILED, Reason.STORAGE_QUOTA_EXCEEDED)
+        assert "and 37.0 MiB in your jobs' requirement layers (outside your home)" in job.message, job.message
+        assert runtimes.tidy_layers(alice.pk) == 5  # hidden.bin, half-built, stuffed.lock, the blob, old
+    layers = sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock"))
+    assert layers == ["_pythonpath", "a", "b", "building", "c", "d", "ready"]  # the 5 last used, and the one building
+    assert (cache / "soon.lock").exists() and not (cache / "stuffed.lock").exists()
+    assert runtimes.layer_bytes(alice.pk, 5.0) < MiB

@@ -19,7 +19,7 @@ from paddlecloud.contract.states import worker_name
 
 from datacenters.models import Datacenter
 from jobs.engines.base import Engine, EngineError, Observation, Recorder, WorkerStatus
-from jobs.engines.local import events, gpus, held_open, processes, usage
+from jobs.engines.local import events, gpus, held_open, processes, runtimes, usage
 from jobs.engines.local import world as local_world
 from jobs.engines.local.judge import Judge, Tally
 from jobs.engines.local.supervisor import HOST, Supervisor
@@ -28,6 +28,8 @@ from jobs.files.logfiles import LogChunk, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
 
 log = logging.getLogger(__name__)
+
+LAYER_WALK_SECONDS = 2.0  # a user's layer cache measured for the storage quota: at most this long
 
 
 def _plan(job: Job) -> list[tuple[Role, int]]:
@@ -50,6 +52,9 @@ class LocalEngine(Engine):
     def held_open_bytes(self, owner: Any) -> int:
         home = Path(self.datacenter.storage_root, "home", owner.get_username())
         return held_open.held_open_bytes(local_world.job_ids(owner.pk)[0], home)
+
+    def layer_bytes(self, owner: Any) -> int:
+        return runtimes.layer_bytes(owner.pk, LAYER_WALK_SECONDS)
 
     def start(self, job: Job, recorder: Recorder) -> None:
         package = self.package(job)
@@ -165,8 +170,15 @@ class LocalEngine(Engine):
         return self.supervisor.stop_pservers(job, recorder)
 
     def stop(self, job: Job, recorder: Recorder, grace: float | None = None) -> bool:
-        """SIGTERM every process group now; SIGKILL what is left once the grace period has passed."""
-        return self.supervisor.stop(job, recorder, grace)
+        """SIGTERM every process group now; SIGKILL what is left once the grace period has passed. Once none is
+        left, what the job left in its user's layer cache that is no layer goes (runtimes.tidy_layers)."""
+        stopped = self.supervisor.stop(job, recorder, grace)
+        if stopped:
+            try:
+                runtimes.tidy_layers(job.owner_id)
+            except OSError as exc:  # the cache's own trouble: the next job's tidying tries again
+                log.warning("job %s: cannot tidy its user's layer cache: %s", job.uid, exc)
+        return stopped
 
     def read_log(self, job: Job, worker: str, cursor: str) -> LogChunk:
         final = job.state in TERMINAL_STATES and job.released

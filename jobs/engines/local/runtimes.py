@@ -10,6 +10,11 @@ sandbox must expose.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +25,13 @@ from paddlecloud.contract.jobenv import env_name
 
 from datacenters.models import Datacenter
 from jobs.models import Job, Runtime
+from storage import measure
 
 DEFAULT_RUNTIME = "default"
 DEFAULT_REQUIREMENTS = "paddlepaddle==3.0.0\nprotobuf<7\n"
 MAX_REQUIREMENTS_BYTES = 1 << 20
+KEEP_LAYERS = 5  # complete layers kept per user (the last used); they count against the storage quota
+MAX_LAYER_ENTRIES = 2_000_000  # a user's layer cache walked for the quota stops here (then a lower bound)
 
 
 class RuntimeUnavailable(Exception):
@@ -72,9 +80,93 @@ def ensure_base(datacenter: Datacenter, name: str, log: venvcache.Log = lambda l
 
 
 def layer_cache(job: Job) -> Path:
+    return layer_cache_of(job.owner_id)
+
+
+def layer_cache_of(owner_id: int) -> Path:
     # Per user of this portal: a layer is built by the user's own code (setup.py), so no one else may run in it,
     # not even the user of the same id on another portal of the host.
-    return cache_root() / "layers" / settings.PADDLECLOUD_SITE / f"user-{job.owner_id}"
+    return cache_root() / "layers" / settings.PADDLECLOUD_SITE / f"user-{owner_id}"
+
+
+def layer_bytes(owner_id: int, seconds: float) -> int:
+    """What the user's layer cache holds (their jobs write it while a layer is built: outside their home, so the
+    storage quota adds it), by a walk that follows no link, stopped after `seconds` (then a lower bound)."""
+    try:
+        top = os.open(layer_cache_of(owner_id), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return 0  # none yet
+    try:
+        return measure.measure_tree(top, "\0", MAX_LAYER_ENTRIES, seconds).bytes
+    finally:
+        os.close(top)
+
+
+def tidy_layers(owner_id: int) -> int:
+    """Remove from the user's layer cache what is no layer in use: a layer left half-built (no COMPLETE_MARKER)
+    that no job is building (its lock is free), complete layers past the KEEP_LAYERS last used (a job that needs
+    one again builds it again), and anything else a job wrote there (only `<key>` layers, their empty
+    `<key>.lock` files, kept even alone: one may be taken before its layer's folder exists, and the launcher's
+    `_pythonpath` of links belong). Called as a job's processes are gone; how many entries went."""
+    cache = layer_cache_of(owner_id)
+    try:
+        entries = list(os.scandir(cache))
+    except OSError:
+        return 0
+    removed = _tidy_pythonpath(cache / "_pythonpath")
+    complete = [e for e in entries if e.is_dir(follow_symlinks=False) and _last_used(Path(e.path)) is not None]
+    recent = sorted(complete, key=lambda e: _last_used(Path(e.path)) or 0.0, reverse=True)[:KEEP_LAYERS]
+    kept_layers = {e.name for e in recent}
+    for entry in entries:
+        keep = entry.name == "_pythonpath" and entry.is_dir(follow_symlinks=False)
+        if entry.name.endswith(".lock") and entry.is_file(follow_symlinks=False):
+            keep = entry.stat(follow_symlinks=False).st_size == 0
+        elif entry.is_dir(follow_symlinks=False) and not keep:
+            keep = entry.name in kept_layers or (entry not in complete and _being_built(cache, entry.name))
+        if keep:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)  # fd-based on Linux: a link inside is removed, not followed
+        else:
+            Path(entry.path).unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _last_used(layer: Path) -> float | None:
+    """When a job last started on the layer (runtime_for touches its marker); None where it is not complete."""
+    try:
+        marker = (layer / venvcache.COMPLETE_MARKER).lstat()
+    except OSError:
+        return None
+    return marker.st_mtime if stat.S_ISREG(marker.st_mode) else None
+
+
+def _tidy_pythonpath(folder: Path) -> int:
+    """The launcher's `_pythonpath/<hash>/paddlecloud` links (venvcache.package_pythonpath): a regular file in it
+    is a job's, not the launcher's."""
+    removed = 0
+    for path, _, files in os.walk(folder):  # os.walk follows no link to a folder
+        for name in files:
+            if (Path(path) / name).is_file() and not (Path(path) / name).is_symlink():
+                (Path(path) / name).unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+def _being_built(cache: Path, key: str) -> bool:
+    """A job holds the layer's lock (venvcache's flock on `<key>.lock`) while it installs it."""
+    try:
+        fd = os.open(cache / f"{key}.lock", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock taken here
+    return False
 
 
 def runtime_for(job: Job, package: Path) -> RuntimePaths:
@@ -93,6 +185,8 @@ def runtime_for(job: Job, package: Path) -> RuntimePaths:
         layer = cache / venvcache.layer_key(requirements.read_bytes(), base.resolve())
         if (layer / venvcache.COMPLETE_MARKER).is_file():
             readonly.append(str(layer))
+            with contextlib.suppress(OSError):  # its last use: tidy_layers keeps the KEEP_LAYERS last used
+                os.utime(layer / venvcache.COMPLETE_MARKER, follow_symlinks=False)
         else:
             cache.mkdir(parents=True, exist_ok=True)
             writable = str(cache)
