@@ -44,21 +44,22 @@ def room(priorities: Iterable[int]) -> int:
 
 
 def costs(datacenter: Datacenter, victims: VictimChoice, now: float) -> dict[str, int]:
-    """Job uid -> boost for each running job of the datacenter."""
+    """Job uid -> boost for each pending or running job of the datacenter (the engine writes those Kueue admitted:
+    a pending one may be admitted, its pods starting, and is already shielded where it may not be stopped)."""
     rows = list(
-        Job.objects.filter(datacenter=datacenter, state=JobState.RUNNING, released=False).values(
-            "uid", "priority", "admitted_at", "started_at", "created_at", "preemptible", "checkpointed_at"
-        )
+        Job.objects.filter(datacenter=datacenter, state__in=[JobState.PENDING, JobState.RUNNING], released=False)
+        .values("uid", "priority", "started_at", "preemptible", "checkpointed_at")
     )
     classes = PriorityClass.objects.values_list("value", flat=True)
     # Both: a running job keeps the value its class had at submit, which an operator may have changed since.
     between = room([*classes, *(row["priority"] for row in rows)])
     result = {}
     for row in rows:
-        # Its start, not the gate's admission: Kueue may hold a job long after the portal let it through.
-        began = row["started_at"] or row["admitted_at"] or row["created_at"]
+        # Its start, not the gate's admission: Kueue may hold a job long after the portal let it through; one not
+        # started yet has lost nothing so far.
+        began = row["started_at"].timestamp() if row["started_at"] else now
         saved = row["checkpointed_at"].timestamp() if row["checkpointed_at"] else None
-        job = shapes.Running(0, row["priority"], began.timestamp(), shapes.Amount(), row["preemptible"], saved=saved)
+        job = shapes.Running(0, row["priority"], began, shapes.Amount(), row["preemptible"], saved=saved)
         result[row["uid"]] = victims.boost(job, now, between)
     return result
 
