@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def test_an_account_made_by_signup_starts_with_each_datacenter_s_new_user_quota(
     assert Client().post("/signup/", body).status_code == 302
     dave = User.objects.get(username="dave")
     small = quota.limits(dave, local_dc)
-    assert (small.cpu, small.memory, small.gpu, small.jobs) == (2, 8 * 2**30, 0, 2)
+    assert (small.cpu, small.memory, small.gpu, small.jobs) == (Decimal(2), 8 * 2**30, 0, 2)
     assert small.storage == quota.limits(alice, local_dc).storage == 100 * 2**30
     assert quota.limits(alice, local_dc).cpu == 16  # an operator's account: the datacenter's default quota
     later = Datacenter.objects.create(name="later", storage_root=local_dc.storage_root, new_user_cpu="1")
