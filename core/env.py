@@ -73,13 +73,14 @@ def env_secret(name: str) -> str | None:
     return direct or None
 
 
-def generated_secret(path: Path, make: Callable[[], str]) -> str:
-    """Return the development secret kept at path, creating it (mode 0600) on first use."""
+def generated_secret(path: Path, make: Callable[[], str], mode: int = 0o600) -> str:
+    """Return the development secret kept at path, creating it (`mode`: 0600, or 0644 for a value that is no
+    secret and every process of the portal reads, whatever its user) on first use."""
     if path.exists():
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as handle:
         handle.write(make() + "\n")
     # link() is atomic and refuses to overwrite: two processes starting at once agree on one key.

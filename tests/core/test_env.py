@@ -121,6 +121,7 @@ def test_two_portals_on_one_host_get_sites_of_their_own_and_an_old_var_folder_ke
     for site, base in (first, second):
         assert base == 1_000_000_000 + site_slot(site) * 2**20 and base + 2**20 < 2**31 - 2
     assert _site_and_uid_base(tmp_path / "a") == first  # kept: the same uids at every start
+    assert (tmp_path / "a" / "site-id").stat().st_mode & 0o777 == 0o644  # no secret: every portal process reads it
     old = tmp_path / "old"
     (old / "local-engine").mkdir(parents=True)
     assert _site_and_uid_base(old) == ("legacy", 1_000_000_000)
