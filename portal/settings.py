@@ -355,10 +355,11 @@ PADDLECLOUD_RENDEZVOUS_TIMEOUT = env_int("PADDLECLOUD_RENDEZVOUS_TIMEOUT", 300, 
 PADDLECLOUD_VENV_CACHE = env_str("PADDLECLOUD_VENV_CACHE", "")
 # This portal installation on its host, a name generated once into VAR_DIR (kept with it when it moves): two
 # portals on one host with default settings get job uids and layer caches of their own (jobs.engines.local). A
-# var folder that ran local jobs before it had one is `legacy`: its jobs' uids stay what they were.
+# var folder that ran local jobs before it had one is `legacy`: its jobs' uids stay what they were. No secret: the
+# file is 0644, read by the web tier and the workers alike, whichever user made it.
 PADDLECLOUD_SITE = env_str("PADDLECLOUD_SITE", "") or generated_secret(
     VAR_DIR / "site-id", lambda: "legacy" if (VAR_DIR / "local-engine").exists() else secrets.token_hex(6), 0o644
-)  # no secret: 0644, read by the web tier and the workers alike, whichever user made it
+)
 # Local jobs of portal user N run as uid and gid BASE + N (jobs.engines.local.world.job_ids): one
 # unprivileged uid per user, above the ranges useradd gives accounts and subordinate ids (<= 600100000).
 # Default: 1,000,000,000 + 2**20 x this site's slot of 1,024 (0 for `legacy`), so each site has 2**20 users'

@@ -137,8 +137,10 @@ class LocalEngine(Engine):
                 except EngineError as exc:  # e.g. its runtime was removed: fail this job, not the loop
                     message = f"{message}; cannot restart it: {exc}"
                     tally.trainer_failed = tally.trainer_failed or (index, code, worker.restarts, message)
+                    tally.failed_trainers.append((index, code))
             elif role == Role.TRAINER:
                 tally.trainer_failed = tally.trainer_failed or (index, code, worker.restarts, message)
+                tally.failed_trainers.append((index, code))
         return WorkerStatus(
             role=role,
             index=index,

@@ -8,7 +8,7 @@ launcher gave up on the gloo rendezvous at its bound (exit code 72) fails it `Re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from paddlecloud.contract import exitcodes
 
@@ -28,6 +28,9 @@ class Tally:
     trainers_done: int = 0
     pserver_lost: tuple[int, int | None] | None = None  # (index, exit code)
     trainer_failed: tuple[int, int | None, int, str] | None = None  # (index, exit code, restarts, message)
+    # Every failed trainer (index, exit code): a limit's kill among them is the cause, whichever failed first
+    # (in a collective job the others die of the killed one's silence, and a look may see them all ended).
+    failed_trainers: list[tuple[int, int | None]] = field(default_factory=list)
 
 
 def _message_of(statuses: list[WorkerStatus], role: Role, index: int) -> str:
@@ -84,9 +87,10 @@ class Judge:
         if tally.trainers_done == job.trainers and tally.trainer_failed is None:
             return Observation(JobState.SUCCEEDED, workers=statuses, exit_code=0)
         pserver_lost, trainer_failed = tally.pserver_lost, tally.trainer_failed
-        culprits = ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + (
-            [(Role.TRAINER, *trainer_failed[:2])] if trainer_failed else []
-        )
+        failed = tally.failed_trainers or ([trainer_failed[:2]] if trainer_failed else [])
+        culprits = ([(Role.PSERVER, *pserver_lost)] if pserver_lost else []) + [
+            (Role.TRAINER, index, code) for index, code in failed
+        ]
         limited = self._over_a_limit(job, culprits, statuses)
         if limited is not None:
             return limited

@@ -1,0 +1,38 @@
+"""The local engine's verdict on a failed job (jobs/engines/local/judge.py): a worker a limit killed is the cause,
+whichever trainer the look found failed first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from datacenters.models import Datacenter
+from jobs.engines.local.judge import Judge, Tally
+from jobs.engines.local.supervisor import Supervisor
+from jobs.models import JobState, Reason, Role
+from tests.jobs.test_queue_api import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_trainer_oom_killed_is_the_cause_though_another_failed_before_it_in_the_look(
+    local_dc: Datacenter, alice: User, tmp_path: Path, settings: SettingsWrapper
+) -> None:
+    """Trainer 1 went over its memory; trainer 0, waiting on it in an all-reduce, died of gloo's timeout. A look
+    that finds both ended names the OOM kill, not trainer 0's exit (as a look between the two would have)."""
+    settings.VAR_DIR = tmp_path  # the supervisor's state folders (exit_status.json) are this test's own
+    job = make_job(local_dc, alice, "leaky", state=JobState.RUNNING)
+    job.spec = {**job.spec, "parallelism": 2, "memory": "1Gi"}
+    supervisor = Supervisor(local_dc)
+    status = supervisor.status_path(job, Role.TRAINER, 1)
+    status.parent.mkdir(parents=True)
+    status.write_text(json.dumps({"code": 137, "oom_killed": True}))
+    tally = Tally(all_running=False, trainer_failed=(0, 134, 0, "trainer 0 exited with code 134: gloo TIMEOUT"),
+                  failed_trainers=[(0, 134), (1, 137)])  # fmt: skip
+    seen = Judge(supervisor).verdict(job, tally, [], max_retries=0)
+    assert (seen.state, seen.reason) == (JobState.FAILED, Reason.OOM_KILLED)
+    assert seen.message == "trainer 1 went over its memory limit (1Gi) and was killed" and seen.exit_code == 137
