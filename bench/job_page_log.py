@@ -29,7 +29,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.log_search import LINE  # noqa: E402
+from bench.log_search import write_log  # noqa: E402
 from bench.upload import PYTHON, Portal  # noqa: E402
 
 PASSWORD = "bench-password-1"  # noqa: S105  # the throwaway account of a throwaway portal
@@ -52,15 +52,6 @@ print(Path(dc.storage_root, "home", "alice", "jobs", job.name, "output", job.uid
 """
 
 
-def write_log(folder: Path, mib: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "log.txt").open("wb") as out:
-        step = 0
-        while out.tell() < mib << 20:
-            out.write(b"".join(LINE % (step + i, (step + i) % 999_999) for i in range(10_000)))
-            step += 10_000
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=10)
@@ -72,7 +63,9 @@ def main() -> None:
         try:
             made = subprocess.run([str(PYTHON), "manage.py", "shell", "-c", MAKE_JOB], cwd=ROOT, env=portal.env,
                                   check=True, capture_output=True, text=True)  # fmt: skip
-            write_log(Path(made.stdout.strip().splitlines()[-1]), args.mib)
+            folder = Path(made.stdout.strip().splitlines()[-1])
+            folder.mkdir(parents=True, exist_ok=True)
+            write_log(folder / "log.txt", args.mib)  # log_search's training-like lines
             loaded, shown = measure(portal.url, args.loads)
         finally:
             portal.stop()

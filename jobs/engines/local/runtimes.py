@@ -114,15 +114,15 @@ def tidy_layers(owner_id: int) -> int:
     except OSError:
         return 0
     removed = _tidy_pythonpath(cache / "_pythonpath")
-    complete = [e for e in entries if e.is_dir(follow_symlinks=False) and _last_used(Path(e.path)) is not None]
-    recent = sorted(complete, key=lambda e: _last_used(Path(e.path)) or 0.0, reverse=True)[:KEEP_LAYERS]
-    kept_layers = {e.name for e in recent}
+    last = {e.name: _last_used(Path(e.path)) for e in entries if e.is_dir(follow_symlinks=False)}
+    used = {name: when for name, when in last.items() if when is not None}  # the complete layers, by last use
+    kept_layers = set(sorted(used, key=used.__getitem__, reverse=True)[:KEEP_LAYERS])
     for entry in entries:
         keep = entry.name == "_pythonpath" and entry.is_dir(follow_symlinks=False)
         if entry.name.endswith(".lock") and entry.is_file(follow_symlinks=False):
             keep = entry.stat(follow_symlinks=False).st_size == 0
         elif entry.is_dir(follow_symlinks=False) and not keep:
-            keep = entry.name in kept_layers or (entry not in complete and _being_built(cache, entry.name))
+            keep = entry.name in kept_layers or (entry.name not in used and _being_built(cache, entry.name))
         if keep:
             continue
         if entry.is_dir(follow_symlinks=False):
