@@ -71,12 +71,20 @@ class Launch:
     output_dir: str
     log_limit: int | None
     isolation_port: int | None = None
+    log_writer: str | None = None  # "engine" where the engine writes log.txt from the launcher's stdout (local)
     facts: SpecFacts = field(default_factory=SpecFacts)
     restart_reason: str | None = None  # the failure of the attempt before, where it was restarted after one
 
     @classmethod
     def of(
-        cls, job: Job, datacenter: str, package_dir: str, home: str, output_dir: str, log_limit: int | None
+        cls,
+        job: Job,
+        datacenter: str,
+        package_dir: str,
+        home: str,
+        output_dir: str,
+        log_limit: int | None,
+        log_writer: str | None = None,
     ) -> Launch:
         """The job row's facts, and where its folders are as it sees them."""
         return cls(
@@ -94,6 +102,7 @@ class Launch:
             home=home,
             output_dir=output_dir,
             log_limit=log_limit,
+            log_writer=log_writer,
         )
 
     def env(self, role: str, peers: Peers, index: int | None = None) -> dict[str, str]:
@@ -118,6 +127,7 @@ class Launch:
             output_dir=self.output_dir,
             passes=self.passes,
             log_limit=self.log_limit,
+            log_writer=self.log_writer,
             rendezvous_timeout=settings.PADDLECLOUD_RENDEZVOUS_TIMEOUT,
             attempt=self.attempt,
             preempted=1 if self.attempt > 1 and self.restart_reason is None else None,  # else a failure's restart

@@ -197,6 +197,10 @@ class Job(models.Model):
             models.Index(fields=["owner", "name"]),
             # The job list (page and API): a user's newest first, without sorting all their jobs.
             models.Index(fields=["owner", "-created_at"], name="job_owner_newest"),
+            # Its sorts by state, datacenter and start: each part of them read in order (jobs.web.listing.Pages).
+            models.Index(fields=["owner", "state", "-created_at", "-id"], name="job_owner_state_newest"),
+            models.Index(fields=["owner", "datacenter", "-created_at", "-id"], name="job_owner_dc_newest"),
+            models.Index(fields=["owner", "-started_at", "-created_at", "-id"], name="job_owner_started"),
             # The scheduling cycle's first read (jobs.scheduling.cycle.load): each owner's turns among the waiting,
             # read from the index alone (its condition's columns are keys too: SQLite's plan then reads no row).
             models.Index(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import overload
 
-from django.db.models import F, OrderBy
+from django.db.models import F, OrderBy, Q, QuerySet
 from django.http import QueryDict
+
+from datacenters.models import Datacenter
+from jobs.models import Job, JobState
 
 # sort key -> the order it gives; a key with "-" is the column's other direction. Ties go newest first.
 _NEWEST = (F("created_at").desc(), F("pk").desc())
@@ -52,3 +57,81 @@ def headers(query: QueryDict, current: str) -> dict[str, Header]:
         direction = ("descending" if current.startswith("-") else "ascending") if now else "none"
         out[column] = Header(f"?{linked.urlencode()}", direction)
     return out
+
+
+# Sorting a user's 100,000 jobs by state, datacenter or start time and taking one page made the database sort
+# them all (110-175 ms). Each of those orders is a few parts in a row instead: one per state (by its name), one
+# per datacenter (by its name), started then not started. Each part is one index read in order
+# (Job.Meta.indexes: owner, key, newest), so a page reads its own ids, and counts only the parts it skips.
+
+
+@dataclass(frozen=True)
+class Part:
+    where: Q
+    order: tuple[OrderBy, ...]
+
+
+def _parts(sort: str) -> list[Part] | None:
+    """The sort's parts in order, or None where one index gives the whole order."""
+    descending, column = sort.startswith("-"), sort.lstrip("-")
+    if column == "state":
+        return [Part(Q(state=value), _NEWEST) for value in sorted(JobState.values, reverse=descending)]
+    if column == "datacenter":
+        named = Datacenter.objects.order_by("-name" if descending else "name").values_list("pk", flat=True)
+        return [Part(Q(datacenter_id=pk), _NEWEST) for pk in named]
+    if column == "started":
+        when = F("started_at").desc() if descending else F("started_at").asc()
+        return [Part(Q(started_at__isnull=False), (when, *_NEWEST)), Part(Q(started_at__isnull=True), _NEWEST)]
+    return None
+
+
+class Pages:
+    """The ids of a filtered job list in a sort's order, as Django's Paginator reads them (count, slices)."""
+
+    def __init__(self, jobs: QuerySet[Job], sort: str) -> None:
+        self._jobs = jobs.order_by()
+        self._sort = sort
+        self._parts = _parts(sort)
+        self._sizes: dict[int, int] = {}
+
+    def count(self) -> int:
+        return self._jobs.count()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    @overload
+    def __getitem__(self, wanted: int) -> int: ...
+    @overload
+    def __getitem__(self, wanted: slice) -> list[int]: ...
+    def __getitem__(self, wanted: int | slice) -> int | list[int]:
+        if isinstance(wanted, int):
+            return self[wanted : wanted + 1][0]
+        start, stop = wanted.start or 0, wanted.stop
+        if self._parts is None:
+            return list(self._jobs.order_by(*SORTS[self._sort]).values_list("pk", flat=True)[start:stop])
+        ids: list[int] = []
+        for number, part in enumerate(self._parts):
+            if stop is not None and stop <= 0:
+                break
+            rows = self._jobs.filter(part.where).order_by(*part.order).values_list("pk", flat=True)
+            if start == 0:  # read from its first row: what comes back says how many it has, when fewer
+                got = list(rows[:stop])
+                ids += got
+                if stop is None or len(got) < stop:
+                    stop = None if stop is None else stop - len(got)
+                    continue
+                break
+            size = self._size(number, rows)  # skipped into or over: its rows are counted (an index range)
+            if start < size:
+                ids += rows[start:stop]
+            start, stop = max(start - size, 0), None if stop is None else stop - size
+        return ids
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self[0 : self.count()])
+
+    def _size(self, number: int, rows: QuerySet[Job, int]) -> int:
+        if number not in self._sizes:
+            self._sizes[number] = rows.count()
+        return self._sizes[number]

@@ -43,6 +43,41 @@ for number in range(20 * 1024 * 1024 // 64):
 """
 
 
+# Each way a job could reach its own log.txt (or log.times) but through the launcher's stdout, then a flood.
+HIJACK = r"""
+import errno, os, sys
+folder = os.path.join(os.environ["PADDLECLOUD_OUTPUT_DIR"], "trainer_0")
+log, times = os.path.join(folder, "log.txt"), os.path.join(folder, "log.times")
+
+def through_proc():
+    held = [f"/proc/{p}/fd/{n}" for p in os.listdir("/proc") if p.isdigit() for n in os.listdir(f"/proc/{p}/fd")]
+    mine = [h for h in held if os.path.realpath(h).endswith(("/log.txt", "/log.times"))]
+    print("descriptors of the log in the sandbox:", len(mine), flush=True)
+    if not mine:
+        raise OSError(errno.ENOENT, "none")
+    for h in mine:
+        with open(h, "ab") as f:
+            f.write(b"P" * (4 << 20))
+
+attempts = {
+    "append": lambda: open(log, "ab").write(b"A" * (4 << 20)),
+    "read-write": lambda: os.pwrite(os.open(log, os.O_RDWR), b"W" * (4 << 20), 0),
+    "times": lambda: open(times, "ab").write(b"T" * (1 << 20)),
+    "unlink": lambda: os.unlink(log),
+    "rename": lambda: os.rename(log, log + ".old"),
+    "proc": through_proc,
+}
+for what, attempt in attempts.items():
+    try:
+        attempt()
+        print(what, "WENT THROUGH", flush=True)
+    except OSError as exc:
+        print(what, "refused:", errno.errorcode.get(exc.errno, exc.errno), flush=True)
+for number in range(4 * 1024 * 1024 // 64):
+    sys.stdout.buffer.write(b"flood %08d " % number + b"f" * 48 + b"\n")
+"""
+
+
 def _package(local_dc: Datacenter, name: str, script: str) -> None:
     package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / name
     package.mkdir(parents=True)
@@ -73,7 +108,10 @@ def test_a_job_writing_past_the_storage_quota_is_stopped_within_seconds(
     job = finished("fill", worker, timeout=60)
     stopped_after = time.monotonic() - over
     assert (job.state, job.reason) == (JobState.FAILED, Reason.STORAGE_QUOTA_EXCEEDED), job.message
-    assert re.search(r"your files take [0-9.]+ MiB, over the quota of 20\.0 MiB", job.message), job.message
+    # (Plus what the user's layer cache holds, where an earlier test built a layer for the same user id.)
+    layers = r"( and [0-9.]+ [KMG]?i?B in your jobs' requirement layers \(outside your home\))?"
+    quota_rule = r"your files take [0-9.]+ MiB" + layers
+    assert re.search(quota_rule + r", over the quota of 20\.0 MiB", job.message), job.message
     assert stopped_after < 20, stopped_after  # measured every 5 s, reconciled every 2 s, stopped at once
     assert alive(job) == []
     written = (_output(job) / "fill.bin").stat().st_size
@@ -101,3 +139,29 @@ def test_a_flooding_job_leaves_at_most_its_log_limit_on_disk(
         if chunk["complete"]:
             break
     assert text.encode() == log
+
+
+def test_a_job_cannot_write_its_log_past_the_limit_by_a_descriptor_of_its_own(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    """The supervisor writes log.txt and log.times from the launcher's stdout, outside the sandbox; inside, both
+    are read-only mount points: no open, rename, unlink or /proc/<pid>/fd reaches them for writing. (Moving a
+    folder above them moves the log with it, out of the portal's sight: the job's own loss, and the cap holds.)"""
+    Datacenter.objects.filter(pk=local_dc.pk).update(job_log_limit="1Mi")
+    _package(local_dc, "hijack", HIJACK)
+    spec = {"jobname": "hijack", "entry": "python main.py", "parallelism": 1, "pservers": 0}
+    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    job = finished("hijack", worker)
+    assert job.state == JobState.SUCCEEDED, job.message
+    folder = _output(job) / "trainer_0"
+    log = (folder / "log.txt").read_bytes()
+    said = log.decode(errors="replace")
+    assert "WENT THROUGH" not in said, said[:2000]
+    for what in ("append", "read-write", "times", "unlink", "rename"):
+        assert re.search(rf"^{what} refused: E(ROFS|ACCES|PERM|BUSY)$", said, re.M), (what, said[:2000])
+    assert "descriptors of the log in the sandbox: 0" in said  # bwrap closed what it bound
+    assert len(log) <= MiB + 64 * 1024 + 120  # the cap held: 4 MiB of flood, none of the 12 MiB written around it
+    assert b"A" * 4096 not in log and b"W" * 4096 not in log and b"P" * 4096 not in log
+    assert b"flood 00000000 " in log and b"flood 00065535 " in log  # the head and the end, through stdout
+    assert (folder / "log.times").stat().st_size < 64 * 1024  # 16-byte records, none of the job's bytes
+    assert not (folder / "log.txt.old").exists()

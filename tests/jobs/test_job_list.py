@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from datacenters.models import Datacenter
 from jobs.models import Job
+from jobs.web import listing
 from tests.conftest import PASSWORD
 from tests.jobs.test_queue_api import make_job
 
@@ -70,3 +71,27 @@ def test_a_bad_sort_or_date_is_a_400_naming_the_field(client: Client, query: str
     page = client.get(f"/jobs/{query}")
     assert page.status_code == 400
     assert f"<p>{field}: " in page.content.decode()
+
+
+@pytest.mark.parametrize("sort", list(listing.SORTS))
+def test_every_page_of_every_sort_is_the_databases_own_order_read_in_parts(
+    alice: User, bob: User, local_dc: Datacenter, sort: str
+) -> None:
+    """Pages reads a sort by state, datacenter or start as parts, one index order each: the same rows in the same
+    order as one ORDER BY over them all, on every page (pages that span parts too), filtered or not."""
+    other = Datacenter.objects.create(name="aaa-first", engine=local_dc.engine, storage_root=local_dc.storage_root)
+    now = timezone.now()
+    states = ["queued", "running", "succeeded", "failed", "killed"]
+    for number in range(37):
+        job = make_job(other if number % 3 == 0 else local_dc, bob if number % 7 == 0 else alice, f"j{number}")
+        started = now - timedelta(minutes=number % 5) if number % 4 else None  # ties in start times too
+        created = now - timedelta(hours=number % 6)  # ties in submit times: the id decides
+        Job.objects.filter(pk=job.pk).update(state=states[number % 5], started_at=started, created_at=created)
+    mine = Job.objects.filter(owner=alice)
+    for jobs in (mine, mine.filter(name__contains="1"), Job.objects.all()):
+        expected = list(jobs.order_by(*listing.SORTS[sort]).values_list("pk", flat=True))
+        pages = listing.Pages(jobs, sort)
+        assert pages.count() == len(expected)
+        for size in (1, 4, 7, len(expected) + 3):
+            got = [pk for start in range(0, len(expected), size) for pk in pages[start : start + size]]
+            assert got == expected, (sort, size)

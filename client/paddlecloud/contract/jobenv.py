@@ -58,6 +58,10 @@ VARIABLES = """\
 ``PADDLECLOUD_LOG_LIMIT``          optional: bytes of log.txt kept on disk (less counts as 65536);
                                    past it the head and the end are kept with a line saying how
                                    much was dropped between them (the datacenter's job log limit)
+``PADDLECLOUD_LOG_WRITER``         optional: ``launcher`` (the default: the launcher writes log.txt)
+                                   or ``engine`` (the launcher writes the log to its stdout only;
+                                   the engine, outside the job's sandbox, writes log.txt and keeps
+                                   it under the limit: the local engine)
 ``PADDLECLOUD_ATTEMPT``            this run of the job: 1, then one more after each preemption or
                                    restart after a failure (spec ``max_restarts``)
 ``PADDLECLOUD_PREEMPTED``          ``1`` when the attempt before was preempted: resume from the
@@ -109,6 +113,7 @@ class JobEnv:
     isolation_port: int | None = None
     isolation_timeout: float | None = None
     log_limit: int | None = None
+    log_writer: str | None = None  # LOG_WRITERS; None: the launcher
     attempt: int | None = None
     preempted: int | None = None
     restart_reason: str | None = None
@@ -166,6 +171,7 @@ class JobEnv:
             isolation_port=_optional_port(env, "isolation_port"),
             isolation_timeout=_float(env, "isolation_timeout", above=0),
             log_limit=_int(env, "log_limit", 1),
+            log_writer=_log_writer(env),
             attempt=_int(env, "attempt", 1),
             preempted=_int(env, "preempted", 0),
             restart_reason=_str(env, "restart_reason") or None,
@@ -174,6 +180,16 @@ class JobEnv:
             trial=_int(env, "trial", 0),
             resume_from=_str(env, "resume_from") or None,
         )
+
+
+LOG_WRITERS = ("launcher", "engine")
+
+
+def _log_writer(env: Mapping[str, str]) -> str | None:
+    writer = _str(env, "log_writer")
+    if writer and writer not in LOG_WRITERS:
+        raise JobEnvError(f"{env_name('log_writer')} must be 'launcher' or 'engine', got {writer!r}")
+    return writer or None
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(JobEnv))

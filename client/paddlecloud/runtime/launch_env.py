@@ -40,6 +40,7 @@ class Facts:
     pod_ip: str | None
     rendezvous_timeout: float = 300.0  # PS mode: seconds the trainers' gloo rendezvous may take (rendezvous.py)
     log_limit: int | None = None  # bytes of log.txt kept (paddlecloud.contract.logcap); None: unbounded
+    log_by_engine: bool = False  # the engine writes log.txt from the launcher's stdout (PADDLECLOUD_LOG_WRITER)
     node_ip: str | None = None  # k8s: the node's address (status.hostIP), the isolation wait's target
     isolation_port: int | None = None  # k8s: wait until node_ip:isolation_port is out of reach (isolation.py)
     isolation_timeout: float = 60.0  # seconds that wait may take
@@ -122,6 +123,7 @@ def read_facts(env: Mapping[str, str], hostname: str) -> Facts:
         passes=job.passes,
         venv_cache=Path(job.venv_cache) if job.venv_cache else None,
         pserver_wait_timeout=300.0 if job.pserver_wait_timeout is None else job.pserver_wait_timeout,
+        log_by_engine=job.log_writer == "engine",
         pod_ip=job.pod_ip,
         log_limit=job.log_limit,
         node_ip=job.node_ip,

@@ -12,7 +12,10 @@ What it does, in order:
    when it arrived to ``log.times`` beside it (``paddlecloud.contract.logtimes``: the portal shows each
    line's time from it; the log itself stays plain text). With ``PADDLECLOUD_LOG_LIMIT`` the file
    stays under that many bytes: the head and the end are kept, with a line saying how many bytes
-   were dropped between them (``paddlecloud.contract.logcap``).
+   were dropped between them (``paddlecloud.contract.logcap``). With ``PADDLECLOUD_LOG_WRITER=engine``
+   (the local engine) everything goes to stdout only: the engine's supervisor, outside the job's
+   sandbox, writes log.txt and log.times from it under the same limit, so no process of the job
+   can write past the cap through a descriptor of its own.
    The environment is never written anywhere (Paddle's launcher dumps it, secrets included).
    With ``PADDLECLOUD_ISOLATION_PORT`` (Kubernetes) it then waits until the pod's NetworkPolicies are in
    force, before anything else runs (``isolation``): past ``PADDLECLOUD_ISOLATION_TIMEOUT`` it fails (exit 73).
@@ -325,6 +328,12 @@ def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
 
 def _best_effort_log(message: str) -> None:
     """Facts were bad: still try to leave the reason where the portal looks for the log."""
+    if os.environ.get(jobenv.env_name("log_writer"), "").strip() == "engine":
+        # The engine writes log.txt from stdout (and the job may not write it).
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.write(f"[paddlecloud-launch] {message}\n")
+            sys.stdout.flush()
+        return
     names = (jobenv.env_name("output_dir"), jobenv.env_name("role"), jobenv.env_name("index"))
     out, role, idx = (os.environ.get(k, "").strip() for k in names)
     if out and role in ("pserver", "trainer") and idx.isdigit():
@@ -359,8 +368,9 @@ def main(argv: list[str] | None = None, hostname: Callable[[], str] = socket.get
     reaper.become_subreaper()
     tee = Tee(None)
     try:
-        log = _open_log(facts)
-        tee = Tee(log, logtimes.open_recorder(log, facts.log_dir), facts.log_limit)
+        if not facts.log_by_engine:
+            log = _open_log(facts)
+            tee = Tee(log, logtimes.open_recorder(log, facts.log_dir), facts.log_limit)
         when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         tee.write(f"=== attempt started {when} ({facts.role} {facts.index}, host {hostname()}) ===\n".encode())
         code = launch(facts, tee, relay)

@@ -18,12 +18,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import paddlecloud
 import psutil
 
 from jobs.engines.local import cgroups, events
 
 _SUPERVISOR = r"""
-import json, os, resource, signal, subprocess, sys, time
+import json, os, resource, signal, subprocess, sys, threading, time
 config, argv = json.loads(sys.argv[1]), sys.argv[2:]
 status_path = config["status"]
 if os.fork():
@@ -33,6 +34,28 @@ os.setsid()
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(sig, signal.SIG_IGN)
 err = open(config["stderr"], "ab", buffering=0)
+log = config["log"]
+capped = log_r = log_w = None
+if log:  # the launcher's stdout becomes log.txt here, out of the job's reach (EngineLog)
+    sys.path.insert(0, log["lib"])
+    from paddlecloud.contract import logcap, logtimes
+    times = logtimes.Recorder(os.fdopen(log["times_fd"], "a+b", buffering=0), os.fstat(log["fd"]).st_size)
+    capped = logcap.CappedLog(os.fdopen(log["fd"], "r+b", buffering=0), times, log["limit"])
+    log_r, log_w = os.pipe()
+
+def write_log():
+    global capped
+    while True:  # drained to the end even when the file cannot be written: a full pipe would hang the job
+        chunk = os.read(log_r, 65536)
+        if not chunk:
+            break
+        if capped is not None:
+            try:
+                capped.write(chunk)
+            except OSError as exc:
+                capped.stop_times()
+                capped = None
+                err.write(("log.txt write failed, the rest of the output is dropped: %s\n" % exc).encode())
 info_r = info_w = None
 if "@INFO_FD@" in argv:  # bwrap reports the host pid of the sandbox's pid 1 (the launcher) there
     info_r, info_w = os.pipe()
@@ -50,12 +73,19 @@ def prepare():
         signal.signal(sig, signal.SIG_DFL)
 
 try:
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                             pass_fds=(info_w,) if info_w else (), preexec_fn=prepare)
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_w or subprocess.DEVNULL, stderr=err,
+                             pass_fds=((info_w,) if info_w else ()) + tuple(config["inherit"]), preexec_fn=prepare)
 except (OSError, subprocess.SubprocessError) as exc:
     sys.stdout.write("error %s\n" % exc)
     sys.stdout.flush()
     os._exit(1)
+for fd in config["inherit"]:  # the sandbox's read-only binds of the log: bwrap has them now
+    os.close(fd)
+writer = None
+if log_w is not None:
+    os.close(log_w)
+    writer = threading.Thread(target=write_log, daemon=True)
+    writer.start()
 pid = child.pid
 if info_w is not None:
     os.close(info_w)
@@ -82,6 +112,10 @@ null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 1)
 os.dup2(err.fileno(), 2)
 code = child.wait()
+if writer is not None:
+    # The sandbox's processes ended with its pid 1, so the pipe's end comes at once; a process that
+    # escaped (no sandbox) and still holds it is not waited for long.
+    writer.join(10)
 status = {"exit_code": code if code >= 0 else 128 - code}
 if config["oom_events"]:
     try:
@@ -145,6 +179,20 @@ for directory in config["cgroup_enclosing"]:  # the user's group, once none of i
 
 
 @dataclass(frozen=True)
+class EngineLog:
+    """A worker's log as its supervisor writes it from the launcher's stdout: log.txt opened read-write and
+    log.times opened to append (by the engine, beneath the owner's home), kept under ``limit`` bytes (logcap)."""
+
+    fd: int
+    times_fd: int
+    limit: int | None
+
+
+# Where the supervisor (started with -I -S: no site-packages) imports paddlecloud.contract's log cap from.
+_CLIENT_LIB = str(Path(paddlecloud.__file__).resolve().parent.parent)
+
+
+@dataclass(frozen=True)
 class Spawned:
     pid: int  # the launcher
     pid_start: float  # its start time, so a reused pid is never mistaken for it
@@ -176,9 +224,15 @@ def spawn(
     cgroup: cgroups.Group | None = None,
     job_id: int | None = None,
     nproc: int | None = None,
+    log: EngineLog | None = None,
+    inherit: tuple[int, ...] = (),
 ) -> Spawned:
     """Start ``argv`` under a detached supervisor (in ``cgroup`` when given; with RLIMIT_NPROC ``nproc``, for
     a process that runs as a uid of its own: the limit counts every process of that uid on the host).
+
+    With ``log`` the process's stdout is a pipe to the supervisor, which writes it to that log; ``inherit``
+    are descriptors ``argv`` gets at the same numbers (a sandbox's ``--ro-bind-fd``), closed in the
+    supervisor once it started. Both are the caller's to close afterwards.
 
     When ``argv`` is a sandbox's command (it holds sandbox.INFO_FD), the pid returned is the
     sandbox's pid 1 on the host, the process to follow and signal. With ``job_id``, the supervisor
@@ -198,6 +252,8 @@ def spawn(
         "memory_peak": str(cgroup.memory_peak) if cgroup and cgroup.memory_peak else "",
         "events": str(events.pipe_path()) if job_id is not None else "",
         "event": events.line(job_id) if job_id is not None else "",
+        "log": {"fd": log.fd, "times_fd": log.times_fd, "limit": log.limit, "lib": _CLIENT_LIB} if log else None,
+        "inherit": list(inherit),
     }
     result = subprocess.run(
         # -I -S: the standard library only, no site-packages scan and no PYTHON* variables of the
@@ -209,6 +265,7 @@ def spawn(
         text=True,
         timeout=60,
         check=False,
+        pass_fds=(log.fd, log.times_fd, *inherit) if log else inherit,
     )
     words = result.stdout.split()
     if len(words) != 2 or not all(w.isdigit() for w in words):

@@ -75,6 +75,10 @@ class Sandbox:
     etc: Path | None = None  # a directory holding the generated passwd, group, hosts, resolv.conf and an empty file
     env: dict[str, str] = field(default_factory=dict)  # the job's whole environment (passed by exec, not argv)
     enter: tuple[str, ...] = ()  # the prefix that joins the job's network (network.enter_argv); () = the host's
+    # (descriptor, path inside): files bound read-only over the job's own folders last, from descriptors the
+    # engine opened beneath the home (never a path a job could swap): its log.txt and log.times, which only
+    # the supervisor writes.
+    sealed: tuple[tuple[int, str], ...] = ()
 
 
 def command(sandbox: Sandbox, argv: Sequence[str]) -> list[str]:
@@ -163,6 +167,8 @@ def _job_args(sandbox: Sandbox) -> list[str]:
         out += ["--bind", str(bind.source), bind.target]
     for bind in sandbox.read_only:
         out += ["--ro-bind", str(bind.source), bind.target]
+    for fd, target in sandbox.sealed:  # a mount point: the job can neither write, move nor delete it
+        out += ["--ro-bind-fd", str(fd), target]
     return out
 
 

@@ -22,7 +22,7 @@ from paddlecloud.contract.units import free_ports
 from datacenters.models import Datacenter
 from jobs.engines.base import EngineError, Recorder, WorkerStatus
 from jobs.engines.launch import Launch, Peers
-from jobs.engines.local import gpus, network, processes, runtimes, sandbox
+from jobs.engines.local import gpus, joblog, network, processes, runtimes, sandbox
 from jobs.engines.local import world as local_world
 from jobs.files import layout
 from jobs.files.logfiles import log_limit, open_log_fd
@@ -181,7 +181,8 @@ class Supervisor:
             master_port=ports["master"],
             pod_ip=loopback,
         )
-        launch = Launch.of(job, self.datacenter.name, package, home, output, log_limit(self.datacenter))
+        # The supervisor writes log.txt from the launcher's stdout, outside the sandbox (engine_log).
+        launch = Launch.of(job, self.datacenter.name, package, home, output, log_limit(self.datacenter), "engine")
         env.update(launch.env(role.value, peers, index))
         if role == Role.TRAINER:
             env.update(gpus.gpu_env(job, index))
@@ -207,39 +208,31 @@ class Supervisor:
             raise EngineError(str(exc)) from None
         argv = [runtime.python, "-m", "paddlecloud.runtime.launcher"]
         role = Role(worker.role)
-        if probe is None:
+        where = paths.places(self.datacenter, job.owner.get_username())
+        ids = local_world.job_ids(job.owner_id) if probe is not None else None
+        if ids is None:
             directory.mkdir(parents=True, exist_ok=True)
-            env = self.env(job, role, worker.index, str(package), str(self.output(job)), None, recorder)
         else:
-            ids = local_world.job_ids(job.owner_id)
-            where = paths.places(self.datacenter, job.owner.get_username())
             writes = paths.job_dirs(where, package, directory)
             paths.prepare_dirs(self.datacenter, where, writes, runs_as_root=os.geteuid() == 0, owner=ids)
-            inside = where.inside(package)
-            env = self.env(job, role, worker.index, inside, where.inside(self.output(job)), runtime, recorder)
-            devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []
-            enter = self.network(job, recorder)
-            egress = bool(job.engine_data["network"]["egress"])
-            world = local_world.build(self.datacenter, where, inside, probe, runtime, devices, ids, enter, egress)
-            argv = sandbox.command(world, argv)
-        env.update(runtime.env)
-        group = local_world.cgroup(
-            local_world.group_name(job.uid, worker.name, worker.restarts),
-            local_world.limits(job.spec, worker.role, self.datacenter.job_pids_limit),
-            local_world.user_group(job.owner_id, self.datacenter.user_pids_limit),
-        )
-        spawned = processes.spawn(
-            argv,
-            env=env,
-            cwd=package,
-            status_path=self.status_path(job, worker.role, worker.index),
-            stderr_path=state / "launcher.err",
-            cgroup=group,
-            job_id=job.pk,
-            # The owner's job uid (a root worker's sandbox drops to it): all of the user's job processes on
-            # this host, bounded even without a pids controller; unprivileged, the host sees the worker's uid.
-            nproc=self.datacenter.user_pids_limit if os.geteuid() == 0 and probe is not None else None,
-        )
+        held = joblog.hold(job, worker.name, log_limit(self.datacenter))
+        try:
+            if probe is None or ids is None:
+                env = self.env(job, role, worker.index, str(package), str(self.output(job)), None, recorder)
+            else:
+                inside = where.inside(package)
+                env = self.env(job, role, worker.index, inside, where.inside(self.output(job)), runtime, recorder)
+                devices = gpus.gpu_devices(job, worker.index) if role == Role.TRAINER else []
+                enter = self.network(job, recorder)
+                egress = bool(job.engine_data["network"]["egress"])
+                sealed = held.sealed(where.inside(directory))
+                world = local_world.build(
+                    self.datacenter, where, inside, probe, runtime, devices, ids, enter, egress, sealed
+                )
+                argv = sandbox.command(world, argv)
+            spawned = self._supervised(job, worker, argv, env, runtime, package, state, held, probe is not None)
+        finally:
+            held.close()
         worker.pid = spawned.pid
         worker.state = WorkerState.RUNNING
         worker.started_at = timezone.now()
@@ -255,6 +248,41 @@ class Supervisor:
         }
         recorder.keep(job, {worker.name: record})
         recorder.started(job, status_of(worker))
+
+    def _supervised(
+        self,
+        job: Job,
+        worker: Worker,
+        argv: list[str],
+        env: dict[str, str],
+        runtime: runtimes.RuntimePaths,
+        package: Path,
+        state: Path,
+        held: joblog.HeldLog,
+        sandboxed: bool,
+    ) -> processes.Spawned:
+        """``argv`` started under its supervisor, in the worker's cgroup, writing the worker's log (a sandbox's
+        command gets the read-only descriptors it binds)."""
+        env.update(runtime.env)
+        group = local_world.cgroup(
+            local_world.group_name(job.uid, worker.name, worker.restarts),
+            local_world.limits(job.spec, worker.role, self.datacenter.job_pids_limit),
+            local_world.user_group(job.owner_id, self.datacenter.user_pids_limit),
+        )
+        return processes.spawn(
+            argv,
+            env=env,
+            cwd=package,
+            status_path=self.status_path(job, worker.role, worker.index),
+            stderr_path=state / "launcher.err",
+            cgroup=group,
+            job_id=job.pk,
+            # The owner's job uid (a root worker's sandbox drops to it): all of the user's job processes on
+            # this host, bounded even without a pids controller; unprivileged, the host sees the worker's uid.
+            nproc=self.datacenter.user_pids_limit if os.geteuid() == 0 and sandboxed else None,
+            log=held.log,
+            inherit=held.readonly if sandboxed else (),
+        )
 
     def restart(self, job: Job, worker: Worker, code: int | None, package: Path, recorder: Recorder) -> None:
         """Start a failed trainer again; its row counts the attempt and says why."""

@@ -69,11 +69,12 @@ def build(
     ids: tuple[int, int],
     enter: tuple[str, ...],
     egress: bool,
+    sealed: tuple[tuple[int, str], ...] = (),
 ) -> sandbox.Sandbox:
     """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.engines.local.runtimes) read-only,
     the user's own layer cache writable only while a layer must still be installed, its GPUs, run as
     the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv; ``egress``
-    as that network was made)."""
+    as that network was made), with ``sealed`` (sandbox.Sandbox.sealed) read-only over its folders."""
     assert probe.bwrap is not None
     system, links = sandbox.system_binds()
     root = os.geteuid() == 0
@@ -99,6 +100,7 @@ def build(
         devices=tuple(Path(d) for d in devices),
         etc=etc,
         enter=enter,
+        sealed=sealed,
     )
 
 
