@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -67,15 +69,26 @@ def test_layers_are_per_user_and_writable_only_until_installed(
     job = Job.objects.create(owner=alice, datacenter=local_dc, name="a", uid="a-1", spec={"image": ""})
     bare = runtimes.runtime_for(job, package)
     base = Path(bare.python).parent.parent
-    assert bare.writable_cache is None and str(base) in bare.readonly
+    assert bare.building is None and str(base) in bare.readonly
     assert (base / venvcache.COMPLETE_MARKER).is_file()
     # A token in a comment: a layer no earlier run (with the same user ids) has built in the host's cache.
     (package / "requirements.txt").write_text(f"# {uuid.uuid4()}\npaddlepaddle==3.0.0\nprotobuf<7\n")
     alices = runtimes.runtime_for(job, package)
     bobs = runtimes.runtime_for(Job(owner=bob, datacenter=local_dc, spec={}), package)
-    assert alices.writable_cache and bobs.writable_cache and alices.writable_cache != bobs.writable_cache
-    assert alices.env == {"PADDLECLOUD_VENV_CACHE": alices.writable_cache}
-    assert not any(alices.writable_cache.startswith(p) or p.startswith(alices.writable_cache) for p in alices.readonly)
+    assert alices.building and bobs.building and alices.building != bobs.building
+    # Only the layer being installed: its folder and lock made by the worker, in the user's cache.
+    cache = Path(alices.env["PADDLECLOUD_VENV_CACHE"])
+    assert Path(alices.building).parent == cache == runtimes.layer_cache_of(alice.pk)
+    assert Path(alices.building).is_dir() and Path(f"{alices.building}.lock").is_file()
+    assert not any(alices.building.startswith(p) or p.startswith(alices.building) for p in alices.readonly)
+    # Whatever a job of an older portal left at those names (the cache was all its own), the worker makes them anew.
+    shutil.rmtree(alices.building)
+    Path(alices.building).symlink_to("/etc")
+    Path(f"{alices.building}.lock").unlink()
+    Path(f"{alices.building}.lock").mkdir()
+    again = runtimes.runtime_for(job, package)
+    assert again.building == alices.building and not Path(alices.building).is_symlink()
+    assert Path(alices.building).is_dir() and Path(f"{alices.building}.lock").is_file() and Path("/etc/passwd").exists()
 
 
 def put(datacenter: Datacenter, user: User, name: str, requirements: str | None) -> None:
@@ -111,6 +124,42 @@ def test_no_requirements_runs_on_the_base_and_one_small_package_is_a_layer_not_a
     assert "Requirement already satisfied: paddlepaddle==3.0.0" in text
     assert "Installing collected packages: tabulate" in text and "Downloading paddlepaddle" not in text
     assert f"/layers/{settings.PADDLECLOUD_SITE}/user-{alice.pk}/" in text and "paddle 3.0.0" in text
+
+
+# A job installing its layer tries to write the rest of its user's layer cache (a file beside its layer, another
+# layer), then its own layer (its to write while it installs it).
+LAYER_WRITES = r"""
+import errno, os
+cache, layer = os.environ["PADDLECLOUD_VENV_CACHE"], os.environ["VIRTUAL_ENV"]
+for what, path in [("beside", os.path.join(cache, "hidden.bin")), ("other layer", os.path.join(cache, "other", "x")),
+                   ("own layer", os.path.join(layer, "mine.bin"))]:
+    try:
+        with open(path, "wb") as f:
+            f.write(b"x" * 4096)
+        print(what, "written", flush=True)
+    except OSError as exc:
+        print(what, "refused", errno.errorcode[exc.errno], flush=True)
+"""
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_job_installing_a_layer_writes_only_that_layer_of_its_users_cache(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    cache = runtimes.layer_cache_of(alice.pk)
+    (cache / "other").mkdir(parents=True, exist_ok=True)  # a layer an earlier job installed
+    put(local_dc, alice, "writes", f"# {uuid.uuid4()}: no requirement, a layer all the same\n")
+    (Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "writes" / "train.py").write_text(LAYER_WRITES)
+    assert alice_api.post("/api/v1/jobs", {**BODY, "jobname": "writes"}, format="json").status_code == 201
+    job = finished("writes", worker, timeout=300)
+    assert job.state == "succeeded", job.message
+    text = alice_api.get("/api/v1/jobs/writes/logs?worker=trainer-0").json()["text"]
+    assert re.search(r"^beside refused (EACCES|EROFS|EPERM)$", text, re.M), text
+    assert re.search(r"^other layer refused (ENOENT|EACCES|EROFS)$", text, re.M), text  # not even there
+    assert "own layer written" in text, text
+    assert not (cache / "hidden.bin").exists() and not (cache / "other" / "x").exists()
+    assert [p.name for p in cache.glob("*/mine.bin")] == ["mine.bin"]
 
 
 @pytest.mark.celery

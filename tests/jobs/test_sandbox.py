@@ -29,7 +29,7 @@ def _sandbox(root: bool) -> Sandbox:
         system=(Bind(Path("/usr"), "/usr"),),
         symlinks=(("usr/lib", "/lib"),),
         runtime=(Path("/opt/py/3.11"),),
-        cache=Path("/root/.cache/paddlecloud/venvs"),
+        building=(Path("/root/.cache/pc/layers/s/user-1/k1"), Path("/root/.cache/pc/layers/s/user-1/k1.lock")),
         read_write=(Bind(Path("/srv/pfs/home/alice"), "/pfs/local/home/alice"),),
         read_only=(Bind(Path("/srv/pfs/public"), "/pfs/local/public"),),
         devices=(Path("/dev/nvidia0"),),
@@ -77,7 +77,10 @@ def test_home_is_read_write_and_public_read_only_at_their_pfs_paths() -> None:
     assert ("/srv/pfs/home/alice", "/pfs/local/home/alice") in _pairs(argv, "--bind")
     assert ("/srv/pfs/public", "/pfs/local/public") in _pairs(argv, "--ro-bind")
     assert ("/opt/py/3.11", "/opt/py/3.11") in _pairs(argv, "--ro-bind")
-    assert ("/root/.cache/paddlecloud/venvs", "/root/.cache/paddlecloud/venvs") in _pairs(argv, "--bind")
+    # Of the layer cache, only the layer being installed and its lock: the user's other layers are not there.
+    layer, lock = "/root/.cache/pc/layers/s/user-1/k1", "/root/.cache/pc/layers/s/user-1/k1.lock"
+    assert (layer, layer) in _pairs(argv, "--bind") and (lock, lock) in _pairs(argv, "--bind")
+    assert not any(src.endswith("user-1") for src, _ in _pairs(argv, "--bind") + _pairs(argv, "--ro-bind"))
     assert ("/dev/nvidia0", "/dev/nvidia0") in _pairs(argv, "--dev-bind")
     assert ("/var/pc/sandbox/etc/passwd", "/etc/passwd") in _pairs(argv, "--ro-bind")
     assert ("/var/pc/sandbox/etc/hosts", "/etc/hosts") in _pairs(argv, "--ro-bind")

@@ -4,8 +4,9 @@ A runtime is a base venv (its requirements + the client package) that the worker
 under `<cache>/runtimes/` and jobs only read. A package's `requirements.txt` becomes a layer on that
 base (see paddlecloud.contract.venvcache), built by the job's launcher under `<cache>/layers/<site>/user-<id>/`:
 one directory per user of this portal (settings.PADDLECLOUD_SITE), so code run by one user's `pip install`
-(setup.py) can never write into an environment another user's job runs. `runtime_for(job)` says what the job's
-sandbox must expose.
+(setup.py) can never write into an environment another user's job runs; a job that installs a layer may write
+just that layer's folder and lock (the sandbox binds only them), never the user's other layers. `runtime_for(job)`
+says what the job's sandbox must expose.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class RuntimePaths:
 
     python: str  # run `python -m paddlecloud.runtime.launcher` with this interpreter
     readonly: list[str]  # the base venv, its interpreter's install prefix, a ready layer
-    writable_cache: str | None  # the user's layer cache, only while a layer must still be installed
+    # The one layer folder this job may write (and its "<folder>.lock"), only while that layer must still be
+    # installed: the launcher installs it there; the rest of the user's layer cache stays out of its reach.
+    building: str | None
     env: dict[str, str] = field(default_factory=dict)  # for the launcher (JobEnv.venv_cache)
 
 
@@ -176,7 +179,7 @@ def runtime_for(job: Job, package: Path) -> RuntimePaths:
     # A venv's python is a link to the interpreter it was made from: that install must be visible too.
     readonly = [str(base), str(Path(sys.base_prefix).resolve())]
     cache = layer_cache(job)
-    writable: str | None = None
+    building: str | None = None
     requirements = package / "requirements.txt"
     if requirements.is_file():
         if requirements.stat().st_size > MAX_REQUIREMENTS_BYTES:
@@ -188,6 +191,24 @@ def runtime_for(job: Job, package: Path) -> RuntimePaths:
             with contextlib.suppress(OSError):  # its last use: tidy_layers keeps the KEEP_LAYERS last used
                 os.utime(layer / venvcache.COMPLETE_MARKER, follow_symlinks=False)
         else:
-            cache.mkdir(parents=True, exist_ok=True)
-            writable = str(cache)
-    return RuntimePaths(str(python), readonly, writable, {env_name("venv_cache"): str(cache)})
+            building = str(_layer_to_build(cache, layer))
+    return RuntimePaths(str(python), readonly, building, {env_name("venv_cache"): str(cache)})
+
+
+def _layer_to_build(cache: Path, layer: Path) -> Path:
+    """The layer's folder and lock file, made here (by the worker) so the sandbox can bind just them: a real folder
+    and a regular file, whatever a job of an older portal left at their names (the cache was writable to it)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0 and cache.lstat().st_uid != 0:
+        os.lchown(cache, 0, 0)  # an older portal gave the whole cache to the job's uid
+    lock = cache / f"{layer.name}.lock"
+    for path, wanted in ((layer, stat.S_ISDIR), (lock, stat.S_ISREG)):
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            continue
+        if not wanted(mode):
+            shutil.rmtree(path) if stat.S_ISDIR(mode) else path.unlink()
+    layer.mkdir(exist_ok=True)
+    os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+    return layer

@@ -68,7 +68,7 @@ class Sandbox:
     system: tuple[Bind, ...] = ()  # read-only, from system_binds()
     symlinks: tuple[tuple[str, str], ...] = ()  # (link target, path inside): merged-/usr layouts
     runtime: tuple[Path, ...] = ()  # read-only at the same path: interpreter, runtime envs, the client
-    cache: Path | None = None  # read-write at the same path: the runtime cache the launcher fills
+    building: tuple[Path, ...] = ()  # read-write at the same path: the layer folder the launcher installs, its lock
     read_only: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/public
     read_write: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/home/<user>
     devices: tuple[Path, ...] = ()  # e.g. /dev/nvidia0, at the same path
@@ -152,7 +152,7 @@ def _system_args(sandbox: Sandbox) -> list[str]:
 def _job_args(sandbox: Sandbox) -> list[str]:
     """bwrap arguments for what the job may use: devices, its runtime, the venv cache, its folders."""
     out: list[str] = []
-    targets = [str(p) for p in (*sandbox.runtime, *([sandbox.cache] if sandbox.cache else []))]
+    targets = [str(p) for p in (*sandbox.runtime, *sandbox.building)]
     targets += [b.target for b in (*sandbox.read_write, *sandbox.read_only)]
     for parent in _parents(targets, covered=[b.target for b in sandbox.system] + ["/proc", "/dev", "/sys"]):
         # bwrap (as root) would make missing parents 0700, hiding what is bound beneath from the job.
@@ -161,8 +161,8 @@ def _job_args(sandbox: Sandbox) -> list[str]:
         out += ["--dev-bind", str(device), str(device)]
     for path in sandbox.runtime:
         out += ["--ro-bind", str(path), str(path)]
-    if sandbox.cache is not None:
-        out += ["--bind", str(sandbox.cache), str(sandbox.cache)]
+    for path in sandbox.building:
+        out += ["--bind", str(path), str(path)]
     for bind in sandbox.read_write:
         out += ["--bind", str(bind.source), bind.target]
     for bind in sandbox.read_only:

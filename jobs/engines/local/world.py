@@ -72,17 +72,17 @@ def build(
     sealed: tuple[tuple[int, str], ...] = (),
 ) -> sandbox.Sandbox:
     """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.engines.local.runtimes) read-only,
-    the user's own layer cache writable only while a layer must still be installed, its GPUs, run as
+    the one layer of the user's own cache it installs writable while it must still be installed, its GPUs, run as
     the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv; ``egress``
     as that network was made), with ``sealed`` (sandbox.Sandbox.sealed) read-only over its folders."""
     assert probe.bwrap is not None
     system, links = sandbox.system_binds()
     root = os.geteuid() == 0
     uid, gid = ids
-    cache = Path(runtime.writable_cache) if runtime.writable_cache else None
-    if cache is not None and root:
-        # The user's own layer directory (jobs.engines.local.runtimes keys it per user): the job's pip writes there.
-        os.chown(cache, uid, gid)
+    building = (Path(runtime.building), Path(f"{runtime.building}.lock")) if runtime.building else ()
+    for path in building if root else ():
+        # The one layer the job's pip installs (jobs.engines.local.runtimes keys it per user), and its lock.
+        os.lchown(path, uid, gid)
     etc_dir = Path(settings.VAR_DIR) / "sandbox" / "etc" / f"{uid}-{'egress' if egress else 'closed'}"
     etc = sandbox.identity_files(etc_dir, uid, gid, network.resolv_conf(egress))
     return sandbox.Sandbox(
@@ -94,7 +94,7 @@ def build(
         system=system,
         symlinks=links,
         runtime=tuple(Path(p) for p in dict.fromkeys(runtime.readonly)),
-        cache=cache,
+        building=building,
         read_write=(sandbox.Bind(where.home, where.home_inside),),
         read_only=(sandbox.Bind(where.public, where.public_inside),),
         devices=tuple(Path(d) for d in devices),
