@@ -20,7 +20,7 @@ from jobs.api.progress import ProgressSerializer
 from jobs.files import layout
 from jobs.follow import logs
 from jobs.lookup import job_named, refuse_to_guess_which_run
-from jobs.models import ACTIVE_STATES, Job, JobState
+from jobs.models import ACTIVE_STATES, Job, JobQuerySet, JobState
 from jobs.scheduling import queue
 from jobs.spec import JobSpecSerializer
 
@@ -174,7 +174,7 @@ class DryRunSerializer(serializers.Serializer):  # type: ignore[type-arg]
     requested = RequestedSerializer()
 
 
-def jobs_visible_to(request: Request) -> QuerySet[Job]:
+def jobs_visible_to(request: Request) -> JobQuerySet:
     """The jobs a request sees (Job.objects.visible_to): its own, or an operator's ?owner= or ?all=1."""
     owner = request.query_params.get("owner")
     everyone = request.user.is_staff and flag(request, "all")
@@ -193,7 +193,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
     serializer_class = JobSerializer
 
     def get_queryset(self) -> QuerySet[Job]:
-        jobs = by_state(jobs_visible_to(self.request), self.request, JobState.values, ACTIVE_STATES)
+        jobs = by_state(jobs_visible_to(self.request).listed(), self.request, JobState.values, ACTIVE_STATES)
         return jobs.order_by("-created_at")
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> Any:

@@ -80,6 +80,22 @@ class JobQuerySet(models.QuerySet["Job"]):
             return self
         return self.filter(owner_id=user.pk)
 
+    def listed(self) -> JobQuerySet:
+        """For a list of many jobs (the page, the API): each joined to its owner's and datacenter's names and
+        nothing else of them. A datacenter has about 60 columns: building all of them for every row of a list took
+        half of its rows' load (50 rows: 10.4 against 5.0 ms). What a list shows of either must be named here."""
+        apps = self.model._meta.apps
+        unlisted = [
+            f"{relation}__{field.name}"
+            for relation, model, shown in (
+                ("owner", apps.get_model(settings.AUTH_USER_MODEL), {"id", "username"}),
+                ("datacenter", apps.get_model("datacenters", "Datacenter"), {"id", "name"}),
+            )
+            for field in model._meta.concrete_fields
+            if field.name not in shown
+        ]
+        return self.select_related("owner", "datacenter").defer(*unlisted)
+
 
 class Job(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")

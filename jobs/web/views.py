@@ -82,7 +82,7 @@ def _decorate(jobs: list[Job]) -> list[Job]:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     datacenters = list(Datacenter.objects.usable_by(request.user))
-    recent = Job.objects.filter(owner_id=request.user.pk).select_related("datacenter").order_by("-created_at")[:8]
+    recent = Job.objects.filter(owner_id=request.user.pk).listed().order_by("-created_at")[:8]
     quotas = [quota.report(request.user, dc) for dc in datacenters]
     any_active = any(job.is_active for job in recent)  # the page polls faster then
     return render(request, "home.html", {"quotas": quotas, "recent_jobs": recent, "any_active": any_active})
@@ -115,7 +115,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     # builds every row it skips, and with the joins the last of 400 pages took 3x the first.
     page = Paginator(listing.Pages(jobs, sort), PAGE_SIZE).get_page(request.GET.get("page"))
     ids = list(page.object_list)
-    found = Job.objects.select_related("owner", "datacenter").in_bulk(ids)
+    found = Job.objects.listed().in_bulk(ids)
     rows = _decorate([found[pk] for pk in ids if pk in found])
     query = request.GET.copy()
     query.pop("page", None)

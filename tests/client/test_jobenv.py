@@ -34,6 +34,7 @@ FULL = JobEnv(
     isolation_port=10250,
     isolation_timeout=60.0,
     log_limit=256 * 1024 * 1024,
+    log_writer="engine",
     attempt=2,
     preempted=1,
     restart_reason="TrainerFailed: trainer 0 exited with code 4",
@@ -81,6 +82,7 @@ def test_env_name_refuses_a_field_that_does_not_exist() -> None:
         ("PADDLECLOUD_GLOO_PORT", "x", "is not a port number"),
         ("PADDLECLOUD_PSERVER_WAIT_TIMEOUT", "soon", "is not a number"),
         ("PADDLECLOUD_ENTRY", " ", "PADDLECLOUD_ENTRY is required"),
+        ("PADDLECLOUD_LOG_WRITER", "job", "must be 'launcher' or 'engine'"),
     ],
 )
 def test_a_bad_variable_is_named_in_the_error(name: str, value: str, message: str) -> None:

@@ -96,6 +96,22 @@ def test_bad_facts_exit_64_naming_the_variable(facts: dict[str, str]) -> None:
     assert "PADDLECLOUD_TRAINERS" in log_of(facts)  # best effort: where the portal looks
 
 
+def test_with_the_engine_writing_the_log_everything_goes_to_stdout_and_no_file_is_written(
+    facts: dict[str, str], tmp_path: Path
+) -> None:
+    """PADDLECLOUD_LOG_WRITER=engine (the local engine: its supervisor writes log.txt from this stdout)."""
+    facts["PADDLECLOUD_LOG_WRITER"] = "engine"
+    facts["PADDLECLOUD_ENTRY"] = "echo hi; echo oops >&2; exit 3"
+    r = run_launcher(facts)
+    assert r.returncode == 3
+    assert "=== attempt started" in r.stdout and "hi\n" in r.stdout and "oops\n" in r.stdout
+    assert "entry exited with code 3" in r.stdout
+    facts["PADDLECLOUD_TRAINERS"] = "zero"  # bad facts: the reason goes to stdout too
+    r = run_launcher(facts)
+    assert r.returncode == EXIT_BAD_FACTS and "PADDLECLOUD_TRAINERS" in r.stdout
+    assert not any(tmp_path.glob("output/**/log.*"))
+
+
 def test_leftover_background_processes_are_stopped(facts: dict[str, str]) -> None:
     facts["PADDLECLOUD_ENTRY"] = "sleep 300 & echo left-one-behind; exit 5"
     p = _start(facts)

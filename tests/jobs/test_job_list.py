@@ -7,7 +7,9 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from datacenters.models import Datacenter
@@ -95,3 +97,26 @@ def test_every_page_of_every_sort_is_the_databases_own_order_read_in_parts(
         for size in (1, 4, 7, len(expected) + 3):
             got = [pk for start in range(0, len(expected), size) for pk in pages[start : start + size]]
             assert got == expected, (sort, size)
+
+
+def test_a_list_reads_its_owners_and_datacenters_names_in_the_same_queries_however_many_rows(
+    alice: User, bob: User, carol: User, local_dc: Datacenter
+) -> None:
+    """Job.objects.listed() joins only the owner's and datacenter's names: nothing of either is loaded row by row."""
+    other = Datacenter.objects.create(name="second", engine=local_dc.engine, storage_root=local_dc.storage_root)
+    operator = Client()
+    assert operator.login(username="carol", password=PASSWORD)  # staff: everyone's jobs, with an owner column
+    counts = []
+    for rows in (2, 20):
+        while Job.objects.count() < rows:
+            number = Job.objects.count()
+            make_job(other if number % 2 else local_dc, bob if number % 3 else alice, f"n{number}")
+        with CaptureQueriesContext(connection) as page:
+            text = operator.get("/jobs/").content.decode()
+        with CaptureQueriesContext(connection) as api:
+            listed = operator.get("/api/v1/jobs?all=1").json()["results"]
+        counts.append((len(page.captured_queries), len(api.captured_queries)))
+        assert text.count('data-testid="job-row"') == rows and "<td>second</td>" in text and "<td>bob</td>" in text
+        assert len(listed) == rows and {j["datacenter"] for j in listed} == {"local", "second"}
+        assert {j["owner"] for j in listed} == {"alice", "bob"} and all(j["output"].startswith("/pfs/") for j in listed)
+    assert counts[0] == counts[1], counts
