@@ -181,7 +181,7 @@ class Supervisor:
             master_port=ports["master"],
             pod_ip=loopback,
         )
-        # The supervisor writes log.txt from the launcher's stdout, outside the sandbox (engine_log).
+        # The supervisor writes log.txt from the launcher's stdout, outside the sandbox (joblog).
         launch = Launch.of(job, self.datacenter.name, package, home, output, log_limit(self.datacenter), "engine")
         env.update(launch.env(role.value, peers, index))
         if role == Role.TRAINER:
