@@ -171,6 +171,8 @@ def test_what_jobs_write_into_their_requirement_layers_counts_and_is_tidied_once
     cache = runtimes.layer_cache_of(alice.pk)
     sparse(cache / "hidden.bin", 30 * MiB)  # what the issue's job wrote beside its layer
     sparse(cache / "half-built" / "lib" / "big.so", 5 * MiB)  # a build killed midway
+    os.utime(cache / "half-built", (1_700_000_000, 1_700_000_000))  # a while ago: just made, it would be kept
+    (cache / "just-made").mkdir()  # by the worker for a job whose launcher has not locked it yet (runtime_for)
     for age, name in enumerate(["ready", "a", "b", "c", "d", "old"]):  # "ready" used last, "old" first
         marker = cache / name / venvcache.COMPLETE_MARKER
         marker.parent.mkdir(parents=True)
@@ -190,6 +192,7 @@ def test_what_jobs_write_into_their_requirement_layers_counts_and_is_tidied_once
         assert "and 37.0 MiB in your jobs' requirement layers (outside your home)" in job.message, job.message
         assert runtimes.tidy_layers(alice.pk) == 5  # hidden.bin, half-built, stuffed.lock, the blob, old
     layers = sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock"))
-    assert layers == ["_pythonpath", "a", "b", "building", "c", "d", "ready"]  # the 5 last used, and the one building
+    # The 5 last used, the one building and the one just made for a job about to start.
+    assert layers == ["_pythonpath", "a", "b", "building", "c", "d", "just-made", "ready"]
     assert (cache / "soon.lock").exists() and not (cache / "stuffed.lock").exists()
     assert runtimes.layer_bytes(alice.pk, 5.0) < MiB

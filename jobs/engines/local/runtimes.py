@@ -17,6 +17,7 @@ import os
 import shutil
 import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ DEFAULT_RUNTIME = "default"
 DEFAULT_REQUIREMENTS = "paddlepaddle==3.0.0\nprotobuf<7\n"
 MAX_REQUIREMENTS_BYTES = 1 << 20
 KEEP_LAYERS = 5  # complete layers kept per user (the last used); they count against the storage quota
+JUST_MADE_SECONDS = 120  # an unfinished layer folder younger than this is one a job is about to install (_just_made)
 MAX_LAYER_ENTRIES = 2_000_000  # a user's layer cache walked for the quota stops here (then a lower bound)
 
 
@@ -107,8 +109,9 @@ def layer_bytes(owner_id: int, seconds: float) -> int:
 
 def tidy_layers(owner_id: int) -> int:
     """Remove from the user's layer cache what is no layer in use: a layer left half-built (no COMPLETE_MARKER)
-    that no job is building (its lock is free), complete layers past the KEEP_LAYERS last used (a job that needs
-    one again builds it again), and anything else a job wrote there (only `<key>` layers, their empty
+    that no job is building (its lock is free) and the worker did not just make for one, complete layers past the
+    KEEP_LAYERS last used (a job that needs one again builds it again), and anything else a job wrote there (only
+    `<key>` layers, their empty
     `<key>.lock` files, kept even alone: one may be taken before its layer's folder exists, and the launcher's
     `_pythonpath` of links belong). Called as a job's processes are gone; how many entries went."""
     cache = layer_cache_of(owner_id)
@@ -125,7 +128,8 @@ def tidy_layers(owner_id: int) -> int:
         if entry.name.endswith(".lock") and entry.is_file(follow_symlinks=False):
             keep = entry.stat(follow_symlinks=False).st_size == 0
         elif entry.is_dir(follow_symlinks=False) and not keep:
-            keep = entry.name in kept_layers or (entry.name not in used and _being_built(cache, entry.name))
+            unfinished = entry.name not in used
+            keep = entry.name in kept_layers or (unfinished and (_being_built(cache, entry.name) or _just_made(entry)))
         if keep:
             continue
         if entry.is_dir(follow_symlinks=False):
@@ -134,6 +138,12 @@ def tidy_layers(owner_id: int) -> int:
             Path(entry.path).unlink(missing_ok=True)
         removed += 1
     return removed
+
+
+def _just_made(entry: os.DirEntry[str]) -> bool:
+    """A layer folder the worker made for a job about to install it (runtime_for), before that job's launcher takes
+    its lock: kept, or that job's sandbox would find no folder to bind."""
+    return time.time() - entry.stat(follow_symlinks=False).st_mtime < JUST_MADE_SECONDS
 
 
 def _last_used(layer: Path) -> float | None:
