@@ -91,12 +91,16 @@ def test_the_experiment_page_sorts_filters_and_draws_its_trials(
     logged_in.screenshot("experiment")
     page.locator("#runs").screenshot(path=str(SCREENS / "experiment-charts.png"))
 
-    page.click("[data-testid=sort-param] >> text=lr")  # by lr, ascending, then again: descending
+    # Each a page load: the rows are read once the new page is there (a read mid-load found none, seen in CI).
+    with page.expect_navigation():
+        page.click("[data-testid=sort-param] >> text=lr")  # by lr, ascending, then again: descending
     assert rows(logged_in, 1)[:20] == ["0.001"] * 20
-    page.click("[data-testid=sort-param] >> text=lr")
+    with page.expect_navigation():
+        page.click("[data-testid=sort-param] >> text=lr")
     assert rows(logged_in, 1)[:20] == ["0.1"] * 20
     page.select_option("[data-testid=trial-filters] select", "running")
-    page.click("[data-testid=trial-filters] button")
+    with page.expect_navigation():
+        page.click("[data-testid=trial-filters] button")
     assert set(rows(logged_in, 3)) == {"running"} and len(rows(logged_in, 0)) == 10
 
     answer = page.request.get(logged_in.url + f"/experiments/{experiment.uid}/trials.csv")
