@@ -78,10 +78,13 @@ for number in range(4 * 1024 * 1024 // 64):
 """
 
 
-def _package(local_dc: Datacenter, name: str, script: str) -> None:
+def _submit(api: APIClient, local_dc: Datacenter, name: str, script: str) -> None:
+    """alice's one-trainer job `name` running `script`, its package uploaded to her home."""
     package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / name
     package.mkdir(parents=True)
     (package / "main.py").write_text(script)
+    spec = {"jobname": name, "entry": "python main.py", "parallelism": 1, "pservers": 0}
+    assert api.post("/api/v1/jobs", spec, format="json").status_code == 201
 
 
 def _output(job: Job) -> Path:
@@ -92,9 +95,7 @@ def test_a_job_writing_past_the_storage_quota_is_stopped_within_seconds(
     alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
 ) -> None:
     Quota.objects.create(user=alice, datacenter=local_dc, storage="20Mi")
-    _package(local_dc, "fill", FILLER)
-    spec = {"jobname": "fill", "entry": "python main.py", "parallelism": 1, "pservers": 0}
-    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    _submit(alice_api, local_dc, "fill", FILLER)
     home = Path(local_dc.storage_root, "home", "alice")
 
     def past_quota() -> float | None:
@@ -122,9 +123,7 @@ def test_a_flooding_job_leaves_at_most_its_log_limit_on_disk(
     alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
 ) -> None:
     Datacenter.objects.filter(pk=local_dc.pk).update(job_log_limit="1Mi")
-    _package(local_dc, "flood", FLOOD)
-    spec = {"jobname": "flood", "entry": "python main.py", "parallelism": 1, "pservers": 0}
-    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    _submit(alice_api, local_dc, "flood", FLOOD)
     job = finished("flood", worker)
     assert job.state == JobState.SUCCEEDED, job.message
     log = (_output(job) / "trainer_0" / "log.txt").read_bytes()
@@ -148,9 +147,7 @@ def test_a_job_cannot_write_its_log_past_the_limit_by_a_descriptor_of_its_own(
     are read-only mount points: no open, rename, unlink or /proc/<pid>/fd reaches them for writing. (Moving a
     folder above them moves the log with it, out of the portal's sight: the job's own loss, and the cap holds.)"""
     Datacenter.objects.filter(pk=local_dc.pk).update(job_log_limit="1Mi")
-    _package(local_dc, "hijack", HIJACK)
-    spec = {"jobname": "hijack", "entry": "python main.py", "parallelism": 1, "pservers": 0}
-    assert alice_api.post("/api/v1/jobs", spec, format="json").status_code == 201
+    _submit(alice_api, local_dc, "hijack", HIJACK)
     job = finished("hijack", worker)
     assert job.state == JobState.SUCCEEDED, job.message
     folder = _output(job) / "trainer_0"

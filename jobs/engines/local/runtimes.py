@@ -217,8 +217,12 @@ def _layer_to_build(cache: Path, layer: Path) -> Path:
             mode = path.lstat().st_mode
         except FileNotFoundError:
             continue
-        if not wanted(mode):
-            shutil.rmtree(path) if stat.S_ISDIR(mode) else path.unlink()
+        if wanted(mode):
+            continue
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(path)
+        else:
+            path.unlink()
     layer.mkdir(exist_ok=True)
     os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
     return layer
