@@ -1,6 +1,7 @@
 """Time to start a job whose requirements.txt adds one small package to the default runtime (first and second time).
 
-Runs the launcher exactly as the local engine does (the runtime's python, `-m paddlecloud.runtime.launcher`) with a
+Runs the launcher with the runtime's python (`-m paddlecloud.runtime.launcher`), outside a sandbox: the layer's
+install is the same venvcache.ensure_layer the local engine's build step runs before a job. With a
 fresh per-user layer cache, an entry that only echoes, and a requirements.txt of Paddle's two pins plus one
 small package. The first start installs a layer (the package only; Paddle comes from the base), the second
 finds it ready. Building the base itself (once per host) is reported separately when it was needed.

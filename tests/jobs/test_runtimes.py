@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import tarfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -15,9 +17,11 @@ from paddlecloud.contract import venvcache
 from rest_framework.test import APIClient
 
 from datacenters.models import Datacenter, Engine, rules_for
-from jobs.engines.local import runtimes
+from jobs.engines.local import processes, runtimes
 from jobs.models import Job, Runtime
+from storage import paths
 from tests.jobs.test_local_engine import finished
+from tests.wait import wait_for
 from tests.workers import WorkerProcess
 
 BODY = {"jobname": "fake", "entry": "python train.py"}
@@ -126,40 +130,105 @@ def test_no_requirements_runs_on_the_base_and_one_small_package_is_a_layer_not_a
     assert f"/layers/{settings.PADDLECLOUD_SITE}/user-{alice.pk}/" in text and "paddle 3.0.0" in text
 
 
-# A job installing its layer tries to write the rest of its user's layer cache (a file beside its layer, another
-# layer), then its own layer (its to write while it installs it).
-LAYER_WRITES = r"""
+# Writes tried by a layer's build step (a source distribution's setup.py, which pip runs as it builds it in the
+# step's private /tmp) and by the job's own code: its user's home, beside its layer in the user's cache, another
+# layer, its own layer.
+WRITES = r"""
 import errno, os
-cache, layer = os.environ["PADDLECLOUD_VENV_CACHE"], os.environ["VIRTUAL_ENV"]
-for what, path in [("beside", os.path.join(cache, "hidden.bin")), ("other layer", os.path.join(cache, "other", "x")),
-                   ("own layer", os.path.join(layer, "mine.bin"))]:
-    try:
-        with open(path, "wb") as f:
-            f.write(b"x" * 4096)
-        print(what, "written", flush=True)
-    except OSError as exc:
-        print(what, "refused", errno.errorcode[exc.errno], flush=True)
+def attempts(home, cache, layer):
+    out = []
+    for what, path in [("home", os.path.join(home, "planted.bin")), ("beside", os.path.join(cache, "hidden.bin")),
+                       ("other layer", os.path.join(cache, "other", "x")),
+                       ("own layer", os.path.join(layer, "mine.bin"))]:
+        try:
+            with open(path, "wb") as f:
+                f.write(b"x" * 4096)
+            out.append(what + " written")
+        except OSError as exc:
+            out.append(what + " refused " + errno.errorcode[exc.errno])
+    return out
 """
+
+
+def sdist(folder: Path, name: str, setup_code: str) -> str:
+    """A source distribution `<name>-1.0.tar.gz` in `folder` whose setup.py runs `setup_code` first."""
+    source = folder / f"{name}-src"
+    (source / f"{name}-1.0").mkdir(parents=True)
+    setup = f"{setup_code}\nfrom setuptools import setup\nsetup(name={name!r}, version='1.0', py_modules=[])\n"
+    (source / f"{name}-1.0" / "setup.py").write_text(setup)
+    (source / f"{name}-1.0" / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    with tarfile.open(folder / f"{name}-1.0.tar.gz", "w:gz") as tar:
+        tar.add(source / f"{name}-1.0", arcname=f"{name}-1.0")
+    shutil.rmtree(source)
+    return f"./{name}-1.0.tar.gz"
 
 
 @pytest.mark.celery
 @pytest.mark.django_db(transaction=True)
-def test_a_job_installing_a_layer_writes_only_that_layer_of_its_users_cache(
+def test_a_layer_is_built_by_a_step_of_its_own_that_writes_only_it_and_the_job_never_writes_it(
     alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
 ) -> None:
     cache = runtimes.layer_cache_of(alice.pk)
     (cache / "other").mkdir(parents=True, exist_ok=True)  # a layer an earlier job installed
-    put(local_dc, alice, "writes", f"# {uuid.uuid4()}: no requirement, a layer all the same\n")
-    (Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "writes" / "train.py").write_text(LAYER_WRITES)
+    home = paths.places(local_dc, "alice").home_inside
+    put(local_dc, alice, "writes", None)
+    package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "writes"
+    build_step = (
+        f"import os, sys\n{WRITES}\nwith open(os.path.join(sys.prefix, 'build-step.txt'), 'w') as f:\n"
+        f"    f.write('\\n'.join(attempts({home!r}, os.environ['PADDLECLOUD_VENV_CACHE'], sys.prefix)))\n"
+    )
+    (package / "requirements.txt").write_text(f"# {uuid.uuid4()}\n{sdist(package, 'probe', build_step)}\n")
+    (package / "train.py").write_text(
+        f"import os\n{WRITES}\nenv = os.environ\n"
+        "print(*attempts(env['PADDLECLOUD_HOME'], env['PADDLECLOUD_VENV_CACHE'], env['VIRTUAL_ENV']), sep='\\n')\n"
+    )
     assert alice_api.post("/api/v1/jobs", {**BODY, "jobname": "writes"}, format="json").status_code == 201
     job = finished("writes", worker, timeout=300)
     assert job.state == "succeeded", job.message
+    # The build step: its own layer only (its home is read-only to it, the rest of the cache not there).
+    [found] = cache.glob("*/build-step.txt")
+    built = found.read_text().splitlines()
+    assert re.fullmatch(r"home refused (EROFS|EACCES)", built[0]), built
+    assert re.fullmatch(r"beside refused (EACCES|EROFS|EPERM)", built[1]), built
+    assert re.fullmatch(r"other layer refused (ENOENT|EACCES|EROFS)", built[2]), built
+    assert built[3] == "own layer written", built
+    # The job: its home, and nothing of the layer cache, not even the layer it runs in.
     text = alice_api.get("/api/v1/jobs/writes/logs?worker=trainer-0").json()["text"]
+    assert re.search(r"^home written$", text, re.M), text
     assert re.search(r"^beside refused (EACCES|EROFS|EPERM)$", text, re.M), text
     assert re.search(r"^other layer refused (ENOENT|EACCES|EROFS)$", text, re.M), text  # not even there
-    assert "own layer written" in text, text
+    assert re.search(r"^own layer refused (EROFS|EACCES)$", text, re.M), text
     assert not (cache / "hidden.bin").exists() and not (cache / "other" / "x").exists()
-    assert [p.name for p in cache.glob("*/mine.bin")] == ["mine.bin"]
+    assert (found.parent / "mine.bin").stat().st_size == 4096  # the build step's
+    # Trainer 0's log tells the build (pip's words) before its first attempt, which found the layer ready.
+    build, _, attempt = text.partition("=== attempt started")
+    assert "Successfully installed probe-1.0" in build and f"installing environment {found.parent.name}" in build
+    assert f"using cached environment {found.parent.name}" in attempt
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_job_killed_while_its_layer_is_built_ends_its_build_step(
+    alice_api: APIClient, alice: User, local_dc: Datacenter, worker: WorkerProcess
+) -> None:
+    put(local_dc, alice, "slow", None)
+    package = Path(local_dc.storage_root) / "home" / "alice" / "jobs" / "slow"
+    sleepy = sdist(package, "sleepy", "import time; time.sleep(600)")
+    (package / "requirements.txt").write_text(f"# {uuid.uuid4()}\n{sleepy}\n")
+    assert alice_api.post("/api/v1/jobs", {**BODY, "jobname": "slow"}, format="json").status_code == 201
+
+    def building() -> dict[str, Any] | None:
+        job = Job.objects.get(name="slow")
+        return job.engine_data.get("layer-build") if job.state == "pending" else None
+
+    record = wait_for(building, "its build step running", 120, watch=worker)
+    assert Job.objects.get(name="slow").message == "installing requirements.txt into its environment"
+    assert not Job.objects.get(name="slow").workers.filter(state="running").exists()
+    assert alice_api.delete("/api/v1/jobs/slow").json()["state"] == "killed"
+    build_step = (record["pid"], record["pid_start"])
+    wait_for(lambda: not processes.is_alive(*build_step), "the build step gone", 60, watch=worker)
+    wait_for(lambda: Job.objects.get(name="slow").released, "the job released", 60, watch=worker)
+    assert not processes.is_alive(record["supervisor"], record["supervisor_start"])
 
 
 @pytest.mark.celery

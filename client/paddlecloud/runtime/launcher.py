@@ -24,7 +24,8 @@ What it does, in order:
    from the per-host cache (``venvcache``: only what the runtime lacks is installed) and runs the
    entry with its ``bin`` first on PATH and VIRTUAL_ENV set; without one, the entry runs in the
    launcher's own runtime (Paddle and the client). A failed install ends the launcher with
-   ``installing requirements failed: <pip's last error line>`` (exit 70).
+   ``installing requirements failed: <pip's last error line>`` (exit 70). The local engine builds the
+   layer before the job starts (``paddlecloud.runtime.layer``, a step of its own): the launcher finds it.
 4. Resolves peer host names to IPs (retrying while DNS is not there yet) and exports Paddle's
    variables (``launch_env.paddle_env``): ``paddlecloud`` itself is importable by the entry.
 5. PS-mode trainers: waits until every pserver accepts TCP (paddle-notes trap 3), then joins a

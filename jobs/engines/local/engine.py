@@ -22,7 +22,7 @@ from jobs.engines.base import Engine, EngineError, Observation, Recorder, Worker
 from jobs.engines.local import events, gpus, held_open, processes, runtimes, usage
 from jobs.engines.local import world as local_world
 from jobs.engines.local.judge import Judge, Tally
-from jobs.engines.local.supervisor import HOST, Supervisor
+from jobs.engines.local.supervisor import HOST, LAYER_BUILD, Supervisor
 from jobs.engines.usage_samples import WorkerUsage
 from jobs.files.logfiles import LogChunk, parse_cursor, read_log_file
 from jobs.models import STARTED_STATES, TERMINAL_STATES, Job, JobState, Reason, Role, Worker, WorkerState
@@ -62,6 +62,8 @@ class LocalEngine(Engine):
         if not gpus.acquire(job):
             return  # waits, pending; the reconciler starts it once its GPUs are free (see _observe)
         self.supervisor.ports(job, recorder)
+        if self.supervisor.start_layer_build(job, package, recorder):
+            return  # its processes start once their layer is built (see _layer_build)
         for role, index in _plan(job):
             if not _still_wanted(job):
                 return  # killed (or failed) while starting: nothing more starts; its release stops the rest
@@ -104,6 +106,9 @@ class LocalEngine(Engine):
             waiting = self._waiting_for_gpus(job, recorder)
             if waiting is not None:
                 return waiting
+        built = self._layer_build(job, recorder)
+        if built is not None:
+            return built
         workers = {(w.role, w.index): w for w in Worker.objects.filter(job=job)}
         statuses: list[WorkerStatus] = []
         tally = Tally()
@@ -115,6 +120,36 @@ class LocalEngine(Engine):
                 continue
             statuses.append(self._worker_status(job, worker, tally, max_retries, recorder))
         return self.judge.verdict(job, tally, statuses, max_retries)
+
+    def _layer_build(self, job: Job, recorder: Recorder | None) -> Observation | None:
+        """While the job's requirements layer is built, before any process of it: pending while the build runs;
+        failed (trainer 0's row saying why, from its log) when it failed; its processes started (with a recorder)
+        once it succeeded. None when no build is, or was, in the way."""
+        fate = self.supervisor.layer_build_fate(job)
+        if fate is None or any(worker_name(role, index) in job.engine_data for role, index in _plan(job)):
+            return None
+        running, code = fate
+        if running or (code == 0 and recorder is None):
+            return Observation(JobState.PENDING, message="installing requirements.txt into its environment")
+        if code == 0:
+            assert recorder is not None
+            try:
+                self.start(job, recorder)
+            except EngineError as exc:
+                return Observation(JobState.FAILED, Reason.SUBMIT_FAILED, str(exc))
+            return None
+        why = self.judge.log_reason(job, Worker(job=job, role=Role.TRAINER, index=0))  # its log has the build's output
+        message = why or f"installing requirements failed: its build step {processes.describe_exit(code)}"
+        trainer_status = WorkerStatus(
+            role=Role.TRAINER,
+            index=0,
+            state=WorkerState.FAILED,
+            host=HOST,
+            pid=job.engine_data[LAYER_BUILD]["pid"],
+            exit_code=code,
+            message=message,
+        )
+        return Observation(JobState.FAILED, Reason.LAUNCH_FAILED, message, code, [trainer_status])
 
     def _worker_status(
         self, job: Job, worker: Worker, tally: Tally, max_retries: int, recorder: Recorder | None

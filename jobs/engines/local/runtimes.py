@@ -2,11 +2,12 @@
 
 A runtime is a base venv (its requirements + the client package) that the worker builds once per host
 under `<cache>/runtimes/` and jobs only read. A package's `requirements.txt` becomes a layer on that
-base (see paddlecloud.contract.venvcache), built by the job's launcher under `<cache>/layers/<site>/user-<id>/`:
-one directory per user of this portal (settings.PADDLECLOUD_SITE), so code run by one user's `pip install`
-(setup.py) can never write into an environment another user's job runs; a job that installs a layer may write
-just that layer's folder and lock (the sandbox binds only them), never the user's other layers. `runtime_for(job)`
-says what the job's sandbox must expose.
+base (see paddlecloud.contract.venvcache) under `<cache>/layers/<site>/user-<id>/`: one directory per user of
+this portal (settings.PADDLECLOUD_SITE), so code run by one user's `pip install` (setup.py) can never write into
+an environment another user's job runs. The layer is built by a step of its own before the job's processes
+start (paddlecloud.runtime.layer, in a sandbox where only that layer's folder and lock are writable: the
+supervisor's `start_layer_build`); the job's processes then see it read-only, never writing what they run in.
+`runtime_for(job)` says what a process's sandbox must expose.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class RuntimePaths:
 
     python: str  # run `python -m paddlecloud.runtime.launcher` with this interpreter
     readonly: list[str]  # the base venv, its interpreter's install prefix, a ready layer
-    # The one layer folder this job may write (and its "<folder>.lock"), only while that layer must still be
-    # installed: the launcher installs it there; the rest of the user's layer cache stays out of its reach.
+    # The job's layer while it is not complete yet (its folder, and "<folder>.lock" beside it): the build step
+    # writes only these (the rest of the user's layer cache stays out of its reach); no job process runs then.
     building: str | None
     env: dict[str, str] = field(default_factory=dict)  # for the launcher (JobEnv.venv_cache)
 
@@ -95,8 +96,8 @@ def layer_cache_of(owner_id: int) -> Path:
 
 
 def layer_bytes(owner_id: int, seconds: float) -> int:
-    """What the user's layer cache holds (their jobs write it while a layer is built: outside their home, so the
-    storage quota adds it), by a walk that follows no link, stopped after `seconds` (then a lower bound)."""
+    """What the user's layer cache holds (their build steps write it: outside their home, so the storage quota
+    adds it), by a walk that follows no link, stopped after `seconds` (then a lower bound)."""
     try:
         top = os.open(layer_cache_of(owner_id), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
@@ -141,8 +142,8 @@ def tidy_layers(owner_id: int) -> int:
 
 
 def _just_made(entry: os.DirEntry[str]) -> bool:
-    """A layer folder the worker made for a job about to install it (runtime_for), before that job's launcher takes
-    its lock: kept, or that job's sandbox would find no folder to bind."""
+    """A layer folder the worker made for a job about to install it (runtime_for), before that job's build step
+    takes its lock: kept, or that build's sandbox would find no folder to bind."""
     return time.time() - entry.stat(follow_symlinks=False).st_mtime < JUST_MADE_SECONDS
 
 
@@ -168,7 +169,7 @@ def _tidy_pythonpath(folder: Path) -> int:
 
 
 def _being_built(cache: Path, key: str) -> bool:
-    """A job holds the layer's lock (venvcache's flock on `<key>.lock`) while it installs it."""
+    """A build step holds the layer's lock (venvcache's flock on `<key>.lock`) while it installs it."""
     try:
         fd = os.open(cache / f"{key}.lock", os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -194,7 +195,7 @@ def runtime_for(job: Job, package: Path) -> RuntimePaths:
     if requirements.is_file():
         if requirements.stat().st_size > MAX_REQUIREMENTS_BYTES:
             raise RuntimeUnavailable(f"requirements.txt is over {MAX_REQUIREMENTS_BYTES} bytes")
-        # The launcher keys its layer by the resolved path of the runtime it runs in: the same here.
+        # The build step (and the launcher) key the layer by the resolved path of the runtime it runs in: the same here.
         layer = cache / venvcache.layer_key(requirements.read_bytes(), base.resolve())
         if (layer / venvcache.COMPLETE_MARKER).is_file():
             readonly.append(str(layer))

@@ -68,7 +68,7 @@ class Sandbox:
     system: tuple[Bind, ...] = ()  # read-only, from system_binds()
     symlinks: tuple[tuple[str, str], ...] = ()  # (link target, path inside): merged-/usr layouts
     runtime: tuple[Path, ...] = ()  # read-only at the same path: interpreter, runtime envs, the client
-    building: tuple[Path, ...] = ()  # read-write at the same path: the layer folder the launcher installs, its lock
+    building: tuple[Path, ...] = ()  # read-write at the same path: the layer folder a build step installs, its lock
     read_only: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/public
     read_write: tuple[Bind, ...] = ()  # e.g. /pfs/<dc>/home/<user>
     devices: tuple[Path, ...] = ()  # e.g. /dev/nvidia0, at the same path

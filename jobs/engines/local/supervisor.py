@@ -16,7 +16,9 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from paddlecloud.contract.jobenv import env_name
 from paddlecloud.contract.layout import worker_folder
+from paddlecloud.contract.states import worker_name
 from paddlecloud.contract.units import free_ports
 
 from datacenters.models import Datacenter
@@ -54,6 +56,8 @@ _PASSED_THROUGH = (
 
 
 STOPPED_AFTER_SUCCESS = "stopped after every trainer succeeded"
+LAYER_BUILD = "layer-build"  # the job's build step: its record in engine_data, its cgroup's and state folder's name
+REQS = "requirements.txt"
 HOST = "127.0.0.1"  # every process of a local job runs on the worker's host, in the job's own network
 
 
@@ -157,14 +161,11 @@ class Supervisor:
         """The job's environment; `runtime` is given when the process runs in the sandbox."""
         ports = self.ports(job, recorder)
         spec = job.spec
-        env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
         if runtime is not None:
-            # The worker's own directories do not exist in the sandbox: a private /tmp is home.
-            for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
-                env.pop(name, None)
-            tmp = sandbox.PRIVATE_TMP
-            env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path(runtime)})
-        env.update(spec.get("env") or {})
+            env = self._sandbox_env(job, runtime)
+        else:
+            env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
+            env.update(spec.get("env") or {})
         loopback = HOST
         username = job.owner.get_username()
         # PADDLECLOUD_HOME: the owner's home where the process sees it (the sandbox binds it at /pfs/...).
@@ -206,6 +207,10 @@ class Supervisor:
             runtime = runtimes.runtime_for(job, package)
         except runtimes.RuntimeUnavailable as exc:
             raise EngineError(str(exc)) from None
+        if probe is not None and runtime.building is not None:
+            # Its layer was built before the job's first process (start_layer_build) and is gone since (tidied as
+            # the user's older layers are): a job process never installs what it runs in.
+            raise EngineError(f"its requirements layer {Path(runtime.building).name} is gone; submit the job again")
         argv = [runtime.python, "-m", "paddlecloud.runtime.launcher"]
         role = Role(worker.role)
         where = paths.places(self.datacenter, job.owner.get_username())
@@ -248,6 +253,107 @@ class Supervisor:
         }
         recorder.keep(job, {worker.name: record})
         recorder.started(job, status_of(worker))
+
+    def layer_build_dir(self, job: Job) -> Path:
+        """The build step's state (its exit status, stderr): the engine's, out of the job's reach."""
+        return Path(settings.VAR_DIR) / "local-engine" / job.uid / LAYER_BUILD
+
+    def start_layer_build(self, job: Job, package: Path, recorder: Recorder) -> bool:
+        """Start the build step of the job's requirements layer when its processes need one not built yet: True
+        while it runs (or just started), when no process of the job may start; False once the layer is ready (or
+        none is needed, or the job runs without a sandbox, where the launcher installs it as before).
+
+        The step (paddlecloud.runtime.layer) runs in a sandbox of its own (world.layer_build) as the job's uid,
+        in the job's network, within the trainer's limits, writing only that layer; its output goes to trainer
+        0's log, ahead of that trainer's first attempt. The engine follows it like a worker (``engine_data``'s
+        LAYER_BUILD record: stop() ends it with the job) and the supervisor announces its exit at once."""
+        probe = self.sandbox_probe()
+        try:
+            runtime = runtimes.runtime_for(job, package)
+        except runtimes.RuntimeUnavailable as exc:
+            raise EngineError(str(exc)) from None
+        if probe is None or runtime.building is None:
+            return False
+        key = Path(runtime.building).name
+        record = job.engine_data.get(LAYER_BUILD)
+        if record is not None:
+            if record.get("key") != key:
+                raise EngineError("its requirements.txt changed while its layer was installed; submit the job again")
+            if processes.exit_status(self.layer_build_dir(job) / "exit_status.json") == 0:
+                raise EngineError(f"its requirements layer {key} was removed as soon as it was installed")
+            return True  # running, or its failure is the judge's to report (layer_build_fate)
+        state = self.layer_build_dir(job)
+        state.mkdir(parents=True, exist_ok=True)
+        where = paths.places(self.datacenter, job.owner.get_username())
+        ids = local_world.job_ids(job.owner_id)
+        directory = self.worker_dir(job, Role.TRAINER, 0)
+        paths.prepare_dirs(
+            self.datacenter, where, paths.job_dirs(where, package, directory), runs_as_root=os.geteuid() == 0, owner=ids
+        )
+        inside = where.inside(package)
+        enter = self.network(job, recorder)
+        world = local_world.layer_build(
+            self.datacenter, where, inside, probe, runtime, ids, enter, bool(job.engine_data["network"]["egress"])
+        )
+        cache = runtime.env[env_name("venv_cache")]
+        argv = sandbox.command(world, [runtime.python, "-m", "paddlecloud.runtime.layer", f"{inside}/{REQS}", cache])
+        env = self._sandbox_env(job, runtime) | runtime.env
+        group = local_world.cgroup(
+            local_world.group_name(job.uid, LAYER_BUILD, 0),
+            local_world.limits(job.spec, Role.TRAINER, self.datacenter.job_pids_limit),
+            local_world.user_group(job.owner_id, self.datacenter.user_pids_limit),
+        )
+        held = joblog.hold(job, worker_name(Role.TRAINER, 0), log_limit(self.datacenter))
+        try:
+            spawned = processes.spawn(
+                argv,
+                env=env,
+                cwd=package,
+                status_path=state / "exit_status.json",
+                stderr_path=state / "launcher.err",
+                cgroup=group,
+                job_id=job.pk,
+                nproc=self.datacenter.user_pids_limit if os.geteuid() == 0 else None,
+                log=held.log,
+            )
+        finally:
+            held.close()
+        recorder.keep(
+            job,
+            {
+                LAYER_BUILD: {
+                    "key": key,
+                    "pid": spawned.pid,
+                    "pid_start": spawned.pid_start,
+                    "supervisor": spawned.supervisor,
+                    "supervisor_start": spawned.supervisor_start,
+                }
+            },
+        )
+        return True
+
+    def layer_build_fate(self, job: Job) -> tuple[bool, int | None] | None:
+        """(still running, exit code once it ended) of the job's build step; None where it has none."""
+        record = job.engine_data.get(LAYER_BUILD)
+        if not isinstance(record, dict):
+            return None
+        if processes.is_alive(record["pid"], record["pid_start"]):
+            return True, None
+        code = processes.exit_status(self.layer_build_dir(job) / "exit_status.json")
+        if code is None and processes.is_alive(record["supervisor"], record["supervisor_start"]):
+            return True, None
+        return False, code
+
+    def _sandbox_env(self, job: Job, runtime: runtimes.RuntimePaths) -> dict[str, str]:
+        """A sandboxed process's environment but the launcher's facts: what passes through from the worker (never
+        its own folders: a private /tmp is home) and the job's own variables."""
+        env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
+        for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
+            env.pop(name, None)
+        tmp = sandbox.PRIVATE_TMP
+        env.update({"HOME": tmp, "TMPDIR": tmp, "PATH": local_world.job_path(runtime)})
+        env.update(job.spec.get("env") or {})
+        return env
 
     def _supervised(
         self,

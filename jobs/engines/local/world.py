@@ -72,31 +72,65 @@ def build(
     sealed: tuple[tuple[int, str], ...] = (),
 ) -> sandbox.Sandbox:
     """The sandbox of one job process: its user's /pfs paths, its runtime (jobs.engines.local.runtimes) read-only,
-    the one layer of the user's own cache it installs writable while it must still be installed, its GPUs, run as
-    the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv; ``egress``
-    as that network was made), with ``sealed`` (sandbox.Sandbox.sealed) read-only over its folders."""
+    its GPUs, run as the user's own ids (``ids``, job_ids) in the job's network (``enter``, network.enter_argv;
+    ``egress`` as that network was made), with ``sealed`` (sandbox.Sandbox.sealed) read-only over its folders.
+    Nothing of the user's layer cache is writable to it: a layer it needs was built before it started."""
+    return _world(datacenter, where, cwd, probe, runtime.readonly, (), devices, ids, enter, egress, sealed, True)
+
+
+def layer_build(
+    datacenter: Datacenter,
+    where: Places,
+    cwd: str,
+    probe: sandbox.Probe,
+    runtime: RuntimePaths,
+    ids: tuple[int, int],
+    enter: tuple[str, ...],
+    egress: bool,
+) -> sandbox.Sandbox:
+    """The sandbox of a job's build step (paddlecloud.runtime.layer): the job's world with the home read-only too,
+    and the one layer it installs (with its lock) the only thing it may write, beside its private /tmp."""
+    assert runtime.building is not None
+    building = (Path(runtime.building), Path(f"{runtime.building}.lock"))
+    if os.geteuid() == 0:
+        for path in building:  # made by the worker (runtimes._layer_to_build): the build's uid installs into it
+            os.lchown(path, *ids)
+    return _world(datacenter, where, cwd, probe, runtime.readonly, building, [], ids, enter, egress, (), False)
+
+
+def _world(
+    datacenter: Datacenter,
+    where: Places,
+    cwd: str,
+    probe: sandbox.Probe,
+    readonly: list[str],
+    building: tuple[Path, ...],
+    devices: list[str],
+    ids: tuple[int, int],
+    enter: tuple[str, ...],
+    egress: bool,
+    sealed: tuple[tuple[int, str], ...],
+    home_writable: bool,
+) -> sandbox.Sandbox:
     assert probe.bwrap is not None
     system, links = sandbox.system_binds()
-    root = os.geteuid() == 0
     uid, gid = ids
-    building = (Path(runtime.building), Path(f"{runtime.building}.lock")) if runtime.building else ()
-    for path in building if root else ():
-        # The one layer the job's pip installs (jobs.engines.local.runtimes keys it per user), and its lock.
-        os.lchown(path, uid, gid)
     etc_dir = Path(settings.VAR_DIR) / "sandbox" / "etc" / f"{uid}-{'egress' if egress else 'closed'}"
     etc = sandbox.identity_files(etc_dir, uid, gid, network.resolv_conf(egress))
+    home = sandbox.Bind(where.home, where.home_inside)
+    public = sandbox.Bind(where.public, where.public_inside)
     return sandbox.Sandbox(
         bwrap=probe.bwrap,
         uid=uid,
         gid=gid,
-        worker_is_root=root,
+        worker_is_root=os.geteuid() == 0,
         cwd=cwd,
         system=system,
         symlinks=links,
-        runtime=tuple(Path(p) for p in dict.fromkeys(runtime.readonly)),
+        runtime=tuple(Path(p) for p in dict.fromkeys(readonly)),
         building=building,
-        read_write=(sandbox.Bind(where.home, where.home_inside),),
-        read_only=(sandbox.Bind(where.public, where.public_inside),),
+        read_write=(home,) if home_writable else (),
+        read_only=(public,) if home_writable else (home, public),
         devices=tuple(Path(d) for d in devices),
         etc=etc,
         enter=enter,
