@@ -6,7 +6,9 @@
 It makes the files once per size in a temporary folder (the page cache then holds their inodes: warm, as a
 home measured every 5 s is), then times `PfsStorage.measure` (storage/measure.py, what
 jobs.follow.storage_quota runs) and `PfsStorage.walk` summing sizes (what it ran before), alternating.
-Goal: <= 2 s at 1,000,000 files (the quota walk's budget is 5 s). Prints figures; it is not a test.
+Goal: <= 2 s at 1,000,000 files (the quota walk's budget is 5 s). For the floor of any walk it also times GNU
+`du -s` over the same files (one lstat per entry in C): below it only a filesystem's own count (project quotas)
+goes. Prints figures; it is not a test.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,8 +54,12 @@ def main() -> None:
             make(root / "home" / "u", files)
             made = time.perf_counter() - began
             storage = PfsStorage(str(root))
-            fast, listing = [], []
+            fast, listing, floor = [], [], []
             for _ in range(args.rounds):
+                began = time.perf_counter()  # the floor: GNU du's C walk makes the same lstat per entry
+                subprocess.run(["du", "-s", "--apparent-size", "-B1", str(root / "home" / "u")], check=True,
+                               stdout=subprocess.DEVNULL)
+                floor.append(time.perf_counter() - began)
                 began = time.perf_counter()
                 tally = storage.measure("home/u", files + 10_000, 600.0)
                 fast.append(time.perf_counter() - began)
@@ -63,7 +70,8 @@ def main() -> None:
             print(
                 f"{files:>9,} files (made in {made:.0f} s): measure median {statistics.median(fast):.2f} s "
                 f"(best {min(fast):.2f}), listing walk median {statistics.median(listing):.2f} s "
-                f"(best {min(listing):.2f}); {statistics.median(listing) / statistics.median(fast):.1f}x"
+                f"(best {min(listing):.2f}); {statistics.median(listing) / statistics.median(fast):.1f}x; "
+                f"`du -s` (C, the same lstat per entry) median {statistics.median(floor):.2f} s"
             )
         finally:
             shutil.rmtree(root, ignore_errors=True)
