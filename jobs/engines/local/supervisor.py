@@ -282,6 +282,17 @@ class Supervisor:
             if processes.exit_status(self.layer_build_dir(job) / "exit_status.json") == 0:
                 raise EngineError(f"its requirements layer {key} was removed as soon as it was installed")
             return True  # running, or its failure is the judge's to report (layer_build_fate)
+        try:
+            self._start_layer_build(job, package, recorder, probe, runtime)
+        except OSError as exc:  # e.g. a folder of its own the job's owner broke: this job's failure, no one else's
+            raise EngineError(f"cannot start the build of its requirements layer: {exc.strerror or exc}") from exc
+        return True
+
+    def _start_layer_build(
+        self, job: Job, package: Path, recorder: Recorder, probe: sandbox.Probe, runtime: runtimes.RuntimePaths
+    ) -> None:
+        assert runtime.building is not None
+        key = Path(runtime.building).name
         state = self.layer_build_dir(job)
         state.mkdir(parents=True, exist_ok=True)
         where = paths.places(self.datacenter, job.owner.get_username())
@@ -330,7 +341,6 @@ class Supervisor:
                 }
             },
         )
-        return True
 
     def layer_build_fate(self, job: Job) -> tuple[bool, int | None] | None:
         """(still running, exit code once it ended) of the job's build step; None where it has none."""
