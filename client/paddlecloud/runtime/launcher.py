@@ -60,14 +60,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from paddlecloud.contract import exitcodes, jobenv, layout, logtimes, venvcache
 from paddlecloud.contract.layout import LOG_NAME
-from paddlecloud.runtime import isolation, launch_env, reaper, rendezvous
-from paddlecloud.runtime.gloo_store import GlooStore
+from paddlecloud.runtime import isolation, launch_env, reaper
 from paddlecloud.runtime.launch_env import Facts, FactsError
 from paddlecloud.runtime.tee import Tee
+
+if TYPE_CHECKING:
+    # Imported where PS mode uses them (run_in_rounds, launch): http.server and http.client are about a third of
+    # the launcher's own import time, paid by every process of every job before its entry starts otherwise.
+    from paddlecloud.runtime import rendezvous
 
 EXIT_BAD_FACTS = exitcodes.BAD_FACTS
 EXIT_DNS = exitcodes.DNS
@@ -202,9 +206,14 @@ def _pump(src: BinaryIO, tee: Tee) -> None:
 
 def _wait(proc: subprocess.Popen[bytes], watch: Watcher | None, relay: SignalRelay) -> rendezvous.Stop | None:
     """Wait for the entry to end; with a watch, stop it (every process of it) when the watch says so."""
+    interval = None
+    if watch is not None:
+        from paddlecloud.runtime import rendezvous  # noqa: PLC0415 - PS mode only (see the imports)
+
+        interval = rendezvous.LOOK_INTERVAL
     while True:
         try:
-            proc.wait(timeout=rendezvous.LOOK_INTERVAL if watch else None)
+            proc.wait(timeout=interval)
             return None
         except subprocess.TimeoutExpired:
             stop = None if relay.stopping else watch() if watch else None
@@ -254,6 +263,8 @@ def run_entry(
 
 def run_in_rounds(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRelay) -> int:
     """A PS trainer: its entry in a rendezvous round (rendezvous.py), again in each newer one its peers open."""
+    from paddlecloud.runtime import rendezvous  # noqa: PLC0415 - PS mode only (see the imports)
+
     endpoint = env["PADDLE_GLOO_HTTP_ENDPOINT"]
     client = rendezvous.Client(endpoint, facts.index)
     for run in range(MAX_ROUNDS):
@@ -294,6 +305,8 @@ def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
     if facts.ps_mode and facts.role == "pserver" and facts.index == 0:
         assert facts.gloo_port is not None
         try:
+            from paddlecloud.runtime.gloo_store import GlooStore  # noqa: PLC0415 - PS mode only
+
             store = GlooStore(facts.gloo_port)
         except OSError as e:
             raise LaunchError(EXIT_OS_ERROR, f"cannot serve the gloo store on port {facts.gloo_port}: {e}") from None
