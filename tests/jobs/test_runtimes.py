@@ -220,11 +220,12 @@ def test_a_job_killed_while_its_layer_is_built_ends_its_build_step(
     assert alice_api.post("/api/v1/jobs", {**BODY, "jobname": "slow"}, format="json").status_code == 201
 
     def building() -> dict[str, Any] | None:
+        # Pending, saying so (the control worker's first look at it writes the message), its build step recorded.
         job = Job.objects.get(name="slow")
-        return job.engine_data.get("layer-build") if job.state == "pending" else None
+        says = job.message == "installing requirements.txt into its environment"
+        return job.engine_data.get("layer-build") if job.state == "pending" and says else None
 
-    record = wait_for(building, "its build step running", 120, watch=worker)
-    assert Job.objects.get(name="slow").message == "installing requirements.txt into its environment"
+    record = wait_for(building, "its build step running, the job saying so", 120, watch=worker)
     assert not Job.objects.get(name="slow").workers.filter(state="running").exists()
     assert alice_api.delete("/api/v1/jobs/slow").json()["state"] == "killed"
     build_step = (record["pid"], record["pid_start"])
