@@ -1,4 +1,4 @@
-"""paddlecloud-layer: installs a package's requirements.txt as a layer on the runtime it runs in, and exits.
+"""The local engine's build step: installs a package's requirements.txt as a layer on the runtime it runs in.
 
 ``python -m paddlecloud.runtime.layer <requirements.txt> <cache>`` is the local engine's build step: it runs
 in a sandbox of its own before any process of the job starts, where only that layer's folder and lock are
