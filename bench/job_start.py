@@ -95,53 +95,14 @@ def steps(names: list[str]) -> dict[str, list[float]]:
 
 
 def portal_makespan(script: str, count: int, work: Path) -> tuple[float, dict[str, list[float]]]:
-    from bench.scheduler import datacenter, setup_django
+    from bench.scheduler import real_portal, setup_django
 
     env = setup_django(work / "var")
-    from django.contrib.auth.models import User
+    from jobs.models import Job
 
-    from accounts.models import issue_token
-    from core import lanes
-    from jobs.models import TERMINAL_STATES, Job
-    from tests.servers import portal
-    from tests.workers import start_worker
-
-    dc = datacenter(work / "pfs")
-    user = User.objects.create_user("bench", "bench@example.com", "x")
-    package = Path(dc.storage_root) / "home" / "bench" / "jobs" / "t"
-    package.mkdir(parents=True)
-    (package / "train.py").write_text(script)
-    token = issue_token(user).key
-    spec = {"entry": "python train.py", "cpu": "1", "memory": "256Mi", "package": "/pfs/local/home/bench/jobs/t",
-            "datacenter": "local"}
-    workers = [
-        start_worker(work, (lanes.JOBS,), concurrency=2, extra_env=env),
-        start_worker(work, (lanes.CONTROL,), beat=True, concurrency=2, extra_env=env),
-        start_worker(work, (lanes.SIDE, lanes.NOTIFY), concurrency=4, extra_env=env),
-    ]
-    import requests
-
-    try:
-        with portal(work, settings="portal.settings", **env) as url:
-            headers = {"Authorization": f"Token {token}"}
-
-            def run(names: list[str]) -> float:
-                began = time.monotonic()
-                for name in names:
-                    answer = requests.post(f"{url}/api/v1/jobs", json={**spec, "jobname": name}, headers=headers,
-                                           timeout=30)  # fmt: skip
-                    if answer.status_code != 201:
-                        raise SystemExit(f"submit {name}: {answer.status_code} {answer.text}")
-                while Job.objects.filter(name__in=names, state__in=TERMINAL_STATES, released=True).count() < len(names):
-                    time.sleep(0.05)
-                return time.monotonic() - began
-
-            run(["warm"])  # the runtime's environment, built once
-            names = [f"p{i}" for i in range(count)]
-            makespan = run(names)
-    finally:
-        for worker in workers:
-            worker.stop()
+    names = [f"p{i}" for i in range(count)]
+    with real_portal(work, env, script) as run:
+        makespan = run(names)
     bad = Job.objects.filter(name__in=names).exclude(state="succeeded").count()
     if bad:
         print(f"{bad} of {count} jobs did not succeed", flush=True)

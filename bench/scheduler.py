@@ -18,6 +18,7 @@ Prints figures; it is not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import math
 import random
@@ -25,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,22 +142,24 @@ def fairness_figures() -> None:
     print(f"fairness: {shares}; Jain index of usage/weight {jain:.3f} (jobs still waiting: {backlog})", flush=True)
 
 
-def makespan_figures(count: int, work: Path, env: dict[str, str]) -> None:
+@contextlib.contextmanager
+def real_portal(work: Path, env: dict[str, str], trainer: str) -> Iterator[Callable[[list[str]], float]]:
+    """A private portal on the embedded defaults with real workers (one per lane, as `make run`) and a local
+    datacenter; yields `run(names)`: submit one one-core job of `trainer` per name at once, and the seconds until
+    every one is final and released. Also used by bench/job_start.py."""
     from django.contrib.auth.models import User
 
     from accounts.models import issue_token
     from core import lanes
-    from datacenters.capacity import capacity
     from jobs.models import TERMINAL_STATES, Job
     from tests.servers import portal
     from tests.workers import start_worker
 
     dc = datacenter(work / "pfs-real")
-    slots = int(capacity(dc).cpu or 1)
     user = User.objects.create_user("bench", "bench@example.com", "x")
     package = Path(dc.storage_root) / "home" / "bench" / "jobs" / "t"
     package.mkdir(parents=True)
-    (package / "train.py").write_text(TRAINER)
+    (package / "train.py").write_text(trainer)
     token = issue_token(user).key
     spec = {"entry": "python train.py", "cpu": "1", "memory": "256Mi", "package": "/pfs/local/home/bench/jobs/t",
             "datacenter": "local"}
@@ -182,11 +186,21 @@ def makespan_figures(count: int, work: Path, env: dict[str, str]) -> None:
                 return time.monotonic() - began
 
             run(["warm"])  # the runtime's environment, built once
-            serial = sum(run([f"s{i}"]) for i in range(count))
-            makespan = run([f"p{i}" for i in range(count)])
+            yield run
     finally:
         for worker in workers:
             worker.stop()
+
+
+def makespan_figures(count: int, work: Path, env: dict[str, str]) -> None:
+    from datacenters.capacity import capacity
+    from datacenters.models import Datacenter
+    from jobs.models import Job
+
+    with real_portal(work, env, TRAINER) as run:
+        serial = sum(run([f"s{i}"]) for i in range(count))
+        makespan = run([f"p{i}" for i in range(count)])
+    slots = int(capacity(Datacenter.objects.get(name="local")).cpu or 1)
     bad = Job.objects.exclude(state="succeeded").count()
 
     def run_time(prefix: str) -> float:

@@ -199,6 +199,15 @@ class Spawned:
     supervisor: int  # session leader: its pid is the process group to signal
     supervisor_start: float
 
+    def record(self) -> dict[str, int | float]:
+        """What the engine keeps of it in the job's engine_data (Supervisor.fate, groups and stop read it)."""
+        return {
+            "pid": self.pid,
+            "pid_start": self.pid_start,
+            "supervisor": self.supervisor,
+            "supervisor_start": self.supervisor_start,
+        }
+
 
 def start_time(pid: int) -> float | None:
     """When a live (not zombie) process started (psutil's create_time), or None when it is gone."""

@@ -76,6 +76,16 @@ def status_of(worker: Worker) -> WorkerStatus:
     )
 
 
+def _fate(record: dict[str, Any], status_path: Path) -> tuple[bool, int | None]:
+    """(still running, exit code once it ended) of a supervised process the engine recorded (Spawned.record)."""
+    if processes.is_alive(record["pid"], record["pid_start"]):
+        return True, None
+    code = processes.exit_status(status_path)
+    if code is None and processes.is_alive(record["supervisor"], record["supervisor_start"]):
+        return True, None  # the process just ended; its supervisor is writing the status
+    return False, code
+
+
 class Supervisor:
     """The processes of the jobs of one local datacenter: where their files lie, how they start and stop."""
 
@@ -121,10 +131,7 @@ class Supervisor:
             except (network.NetworkUnavailable, OSError) as exc:
                 raise EngineError(str(exc)) from None
             record = {
-                "pid": held.spawned.pid,
-                "pid_start": held.spawned.pid_start,
-                "supervisor": held.spawned.supervisor,
-                "supervisor_start": held.spawned.supervisor_start,
+                **held.spawned.record(),
                 "netns_pid": held.netns_pid,
                 "netns_start": held.netns_start,
                 "egress": held.egress,
@@ -245,13 +252,7 @@ class Supervisor:
         worker.host = HOST
         # Recorded at once, process by process (a worker that dies mid-start leaves no stranger), and
         # key by key: a kill recording its stop at the same moment keeps this record, and this keeps its.
-        record = {
-            "pid": spawned.pid,
-            "pid_start": spawned.pid_start,
-            "supervisor": spawned.supervisor,
-            "supervisor_start": spawned.supervisor_start,
-        }
-        recorder.keep(job, {worker.name: record})
+        recorder.keep(job, {worker.name: spawned.record()})
         recorder.started(job, status_of(worker))
 
     def layer_build_dir(self, job: Job) -> Path:
@@ -329,30 +330,14 @@ class Supervisor:
             )
         finally:
             held.close()
-        recorder.keep(
-            job,
-            {
-                LAYER_BUILD: {
-                    "key": key,
-                    "pid": spawned.pid,
-                    "pid_start": spawned.pid_start,
-                    "supervisor": spawned.supervisor,
-                    "supervisor_start": spawned.supervisor_start,
-                }
-            },
-        )
+        recorder.keep(job, {LAYER_BUILD: {"key": key, **spawned.record()}})
 
     def layer_build_fate(self, job: Job) -> tuple[bool, int | None] | None:
         """(still running, exit code once it ended) of the job's build step; None where it has none."""
         record = job.engine_data.get(LAYER_BUILD)
         if not isinstance(record, dict):
             return None
-        if processes.is_alive(record["pid"], record["pid_start"]):
-            return True, None
-        code = processes.exit_status(self.layer_build_dir(job) / "exit_status.json")
-        if code is None and processes.is_alive(record["supervisor"], record["supervisor_start"]):
-            return True, None
-        return False, code
+        return _fate(record, self.layer_build_dir(job) / "exit_status.json")
 
     def _sandbox_env(self, job: Job, runtime: runtimes.RuntimePaths) -> dict[str, str]:
         """A sandboxed process's environment but the launcher's facts: what passes through from the worker (never
@@ -415,12 +400,7 @@ class Supervisor:
         record = job.engine_data.get(worker.name)
         if not record:
             return False, None
-        if processes.is_alive(record["pid"], record["pid_start"]):
-            return True, None
-        code = processes.exit_status(self.status_path(job, worker.role, worker.index))
-        if code is None and processes.is_alive(record["supervisor"], record["supervisor_start"]):
-            return True, None  # the launcher just ended; its supervisor is writing the status
-        return False, code
+        return _fate(record, self.status_path(job, worker.role, worker.index))
 
     def groups(self, job: Job, network: bool = True) -> list[tuple[int, int, int, int]]:
         """(pid, start, supervisor, start) of every process group the job has: its workers, and its network's."""
