@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from paddlecloud.runtime.launch_env import Facts, FactsError, paddle_env, pserver_endpoints, read_facts
+from paddlecloud.runtime.launch_env import Facts, FactsError, paddle_env, read_facts
+from paddlecloud.runtime.pserver_gate import pserver_endpoints
 
 DNS = {
     "job-x7k2-pserver-0.job-x7k2": "10.0.0.10",

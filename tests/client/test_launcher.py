@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from paddlecloud.runtime import launcher
+from paddlecloud.runtime import launcher, pserver_gate
 from paddlecloud.runtime.gloo_store import GlooStore
 from paddlecloud.runtime.launcher import EXIT_BAD_FACTS, EXIT_DNS, EXIT_PSERVER_UNREACHABLE, LaunchError
 from paddlecloud.runtime.tee import Tee
@@ -175,8 +175,18 @@ def test_launcher_leads_its_own_group_when_started_without_one(facts: dict[str, 
     assert p.wait(timeout=20) == 7
 
 
+# A stand-in for Paddle's fleet module (paddle/distributed/fleet/fleet.py): the launcher's start-up hook gates its
+# Fleet.init_worker (pserver_gate), so a trainer's entry starts at once and waits only where Paddle would push.
+FAKE_FLEET = """
+class Fleet:
+    def init_worker(self):
+        print("init-worker-ran", flush=True)
+"""
+FLEET_ENTRY = f"echo trainer-started; {PY} -c 'from paddle.distributed.fleet.fleet import Fleet; Fleet().init_worker()'"
+
+
 def ps_trainer_facts(tmp_path: Path, ports: list[int], timeout: str = "1") -> dict[str, str]:
-    return base_facts(
+    facts = base_facts(
         tmp_path,
         PADDLECLOUD_TRAINERS="1",
         PADDLECLOUD_PSERVERS=str(len(ports)),
@@ -184,8 +194,14 @@ def ps_trainer_facts(tmp_path: Path, ports: list[int], timeout: str = "1") -> di
         PADDLECLOUD_PSERVER_PORTS=",".join(map(str, ports)),
         PADDLECLOUD_GLOO_PORT=str(free_port()),
         PADDLECLOUD_PSERVER_WAIT_TIMEOUT=timeout,
-        PADDLECLOUD_ENTRY="echo trainer-started",
+        PADDLECLOUD_ENTRY=FLEET_ENTRY,
     )
+    fleet = Path(facts["PADDLECLOUD_PACKAGE_DIR"]) / "paddle" / "distributed" / "fleet"
+    fleet.mkdir(parents=True)
+    for folder in (fleet, fleet.parent, fleet.parent.parent):
+        (folder / "__init__.py").write_text("")
+    (fleet / "fleet.py").write_text(FAKE_FLEET)
+    return facts
 
 
 def test_pserver_wait_timeout_names_the_pserver(tmp_path: Path) -> None:
@@ -199,16 +215,19 @@ def test_pserver_wait_timeout_names_the_pserver(tmp_path: Path) -> None:
     assert r.returncode == EXIT_PSERVER_UNREACHABLE
     assert time.monotonic() - t0 < 15
     log = log_of(facts)
-    assert f"pserver 1 (127.0.0.1:{down}) did not accept connections within 1s" in log
-    assert "trainer-started" not in log
+    assert f"error: pserver 1 (127.0.0.1:{down}) did not accept connections within 1s" in log
+    assert "trainer-started" in log  # the entry's own start did not wait
+    assert "init-worker-ran" not in log  # Paddle's push never ran without its pservers
 
 
-def test_trainer_starts_once_every_pserver_listens(tmp_path: Path) -> None:
+def test_trainer_starts_at_once_and_its_init_worker_waits_until_every_pserver_listens(tmp_path: Path) -> None:
     ports = [free_port(), free_port()]
     facts = ps_trainer_facts(tmp_path, ports, timeout="30")
     p = _start(facts)
+    wait_for(lambda: "trainer-started" in log_of(facts), "the entry to start", 20, interval=0.05)
     time.sleep(1.0)
-    assert p.poll() is None  # still waiting
+    assert p.poll() is None  # still waiting, inside init_worker
+    assert "init-worker-ran" not in log_of(facts)
     socks = []
     for port in ports:
         s = socket.socket()
@@ -221,7 +240,26 @@ def test_trainer_starts_once_every_pserver_listens(tmp_path: Path) -> None:
     finally:
         for s in socks:
             s.close()
-    assert "trainer-started" in log_of(facts)
+    log = log_of(facts)
+    assert "all 2 pserver(s) accept connections" in log
+    assert log.index("all 2 pserver(s) accept connections") < log.index("init-worker-ran")
+
+
+def test_the_start_up_hook_runs_the_sitecustomize_it_hides_and_gates_the_fleet_that_one_imports(tmp_path: Path) -> None:
+    """A venv's or the system's sitecustomize still runs after ours, and a Fleet it imports is gated."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import paddle.distributed.fleet.fleet\nprint('their-sitecustomize-ran')\n")
+    facts = ps_trainer_facts(tmp_path, [free_port()])
+    pkg = facts["PADDLECLOUD_PACKAGE_DIR"]
+    code = (
+        "from paddle.distributed.fleet.fleet import Fleet; from paddlecloud.runtime import pserver_gate; "
+        "print('gated', getattr(Fleet.init_worker, pserver_gate.WAITED_MARK, False))"
+    )
+    env = launch_env(facts) | {"PYTHONPATH": pserver_gate.entry_pythonpath(os.pathsep.join([str(user), pkg]))}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["their-sitecustomize-ran", "gated True"]
 
 
 def test_pserver0_serves_the_gloo_store(tmp_path: Path) -> None:
@@ -301,7 +339,7 @@ def test_resolver_gives_up_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> N
 STOP_DURING_SPAWN = r"""
 import os, signal, subprocess, sys, types
 from pathlib import Path
-from paddlecloud.runtime import launcher
+from paddlecloud.runtime import launcher, pserver_gate
 
 relay = launcher.SignalRelay()
 relay.install()

@@ -200,12 +200,3 @@ def paddle_env(facts: Facts, resolve: Resolver) -> dict[str, str]:
         if facts.master_port is not None:
             env["PADDLE_MASTER"] = f"{trainer_ips[0]}:{facts.master_port}"
     return env
-
-
-def pserver_endpoints(env: Mapping[str, str]) -> list[tuple[str, int]]:
-    """(ip, port) of every pserver, in index order, from a computed env."""
-    out = []
-    for ep in filter(None, env.get("PADDLE_PSERVERS_IP_PORT_LIST", "").split(",")):
-        host, port = ep.rsplit(":", 1)
-        out.append((host, int(port)))
-    return out

@@ -28,10 +28,12 @@ What it does, in order:
    layer before the job starts (``paddlecloud.runtime.layer``, a step of its own): the launcher finds it.
 4. Resolves peer host names to IPs (retrying while DNS is not there yet) and exports Paddle's
    variables (``launch_env.paddle_env``): ``paddlecloud`` itself is importable by the entry.
-5. PS-mode trainers: waits until every pserver accepts TCP (paddle-notes trap 3), then joins a
-   rendezvous round on pserver 0's store and runs the entry with the round's ``SYS_JOB_ID``
-   (``rendezvous``): when another trainer was restarted the entry runs again with it in a new
-   round, and a rendezvous not complete within ``PADDLECLOUD_RENDEZVOUS_TIMEOUT`` fails (exit 72).
+5. PS-mode trainers: joins a rendezvous round on pserver 0's store and runs the entry with the round's
+   ``SYS_JOB_ID`` (``rendezvous``): when another trainer was restarted the entry runs again with it in a
+   new round, and a rendezvous not complete within ``PADDLECLOUD_RENDEZVOUS_TIMEOUT`` fails (exit 72).
+   The entry starts at once, with ``pserver_gate``'s start-up hook first on its PYTHONPATH: Paddle's
+   ``init_worker`` waits there until every pserver accepts TCP (paddle-notes trap 3), and past
+   ``PADDLECLOUD_PSERVER_WAIT_TIMEOUT`` the entry exits 69.
 6. Runs the entry in the launcher's process group (the launcher makes itself a group leader if
    it is not one). Engines stop a job process with ``killpg(SIGTERM)`` and SIGKILL after a grace
    period; a SIGTERM/SIGINT/SIGHUP that reaches only the launcher (k8s signals PID 1) is relayed
@@ -41,10 +43,10 @@ What it does, in order:
 
 The launcher's own failures (the reason is the last line of the log / stderr):
 64 bad or missing facts, 68 a peer name did not resolve in time, 69 a pserver did not accept
-connections in time, 70 the venv could not be created or pip failed, 71 an OS error (log dir,
-store port taken, cannot start /bin/sh), 72 the trainers' rendezvous did not complete in time, 73 the
-pod's network isolation was not in force in time (``paddlecloud.contract.exitcodes``), 128+N the launcher
-was signalled before the entry ran.
+connections in time (the entry's exit, see step 5), 70 the venv could not be created or pip failed,
+71 an OS error (log dir, store port taken, cannot start /bin/sh), 72 the trainers' rendezvous did not
+complete in time, 73 the pod's network isolation was not in force in time
+(``paddlecloud.contract.exitcodes``), 128+N the launcher was signalled before the entry ran.
 """
 
 from __future__ import annotations
@@ -123,25 +125,6 @@ def resolver(timeout: float, tee: Tee) -> launch_env.Resolver:
                 time.sleep(1.0)
 
     return resolve
-
-
-def wait_for_pservers(endpoints: list[tuple[str, int]], timeout: float, tee: Tee) -> None:
-    """Block until every pserver accepts TCP; Paddle's own wait_server_ready() is a no-op."""
-    t0 = time.monotonic()
-    deadline = t0 + timeout
-    for i, (ip, port) in enumerate(endpoints):
-        while True:
-            try:
-                socket.create_connection((ip, port), timeout=2).close()
-                break
-            except OSError:
-                if time.monotonic() >= deadline:
-                    raise LaunchError(
-                        EXIT_PSERVER_UNREACHABLE,
-                        f"pserver {i} ({ip}:{port}) did not accept connections within {timeout:g}s",
-                    ) from None
-                time.sleep(0.2)
-    tee.line(f"all {len(endpoints)} pserver(s) accept connections ({time.monotonic() - t0:.1f}s)")
 
 
 class SignalRelay:
@@ -328,7 +311,11 @@ def launch(facts: Facts, tee: Tee, relay: SignalRelay) -> int:
             raise LaunchError(EXIT_OS_ERROR, f"cannot link paddlecloud into {cache}: {e}") from None
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), link_dir]))
     if facts.ps_mode and facts.role == "trainer":
-        wait_for_pservers(launch_env.pserver_endpoints(env), facts.pserver_wait_timeout, tee)
+        # Not a wait here: the entry starts at once and waits inside Paddle's init_worker (pserver_gate), so the
+        # trainer's own start (importing Paddle, building its program) overlaps the pservers'.
+        from paddlecloud.runtime import pserver_gate  # noqa: PLC0415 - PS mode only (see the imports)
+
+        env["PYTHONPATH"] = pserver_gate.entry_pythonpath(env.get("PYTHONPATH"))
     try:
         if facts.ps_mode and facts.role == "trainer":
             return run_in_rounds(facts, env, tee, relay)
