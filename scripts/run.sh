@@ -13,8 +13,10 @@ mkdir -p "$LOG_DIR"
 .venv/bin/python manage.py bootstrap --demo-user demo
 
 start_portal
-wait_for_portal
+# The workers boot (each loads the apps, seconds of CPU) while the portal does: they need the migrated database,
+# not the portal. A portal that never answers as ours stops them too.
 start_worker
+( wait_for_portal ) || { for lane in worker control side; do stop_bg "$lane" >&2; done; exit 1; }
 
 if [ -x scripts/run-example.sh ]; then
   exec scripts/run-example.sh

@@ -68,7 +68,7 @@ else:
 
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(paddle.static.default_startup_program())
-    fleet.init_worker()  # the launcher already waited until every pserver accepts connections
+    fleet.init_worker()  # waits here until every pserver accepts connections (the launcher's pserver_gate)
     main_program = paddle.static.default_main_program()
     scope = paddle.static.global_scope()
 

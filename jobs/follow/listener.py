@@ -8,6 +8,7 @@ on daemon threads of their own: an event never waits for a worker slot or a brok
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -15,7 +16,6 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from core import lanes
-from jobs.engines.kubernetes import watch
 from jobs.engines.local import events
 from jobs.follow.tasks import reconcile_promptly
 from jobs.models import Job
@@ -32,13 +32,19 @@ def start_if_control(sender: Any = None, **kwargs: Any) -> None:
     threading.Thread(target=_listen, name="local-job-events", daemon=True).start()
     log.info("listening for local jobs' process events on %s", events.pipe_path())
     if settings.PADDLECLOUD_K8S_WATCH:
+        # Imported here, not above: every portal and worker process imports this module at start-up and the
+        # Kubernetes client would cost each ~0.5 s; only a control worker with a watch needs it.
+        from jobs.engines.kubernetes import watch  # noqa: PLC0415
+
         watch.enable(kubernetes_changed)  # the reconciler here watches its Kubernetes datacenters
 
 
 def stop(sender: Any = None, **kwargs: Any) -> None:
     """worker_shutdown receiver."""
     _stop.set()
-    watch.disable()
+    watch = sys.modules.get("jobs.engines.kubernetes.watch")  # a watch runs only where it was imported
+    if watch is not None:
+        watch.disable()
 
 
 def kubernetes_changed(job_uids: set[str]) -> None:

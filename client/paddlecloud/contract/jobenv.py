@@ -44,8 +44,8 @@ VARIABLES = """\
 ``PADDLECLOUD_PASSES``             optional (>= 1): exported as PADDLE_INIT_NUM_PASSES
 ``PADDLECLOUD_VENV_CACHE``         venv cache dir (default ``$XDG_CACHE_HOME/paddlecloud/venvs``,
                                    else ``~/.cache/paddlecloud/venvs``)
-``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names and for every
-                                   pserver to accept TCP before a trainer starts
+``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``  seconds (default 300) to wait for DNS names, and for every
+                                   pserver to accept TCP before a trainer's fleet.init_worker() runs
 ``PADDLECLOUD_RENDEZVOUS_TIMEOUT``  PS mode: seconds (default 300) the trainers' gloo rendezvous
                                    may take from the first trainer's arrival; past it every
                                    trainer's launcher fails with exit code 72 naming it
