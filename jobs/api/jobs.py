@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db import models
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import exceptions, generics, serializers, status
@@ -14,6 +15,7 @@ from rest_framework.views import APIView
 
 from core.api.errors import quote
 from core.api.params import by_state, flag
+from core.api.serializers import DateTimeField
 from jobs import hooks, services
 from jobs.api import waiting
 from jobs.api.progress import ProgressSerializer
@@ -66,6 +68,12 @@ class JobSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         help_text="The failures it was restarted after (spec max_restarts), the newest last: attempt, reason, "
         "message, exit_code, checkpoint_step (its latest checkpoint then, or null) and at.",
     )  # fmt: skip
+
+    # Its times through core.api's DateTimeField (the same output, without a context-local lookup per value).
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.DateTimeField: DateTimeField,
+    }
 
     class Meta:
         model = Job

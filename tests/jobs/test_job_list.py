@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.template import engines
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -120,3 +121,27 @@ def test_a_list_reads_its_owners_and_datacenters_names_in_the_same_queries_howev
         assert len(listed) == rows and {j["datacenter"] for j in listed} == {"local", "second"}
         assert {j["owner"] for j in listed} == {"alice", "bob"} and all(j["output"].startswith("/pfs/") for j in listed)
     assert counts[0] == counts[1], counts
+
+
+def test_a_row_shows_its_start_as_the_date_filters_did_and_the_filters_keep_what_was_asked(client: Client) -> None:
+    """The rows' times are formatted by the view now (jobs/web/views.py _decorate), the filter controls written out
+    (templates/jobs/list.html): both as Django's date/timesince filters and form widgets wrote them."""
+    charlie = Job.objects.get(name="charlie")
+    charlie.started_at = charlie.started_at.replace(microsecond=123456)
+    Job.objects.filter(pk=charlie.pk).update(started_at=charlie.started_at)
+    assert names(client, "?state=running") == ["charlie"]
+    filters = engines["django"].from_string(
+        "<time datetime=\"{{ t|date:'c' }}\" title=\"{{ t|date:'Y-m-d H:i:s' }} UTC\">{{ t|timesince }} ago</time>"
+    )
+    page = client.get("/jobs/?state=running").content.decode()
+    assert filters.render({"t": charlie.started_at}) in page
+    alpha = Job.objects.get(name="alpha")  # never started
+    queued = engines["django"].from_string("title=\"queued {{ t|date:'Y-m-d H:i:s' }} UTC\">not yet")
+    assert queued.render({"t": alpha.created_at}) in client.get("/jobs/?state=failed").content.decode()
+
+    page = client.get("/jobs/?q=a%3Cb&state=running&sort=-name&since=2026-01-02").content.decode()
+    assert '<option value="running" selected>' in page and page.count(" selected>") == 2
+    assert '<option value="-name" selected>' in page
+    assert 'name="q" id="id_q" maxlength="40" value="a&lt;b"' in page  # escaped, bounded as the form bounds it
+    assert 'name="since" id="id_since" value="2026-01-02"' in page
+    assert 'name="until" id="id_until" value=""' in page
