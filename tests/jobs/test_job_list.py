@@ -127,6 +127,7 @@ def test_a_row_shows_its_start_as_the_date_filters_did_and_the_filters_keep_what
     """The rows' times are formatted by the view now (jobs/web/views.py _decorate), the filter controls written out
     (templates/jobs/list.html): both as Django's date/timesince filters and form widgets wrote them."""
     charlie = Job.objects.get(name="charlie")
+    assert charlie.started_at is not None
     charlie.started_at = charlie.started_at.replace(microsecond=123456)
     Job.objects.filter(pk=charlie.pk).update(started_at=charlie.started_at)
     assert names(client, "?state=running") == ["charlie"]
