@@ -79,8 +79,8 @@ def duration(job: Job, now: datetime | None = None) -> timedelta | None:
 def _decorate(jobs: list[Job]) -> list[Job]:
     """What the list's rows show beyond the model: how long each ran, and its start (or its queueing) as text.
 
-    The times are formatted here, not by the template's date and timesince filters: those were a third of the
-    rows' rendering (a date filter parses its format string on every call; bench/pages.py)."""
+    The times are formatted here, not by the template's date and timesince filters: those were about a quarter of
+    the rows' rendering (a date filter parses its format string on every call; bench/pages.py)."""
     now = timezone.now()
     for job in jobs:
         job.duration = duration(job, now)  # type: ignore[attr-defined]

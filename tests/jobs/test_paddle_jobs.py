@@ -44,6 +44,8 @@ def test_the_ps_example_trains_with_falling_loss(
         values = losses(text)
         assert len(values) >= 3, text[-2000:]
         assert values[-1] < values[0] / 5, values
+        # The trainer waited for its pservers inside Paddle's init_worker (pserver_gate), in the job's sandbox.
+        assert "[paddlecloud-launch] all 2 pserver(s) accept connections" in text, text[:3000]
     assert alive(job) == []
 
 
