@@ -246,20 +246,22 @@ def test_trainer_starts_at_once_and_its_init_worker_waits_until_every_pserver_li
 
 
 def test_the_start_up_hook_runs_the_sitecustomize_it_hides_and_gates_the_fleet_that_one_imports(tmp_path: Path) -> None:
-    """A venv's or the system's sitecustomize still runs after ours, and a Fleet it imports is gated."""
+    """A venv's or the system's sitecustomize still runs after ours; a Fleet it imports is gated, its source read."""
     user = tmp_path / "user"
     user.mkdir()
     (user / "sitecustomize.py").write_text("import paddle.distributed.fleet.fleet\nprint('their-sitecustomize-ran')\n")
     facts = ps_trainer_facts(tmp_path, [free_port()])
     pkg = facts["PADDLECLOUD_PACKAGE_DIR"]
     code = (
-        "from paddle.distributed.fleet.fleet import Fleet; from paddlecloud.runtime import pserver_gate; "
-        "print('gated', getattr(Fleet.init_worker, pserver_gate.WAITED_MARK, False))"
+        "import inspect; from paddle.distributed.fleet.fleet import Fleet; "
+        "from paddlecloud.runtime import pserver_gate; "
+        "print('gated', getattr(Fleet.init_worker, pserver_gate.WAITED_MARK, False)); "
+        "print('source', 'init-worker-ran' in inspect.getmodule(Fleet).__loader__.get_source(Fleet.__module__))"
     )
     env = launch_env(facts) | {"PYTHONPATH": pserver_gate.entry_pythonpath(os.pathsep.join([str(user), pkg]))}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["their-sitecustomize-ran", "gated True"]
+    assert r.stdout.splitlines() == ["their-sitecustomize-ran", "gated True", "source True"]
 
 
 def test_pserver0_serves_the_gloo_store(tmp_path: Path) -> None:

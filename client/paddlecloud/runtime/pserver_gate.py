@@ -107,6 +107,10 @@ class _GatingLoader(importlib.abc.Loader):
     def __init__(self, loader: importlib.abc.Loader) -> None:
         self._loader = loader
 
+    def __getattr__(self, name: str) -> Any:
+        # The module's __loader__ is this one: get_source, get_filename, is_package, ... stay its own loader's.
+        return getattr(self._loader, name)
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
