@@ -40,9 +40,9 @@ class StrictModelSerializer(StrictMixin, serializers.ModelSerializer):  # type: 
 class DateTimeField(serializers.DateTimeField):
     """DRF's, in the portal's time zone (TIME_ZONE), which it finds without asking for the current zone per value.
 
-    DRF's own looks the current zone up in asgiref's context-local storage for every value it writes: a tenth of
-    serializing a page of 50 jobs (bench/pages.py). The portal never activates another zone (no
-    ``timezone.activate``), so the current zone is always the default one, and the output is the same.
+    DRF's own looks the current zone up in asgiref's context-local storage for every value it writes: a sixth of
+    serializing a page of 50 jobs (a profile of bench/pages.py's API request). The portal never activates another
+    zone (no ``timezone.activate``), so the current zone is always the default one, and the output is the same.
     """
 
     def default_timezone(self) -> tzinfo | None:

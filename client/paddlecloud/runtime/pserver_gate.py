@@ -87,7 +87,7 @@ def wait_from_env() -> None:
 
 
 def _gate(cls: type) -> None:
-    """Wrap cls.init_worker so that every pserver accepts TCP before Paddle's own runs (once per process)."""
+    """Wrap cls.init_worker so that every pserver accepts TCP before Paddle's own runs (each call waits)."""
     original = getattr(cls, "init_worker", None)
     if original is None or getattr(original, WAITED_MARK, False):
         return
