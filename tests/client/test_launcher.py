@@ -341,7 +341,7 @@ def test_resolver_gives_up_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> N
 STOP_DURING_SPAWN = r"""
 import os, signal, subprocess, sys, types
 from pathlib import Path
-from paddlecloud.runtime import launcher, pserver_gate
+from paddlecloud.runtime import launcher
 
 relay = launcher.SignalRelay()
 relay.install()
