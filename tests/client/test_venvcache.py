@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,28 @@ def test_the_client_is_installed_from_its_sources_alone_never_a_stale_build_fold
     found = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file())
     assert found == ["README.md", "paddlecloud/__init__.py", "paddlecloud/runtime/metrics.py", "pyproject.toml"]
     assert venvcache.client_hash(copy) == venvcache.client_hash(client)  # what is installed is what was hashed
+
+
+def test_a_base_built_before_bytecode_is_compiled_once_and_not_reinstalled(tmp_path: Path) -> None:
+    """Jobs only read a base, so its modules are compiled when it is made ready; a base an older portal left
+    uncompiled (uv compiles nothing by default) gets compiled once, its packages left as they are."""
+    client = tmp_path / "client"
+    (client / "paddlecloud").mkdir(parents=True)
+    (client / "pyproject.toml").write_text("[project]\nname = 'paddlecloud'\n")
+    (client / "paddlecloud" / "__init__.py").write_text("")
+    cache, requirements = tmp_path / "runtimes", "# nothing\n"
+    base = cache / f"old-{venvcache.env_key(requirements.encode(), venvcache.base_python())[:16]}"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
+    module = venvcache._site_packages(base) / "trainlib.py"
+    module.write_text("STEPS = 3\n")
+    (base / venvcache.COMPLETE_MARKER).write_text("then\n")
+    (base / venvcache.CLIENT_MARKER).write_text(venvcache.client_hash(client) + "\n")
+    lines: list[str] = []
+    assert venvcache.ensure_base("old", requirements, client, cache, log=lines.append) == base
+    compiled = Path(importlib.util.cache_from_source(str(module)))
+    assert compiled.is_file() and (base / venvcache.BYTECODE_MARKER).is_file()
+    assert not any("install" in line for line in lines), lines  # compiled, not reinstalled
+    made = compiled.stat().st_mtime_ns
+    lines.clear()
+    assert venvcache.ensure_base("old", requirements, client, cache, log=lines.append) == base
+    assert lines == [] and compiled.stat().st_mtime_ns == made  # ready: nothing done the second time

@@ -29,6 +29,8 @@ from pathlib import Path
 COMPLETE_MARKER = ".paddlecloud-complete"
 # In a base: the hash of the client sources installed in it (refreshed when the client changes).
 CLIENT_MARKER = ".paddlecloud-client"
+# In a base: its modules are compiled to bytecode (a base built before that was done gets compiled once).
+BYTECODE_MARKER = ".paddlecloud-bytecode"
 LAYER_PTH = "paddlecloud-base.pth"
 
 Log = Callable[[str], None]
@@ -221,9 +223,12 @@ def ensure_base(
     venv = cache / f"{name}-{key[:16]}"
     wanted = client_hash(client_dir)
 
-    def ready() -> bool:
+    def has_client() -> bool:
         marker = venv / CLIENT_MARKER
         return _is_complete(venv) and marker.is_file() and marker.read_text().strip() == wanted
+
+    def ready() -> bool:
+        return has_client() and (venv / BYTECODE_MARKER).is_file()
 
     if ready():
         return venv
@@ -241,12 +246,28 @@ def ensure_base(
                 reqs.write_text(requirements)
                 _run_logged([*pip, "-r", str(reqs), client], cache, log, "installing requirements")
                 (venv / COMPLETE_MARKER).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
-            else:
+            elif not has_client():
                 # The client is small: reinstalled in place when its sources changed (no Paddle download).
+                (venv / BYTECODE_MARKER).unlink(missing_ok=True)
                 _run_logged([*pip, "--force-reinstall", client], client_dir, log, "installing the client")
+        compile_bytecode(venv, cache, log)
         (venv / CLIENT_MARKER).write_text(wanted + "\n")
+        (venv / BYTECODE_MARKER).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
         log(f"runtime {name!r} ready in {time.monotonic() - t0:.1f}s")
         return venv
+
+
+def compile_bytecode(venv: Path, cwd: Path, log: Log) -> None:
+    """Compile the base's modules to bytecode, on all cores; a failure is logged, the base still works.
+
+    Jobs only read a base, so Python cannot write the ``__pycache__`` it would on a first import: without
+    this every job compiled what it imports from source, every time (``import paddle`` 4.3 s of CPU, 1.7 s
+    compiled; uv, unlike pip, leaves sources uncompiled). Files already compiled are skipped."""
+    cmd = [str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(_site_packages(venv))]
+    try:
+        _run_logged(cmd, cwd, log, "compiling the runtime's modules")
+    except VenvError as exc:
+        log(f"warning: {exc} (jobs compile what they import at each start)")
 
 
 def activate(env: dict[str, str], venv: Path) -> dict[str, str]:
