@@ -18,6 +18,7 @@ from xdist.scheduler import LoadScopeScheduling
 from accounts.models import ApiToken, issue_token
 from datacenters.models import Datacenter, Engine, StorageKind
 from tests import background_build
+from tests.timing import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401  (hooks, by name)
 
 PASSWORD = "correct horse battery staple"
 class _BuiltTestsOnWorkersOfTheirOwn(LoadScopeScheduling):  # type: ignore[misc]  # an untyped base
