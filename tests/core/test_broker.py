@@ -175,3 +175,52 @@ def test_a_consumer_with_every_slot_busy_takes_the_next_message_as_soon_as_one_i
     background.thread.join(SLOW_POLL / 4)
     assert background.payloads() == [{"n": 1}, {"n": 2}], "the freed slot did not wake the consumer"
     background.received[1].ack()
+
+
+STOPPING = """
+import json, signal, sys, time
+from celery.signals import worker_shutting_down
+from kombu import Connection, Consumer, Queue
+from core.broker import Transport
+# What Celery's worker does on SIGTERM: its handler sends worker_shutting_down, then the loop drains once more.
+signal.signal(signal.SIGTERM, lambda *_: worker_shutting_down.send(sender=None, sig="SIGTERM", how="Warm", exitcode=0))
+taken = []
+with Connection(transport=Transport, transport_options=json.loads(sys.argv[1])) as conn:
+    consumer = Consumer(conn, [Queue(sys.argv[2])], callbacks=[lambda body, message: taken.append(body)])
+    consumer.consume()
+    print("waiting", flush=True)
+    for _ in range(2):
+        started = time.monotonic()
+        try:
+            conn.drain_events(timeout=60)
+        except TimeoutError:
+            pass
+        print(f"drained in {time.monotonic() - started:.1f}s, took {len(taken)}", flush=True)
+"""
+
+
+def test_a_stopping_worker_stops_waiting_for_messages_at_once_and_takes_none(
+    options: dict[str, object], q: str
+) -> None:
+    """Celery's loop drained up to 2 s, and once more after a warm shutdown was asked for: each test's worker took
+    ~4 s to stop. The shutdown signal wakes the waiting consumer; a drain after it returns without taking."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    consumer = subprocess.Popen(
+        [sys.executable, "-c", STOPPING, json.dumps(options), q], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert consumer.stdout is not None
+        assert consumer.stdout.readline().strip() == "waiting"
+        time.sleep(0.5)  # in select(), with 60 s to go
+        consumer.send_signal(signal.SIGTERM)
+        first = consumer.stdout.readline().strip()
+        with Connection("pcfs://", transport_options=options) as sender:
+            sender.SimpleQueue(q).put({"n": 1})  # sent while the worker stops: left for the next one
+        second = consumer.stdout.readline().strip()
+        assert consumer.wait(30) == 0
+    finally:
+        consumer.kill()
+    waited = float(first.split()[2].rstrip("s,"))
+    assert 0.4 <= waited < 30 and first.endswith("took 0"), first  # woken by the signal, not the 60 s timeout
+    assert second.startswith("drained in 0.0s") and second.endswith("took 0"), second
+    assert len(messages(options)) == 1 and claimed(options) == []
