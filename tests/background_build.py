@@ -1,8 +1,9 @@
 """What CI builds in the background while the suite runs (.ci/run, .ci/build-k8s.sh), in three parts: the test control
 plane with Kueue and JobSet, then the real node (with the test registry, the builder and the runtime image), then the
-deploy tests' images. The tests that need it (BUILT_FOR) run last, as two units of their own (the control plane's tests
-and the node's, each on one pytest-xdist worker), and each waits only for the part it needs: the control plane's tests
-run while the node still builds, and the node's start before its images are packed."""
+deploy tests' images. The tests that need it (BUILT_FOR) are collected last, as two units of their own (the control
+plane's tests and the node's, each on one pytest-xdist worker); each unit goes to a worker as soon as the part its first
+tests need is built (unit_ready; tests/conftest.py), and each test waits only for the part it needs: the control
+plane's tests run while the node still builds, and the node's start before its images are packed."""
 
 from __future__ import annotations
 
@@ -49,10 +50,25 @@ def needs_build(nodeid: str) -> bool:
     return part_needed(nodeid) is not None
 
 
+UNIT_PREFIX = "built:"
+
+
 def unit_of(nodeid: str) -> str:
     """The pytest-xdist unit of a test needing the build: one for the control plane's tests, one for the node's (one
     real node per host, so every test of the node and its images runs on one worker)."""
-    return "built:control-plane" if part_needed(nodeid) == "control-plane" else "built:node"
+    return f"{UNIT_PREFIX}control-plane" if part_needed(nodeid) == "control-plane" else f"{UNIT_PREFIX}node"
+
+
+def part_done(part: str) -> bool:
+    """True once CI's background build has ended `part` (built or failed: a test then fails with the log); always
+    outside CI."""
+    status_file = os.environ.get("PADDLECLOUD_K8S_BUILD_STATUS")
+    return not status_file or Path(f"{status_file}.{part}").exists() or Path(status_file).exists()
+
+
+def unit_ready(scope: str) -> bool:
+    """True for a unit of unit_of whose first tests can start now: the part they wait for (the unit's name) is done."""
+    return scope.startswith(UNIT_PREFIX) and part_done(scope.removeprefix(UNIT_PREFIX))
 
 
 def order_key(nodeid: str) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -30,6 +31,19 @@ class _BuiltTestsOnWorkersOfTheirOwn(LoadScopeScheduling):  # type: ignore[misc]
 
     def _split_scope(self, nodeid: str) -> str:
         return background_build.unit_of(nodeid) if background_build.needs_build(nodeid) else nodeid
+
+    def _assign_work_unit(self, node: Any) -> None:
+        """A worker that holds no built unit gets one as soon as its part of CI's background build is done, wherever
+        the unit stands in the queue. Sent in collection order (last, while CI builds), the node's unit (most of the
+        Kubernetes tests, a third of the suite's time) ran on one worker after the other had run out of tests: busy
+        2,701 s against 2,103 s in a warm CI run."""
+        held = self.assigned_work.get(node, {})
+        prefix = background_build.UNIT_PREFIX
+        if not any(scope.startswith(prefix) and not all(unit.values()) for scope, unit in held.items()):
+            ready = next((scope for scope in self.workqueue if background_build.unit_ready(scope)), None)
+            if ready is not None:
+                self.workqueue.move_to_end(ready, last=False)
+        super()._assign_work_unit(node)
 
 
 @pytest.hookimpl(optionalhook=True)  # known only while pytest-xdist is loaded (not with -p no:xdist)

@@ -63,9 +63,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     node_missing_reason = None if required or not wants_node else _node_missing_message()
     # Under pytest-xdist they (and the other tests of background_build.BUILT_FOR) go to two workers, the control plane's
     # tests to one and the real node's to another (tests/conftest.py, pytest_xdist_make_scheduler): first, so they run
-    # beside the rest. But last while CI still builds what they need in the background (.ci/run): then every worker
-    # runs other tests meanwhile, and the control plane's tests run while the node still builds. Either way each unit's
-    # tests come in the order their parts of the build end (background_build.order_key).
+    # beside the rest. While CI still builds what they need in the background (.ci/run) they are collected last, and
+    # the scheduler sends each unit out as soon as its part is built: every worker runs other tests meanwhile, and the
+    # control plane's tests run while the node still builds. Either way each unit's tests come in the order their
+    # parts of the build end (background_build.order_key).
     last = background_build.running()
     items[:] = sorted(items, key=lambda item: _built_order(item.nodeid, last))
     for item in items:

@@ -8,11 +8,13 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 
 from tests import background_build
+from tests.conftest import _BuiltTestsOnWorkersOfTheirOwn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,3 +88,41 @@ def test_the_control_planes_tests_and_the_nodes_are_two_units_in_the_order_their
     assert order == sorted(order) and len(set(order)) == 4
     for listed in background_build.NEEDS_NODE + background_build.NEEDS_IMAGES:
         assert (ROOT / listed).is_file(), listed  # a renamed file would silently fall back to the control plane's unit
+
+
+class _Worker:
+    """What the scheduler asks of a pytest-xdist worker here: the indexes of the tests it is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[int]] = []
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.append(indexes)
+
+
+def test_a_built_unit_goes_to_a_worker_without_one_as_soon_as_its_part_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pytestconfig: pytest.Config
+) -> None:
+    """Sent in collection order (last, while CI builds), the node's unit ran alone at the end of a warm CI run."""
+    status = tmp_path / "k8s-build.status"
+    monkeypatch.setenv("PADDLECLOUD_K8S_BUILD_STATUS", str(status))
+    collection = [*(f"tests/jobs/test_a.py::t{n}" for n in (1, 2, 3)),
+                  *(f"tests/k8s/{name}.py::t" for name in ("test_watch", "test_pods", "test_deploy_pods"))]  # fmt: skip
+    monkeypatch.setattr("xdist.scheduler.loadscope.parse_tx_spec_config", lambda config: ["popen", "popen"])
+    scheduler = _BuiltTestsOnWorkersOfTheirOwn(pytestconfig, None)
+    first, second = _Worker(), _Worker()
+    for worker in (first, second):
+        scheduler.assigned_work[worker] = {}
+        scheduler.registered_collections[worker] = collection
+    scheduler.workqueue = OrderedDict()
+    for nodeid in collection:
+        scheduler.workqueue.setdefault(scheduler._split_scope(nodeid), {})[nodeid] = False
+
+    scheduler._assign_work_unit(first)  # nothing built yet: the queue's order
+    Path(f"{status}.control-plane").write_text("0\n")
+    scheduler._assign_work_unit(first)  # the control plane's unit, before the other tests
+    Path(f"{status}.node").write_text("0\n")
+    scheduler._assign_work_unit(first)  # it holds a built unit: the node's goes to another worker
+    scheduler._assign_work_unit(second)
+    assert first.sent == [[0], [3], [1]]
+    assert second.sent == [[4, 5]]  # the node's tests, in the order their parts end
