@@ -196,6 +196,7 @@ with Connection(transport=Transport, transport_options=json.loads(sys.argv[1])) 
         except TimeoutError:
             pass
         print(f"drained in {time.monotonic() - started:.1f}s, took {len(taken)}", flush=True)
+        sys.stdin.readline()  # the test has queued a message
 """
 
 
@@ -206,17 +207,22 @@ def test_a_stopping_worker_stops_waiting_for_messages_at_once_and_takes_none(
     ~4 s to stop. The shutdown signal wakes the waiting consumer; a drain after it returns without taking."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     consumer = subprocess.Popen(
-        [sys.executable, "-c", STOPPING, json.dumps(options), q], stdout=subprocess.PIPE, text=True, env=env
-    )
+        [sys.executable, "-c", STOPPING, json.dumps(options), q],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
     try:
-        assert consumer.stdout is not None
+        assert consumer.stdin is not None and consumer.stdout is not None
         assert consumer.stdout.readline().strip() == "waiting"
         time.sleep(0.5)  # in select(), with 60 s to go
         consumer.send_signal(signal.SIGTERM)
         first = consumer.stdout.readline().strip()
         with Connection("pcfs://", transport_options=options) as sender:
             sender.SimpleQueue(q).put({"n": 1})  # sent while the worker stops: left for the next one
+        consumer.stdin.write("queued\n")
+        consumer.stdin.flush()
         second = consumer.stdout.readline().strip()
+        consumer.stdin.write("done\n")
+        consumer.stdin.close()
         assert consumer.wait(30) == 0
     finally:
         consumer.kill()
