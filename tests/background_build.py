@@ -92,7 +92,7 @@ def wait(part: str = PARTS[-1]) -> None:
     whole, log = Path(status_file), Path(status_file).with_suffix(".log")
     own = Path(f"{status_file}.{part}")
     deadline = time.monotonic() + float(os.environ.get("PADDLECLOUD_K8S_BUILD_WAIT", 5400))
-    while not own.exists() and not whole.exists():
+    while not part_done(part):
         if time.monotonic() > deadline:
             pytest.fail(f"the background k8s build did not finish its {part} part in time; log: {log}", pytrace=False)
         time.sleep(2)

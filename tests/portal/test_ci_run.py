@@ -38,7 +38,7 @@ def test_the_summary_names_each_phase_and_they_add_up_to_the_total(tmp_path: Pat
     assert 2 <= found["make-test"] <= 10
     total = int(re.search(r"^CI finished in (\d+)s \(exit 0\)$", result.stdout, re.M)[1])  # type: ignore[index]
     assert abs(total - sum(found.values())) <= 1, result.stdout
-    # What the phase left of the machine idle: a `sleep` keeps next to no core busy.
+    # The cores busy meanwhile (the whole machine's, so bounded only by its core count).
     busy = re.search(r"^  make-test .*\), (\d+\.\d) of (\d+) cores busy$", result.stdout, re.M)
     assert busy and float(busy[1]) <= int(busy[2]) == os.cpu_count(), result.stdout
 

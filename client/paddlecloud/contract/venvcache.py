@@ -248,7 +248,6 @@ def ensure_base(
                 (venv / COMPLETE_MARKER).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
             elif not has_client():
                 # The client is small: reinstalled in place when its sources changed (no Paddle download).
-                (venv / BYTECODE_MARKER).unlink(missing_ok=True)
                 _run_logged([*pip, "--force-reinstall", client], client_dir, log, "installing the client")
         compile_bytecode(venv, cache, log)
         (venv / CLIENT_MARKER).write_text(wanted + "\n")
