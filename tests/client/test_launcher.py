@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -185,14 +186,22 @@ class Fleet:
 FLEET_ENTRY = f"echo trainer-started; {PY} -c 'from paddle.distributed.fleet.fleet import Fleet; Fleet().init_worker()'"
 
 
-def ps_trainer_facts(tmp_path: Path, ports: list[int], timeout: str = "1") -> dict[str, str]:
+@pytest.fixture
+def gloo_store() -> Iterator[GlooStore]:
+    """pserver 0's rendezvous store, as its launcher serves it: a PS trainer's launcher joins a round there first."""
+    store = GlooStore(0)
+    yield store
+    store.close()
+
+
+def ps_trainer_facts(tmp_path: Path, ports: list[int], store: GlooStore, timeout: str = "1") -> dict[str, str]:
     facts = base_facts(
         tmp_path,
         PADDLECLOUD_TRAINERS="1",
         PADDLECLOUD_PSERVERS=str(len(ports)),
         PADDLECLOUD_PSERVER_HOSTS=",".join(["127.0.0.1"] * len(ports)),
         PADDLECLOUD_PSERVER_PORTS=",".join(map(str, ports)),
-        PADDLECLOUD_GLOO_PORT=str(free_port()),
+        PADDLECLOUD_GLOO_PORT=str(store.port),
         PADDLECLOUD_PSERVER_WAIT_TIMEOUT=timeout,
         PADDLECLOUD_ENTRY=FLEET_ENTRY,
     )
@@ -204,12 +213,12 @@ def ps_trainer_facts(tmp_path: Path, ports: list[int], timeout: str = "1") -> di
     return facts
 
 
-def test_pserver_wait_timeout_names_the_pserver(tmp_path: Path) -> None:
+def test_pserver_wait_timeout_names_the_pserver(tmp_path: Path, gloo_store: GlooStore) -> None:
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen()
         up, down = listening.getsockname()[1], free_port()
-        facts = ps_trainer_facts(tmp_path, [up, down])
+        facts = ps_trainer_facts(tmp_path, [up, down], gloo_store)
         t0 = time.monotonic()
         r = run_launcher(facts)
     assert r.returncode == EXIT_PSERVER_UNREACHABLE
@@ -220,9 +229,11 @@ def test_pserver_wait_timeout_names_the_pserver(tmp_path: Path) -> None:
     assert "init-worker-ran" not in log  # Paddle's push never ran without its pservers
 
 
-def test_trainer_starts_at_once_and_its_init_worker_waits_until_every_pserver_listens(tmp_path: Path) -> None:
+def test_trainer_starts_at_once_and_its_init_worker_waits_until_every_pserver_listens(
+    tmp_path: Path, gloo_store: GlooStore
+) -> None:
     ports = [free_port(), free_port()]
-    facts = ps_trainer_facts(tmp_path, ports, timeout="30")
+    facts = ps_trainer_facts(tmp_path, ports, gloo_store, timeout="30")
     p = _start(facts)
     wait_for(lambda: "trainer-started" in log_of(facts), "the entry to start", 20, interval=0.05)
     time.sleep(1.0)
@@ -245,12 +256,14 @@ def test_trainer_starts_at_once_and_its_init_worker_waits_until_every_pserver_li
     assert log.index("all 2 pserver(s) accept connections") < log.index("init-worker-ran")
 
 
-def test_the_start_up_hook_runs_the_sitecustomize_it_hides_and_gates_the_fleet_that_one_imports(tmp_path: Path) -> None:
+def test_the_start_up_hook_runs_the_sitecustomize_it_hides_and_gates_the_fleet_that_one_imports(
+    tmp_path: Path, gloo_store: GlooStore
+) -> None:
     """A venv's or the system's sitecustomize still runs after ours; a Fleet it imports is gated, its source read."""
     user = tmp_path / "user"
     user.mkdir()
     (user / "sitecustomize.py").write_text("import paddle.distributed.fleet.fleet\nprint('their-sitecustomize-ran')\n")
-    facts = ps_trainer_facts(tmp_path, [free_port()])
+    facts = ps_trainer_facts(tmp_path, [free_port()], gloo_store)
     pkg = facts["PADDLECLOUD_PACKAGE_DIR"]
     code = (
         "import inspect; from paddle.distributed.fleet.fleet import Fleet; "

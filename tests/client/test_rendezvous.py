@@ -19,7 +19,7 @@ from paddlecloud.runtime.rendezvous import Client, Look, verdict
 from tests.wait import wait_for
 
 from .conftest import base_facts, run_launcher
-from .test_launcher import _start, log_of
+from .test_launcher import _start, free_port, log_of
 
 PY = shlex.quote(sys.executable)
 TOKENS = [f"token{i:04d}" for i in range(10)]
@@ -154,8 +154,9 @@ ARRIVE = (
 )
 
 
-def trainer_1_facts(tmp_path: Path, store: GlooStore, bound: str) -> dict[str, str]:
-    """Trainer 1 of 2 in a PS job whose one pserver is the store itself (it accepts TCP, which is all the wait asks)."""
+def trainer_1_facts(tmp_path: Path, port: int, bound: str, **overrides: str) -> dict[str, str]:
+    """Trainer 1 of 2 in a PS job whose one pserver is the store on `port` (it accepts TCP, which is all the wait
+    asks)."""
     return base_facts(
         tmp_path,
         PADDLECLOUD_INDEX="1",
@@ -164,17 +165,18 @@ def trainer_1_facts(tmp_path: Path, store: GlooStore, bound: str) -> dict[str, s
         PADDLECLOUD_TRAINER_PORTS="40001,40002",
         PADDLECLOUD_PSERVERS="1",
         PADDLECLOUD_PSERVER_HOSTS="127.0.0.1",
-        PADDLECLOUD_PSERVER_PORTS=str(store.port),
-        PADDLECLOUD_GLOO_PORT=str(store.port),
+        PADDLECLOUD_PSERVER_PORTS=str(port),
+        PADDLECLOUD_GLOO_PORT=str(port),
         PADDLECLOUD_RENDEZVOUS_TIMEOUT=bound,
         PADDLECLOUD_ENTRY=f"{PY} -c {shlex.quote(ARRIVE)}",
+        **overrides,
     )
 
 
 def test_a_rendezvous_that_cannot_complete_fails_the_trainer_at_the_bound(tmp_path: Path) -> None:
     store = GlooStore(0)
     try:
-        facts = trainer_1_facts(tmp_path, store, bound="1")
+        facts = trainer_1_facts(tmp_path, store.port, bound="1")
         t0 = time.monotonic()
         result = run_launcher(facts, timeout=30)
     finally:
@@ -190,7 +192,7 @@ def test_a_rendezvous_that_cannot_complete_fails_the_trainer_at_the_bound(tmp_pa
 
 def test_a_trainer_whose_peer_was_restarted_runs_its_entry_again_in_the_new_round(tmp_path: Path) -> None:
     store = GlooStore(0)
-    facts = trainer_1_facts(tmp_path, store, bound="300")
+    facts = trainer_1_facts(tmp_path, store.port, bound="300")
     launcher = _start(facts)
     try:
         wait_for(lambda: "arrived" in log_of(facts), "trainer 1 to reach the rendezvous", 30, interval=0.1)
@@ -204,3 +206,37 @@ def test_a_trainer_whose_peer_was_restarted_runs_its_entry_again_in_the_new_roun
     log = log_of(facts)
     assert "entry stopped after" in log and "a trainer was restarted and opened rendezvous round 1" in log
     assert "rendezvous round 1 (SYS_JOB_ID=" in log and "run 1 " in log
+
+
+def test_a_trainer_started_before_pserver_0_serves_the_store_joins_round_0_when_it_does(tmp_path: Path) -> None:
+    """pserver 0's launcher serves the store and may start after the trainers' (a loaded host, a pod scheduled
+    later): the trainer's join waits for it. A trainer that ran without a round met no peer (CI, 2026-11-30)."""
+    port = free_port()
+    facts = trainer_1_facts(tmp_path, port, bound="300")
+    launcher = _start(facts)
+    store = None
+    try:
+        wait_for(lambda: "=== attempt started" in log_of(facts), "trainer 1's launcher to start", 30, interval=0.1)
+        time.sleep(1)  # it asks a store that is not there yet
+        assert launcher.poll() is None, log_of(facts)
+        store = GlooStore(port)
+        wait_for(lambda: "arrived" in log_of(facts), "trainer 1 to reach the rendezvous", 30, interval=0.1)
+        assert Client(f"127.0.0.1:{port}", 0).join()[1] == 0  # trainer 0 meets it in round 0: it joined once
+    finally:
+        launcher.kill()
+        if store is not None:
+            store.close()
+    log = log_of(facts)
+    assert "rendezvous round 0 (SYS_JOB_ID=" in log and "without rounds" not in log, log
+
+
+def test_a_store_that_never_answers_fails_the_trainer_at_the_pservers_bound(tmp_path: Path) -> None:
+    facts = trainer_1_facts(tmp_path, free_port(), bound="300", PADDLECLOUD_PSERVER_WAIT_TIMEOUT="1")
+    t0 = time.monotonic()
+    result = run_launcher(facts, timeout=30)
+    log = log_of(facts)
+    assert result.returncode == exitcodes.PSERVER_UNREACHABLE, log
+    assert time.monotonic() - t0 < 20, log
+    assert "error: the gloo rendezvous store at 127.0.0.1:" in log, log
+    assert "(pserver 0's launcher serves it) did not answer within 1s (PADDLECLOUD_PSERVER_WAIT_TIMEOUT)" in log, log
+    assert "arrived" not in log and "run 0" not in log  # the entry never ran

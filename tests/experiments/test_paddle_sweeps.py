@@ -36,6 +36,22 @@ def sweepable(example: str, into: Path) -> Path:
     return package
 
 
+def why_not(api: APIClient, trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each trial that did not succeed: its job's reason and message, its events and its trainers' last log lines."""
+    told = []
+    for trial in trials:
+        if trial["state"] == "succeeded" or not trial["job"]:
+            continue
+        job = api.get(f"/api/v1/jobs/{trial['job']}").json()
+        events = api.get(f"/api/v1/jobs/{trial['job']}/events").json()
+        logs = {
+            name: api.get(f"/api/v1/jobs/{trial['job']}/logs?worker={name}").json().get("text", "")[-1500:]
+            for name in ("trainer-0", "trainer-1", "pserver-0")
+        }
+        told.append({"trial": trial, "job": job, "events": events, "logs": logs})
+    return told
+
+
 @pytest.mark.parametrize(
     ("example", "shape"),
     [
@@ -61,8 +77,8 @@ def test_a_sweep_of_real_paddle_training_names_the_trial_of_lowest_loss(
     assert created.status_code == 201, created.json()
     ended = wait_for(lambda: Experiment.objects.exclude(state="running").first(), "the sweep to end", 420, watch=worker)
     trials = alice_api.get("/api/v1/experiments/rates/trials?ordering=index").json()["results"]
-    assert ended.state == "succeeded", (ended.message, trials)
-    assert [t["state"] for t in trials] == ["succeeded", "succeeded"]
+    assert ended.state == "succeeded", (ended.message, why_not(alice_api, trials))
+    assert [t["state"] for t in trials] == ["succeeded", "succeeded"], why_not(alice_api, trials)
     assert all(t["steps"] and t["steps"] > 0 and t["best"] is not None for t in trials), trials
     best = alice_api.get("/api/v1/experiments/rates").json()["best_trial"]
     assert best["index"] == min(trials, key=lambda t: t["best"])["index"]

@@ -77,6 +77,18 @@ def submit(api: APIClient, dc: Datacenter, spec: dict[str, Any]) -> Job:
     return Job.objects.get(uid=response.json()["uid"])
 
 
+def first_run_of_container_is_running(core: k8s.CoreV1Api, pod: Any) -> bool:
+    """Whether the API server still shows the pod's first container in its first run (not ended, not restarted)."""
+    try:
+        now = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return False  # deleted: the job has already ended
+        raise
+    status = (now.status.container_statuses or [None])[0]
+    return status is not None and not status.restart_count and status.state.running is not None
+
+
 def state_of(job: Job, *states: str) -> Job | None:
     job.refresh_from_db()
     return job if job.state in states else None
@@ -245,18 +257,29 @@ def test_a_pserver_container_killed_fails_the_job_pserver_lost(
     training = lambda: "step 50 loss" in log_of(alice_api, "fit", "trainer-0").get("text", "")  # noqa: E731
     wait_for(training, "training", 300, watch=worker)
     with k8s_node_cluster.api_client() as api:
+        core = k8s.CoreV1Api(api)
         selector = f"paddlecloud.org/job={job.uid},paddlecloud.org/role=pserver"
-        pods = k8s.CoreV1Api(api).list_pod_for_all_namespaces(label_selector=selector).items
-    container_id = str(pods[0].status.container_statuses[0].container_id).split("://")[-1]
-    runner = k8s_node_cluster.node_runner
-    assert runner is not None
-    killed_at = time.monotonic()
-    assert runner.ctr("tasks", "kill", "-s", "SIGKILL", container_id).returncode == 0
-    failed = wait_for(lambda: state_of(job, "failed"), "PserverLost", 60, interval=0.1, watch=worker)
-    seconds = time.monotonic() - killed_at
+        pod = core.list_pod_for_all_namespaces(label_selector=selector).items[0]
+        container_id = str(pod.status.container_statuses[0].container_id).split("://")[-1]
+        runner = k8s_node_cluster.node_runner
+        assert runner is not None
+        killed_at = time.monotonic()
+        assert runner.ctr("tasks", "kill", "-s", "SIGKILL", container_id).returncode == 0
+        # Two delays: the kubelet's, until the API server shows the container ended (the node's; 34 s once on a
+        # loaded 2-core CI host), and the portal's, from there to the job failed (ours: the watch, the reconcile).
+        reported: list[float] = []
+
+        def failed_once_reported() -> Job | None:
+            if not reported and not first_run_of_container_is_running(core, pod):
+                reported.append(time.monotonic())
+            return state_of(job, "failed")
+
+        failed = wait_for(failed_once_reported, "PserverLost", 90, interval=0.1, watch=worker)
+    failed_at = time.monotonic()
+    reported_at = reported[0] if reported else failed_at  # the job failed before the test read the pod again
     assert failed.reason == "PserverLost", failed.message
-    assert seconds < 15, seconds
-    print(f"PserverLost {seconds:.1f}s after the kill")
+    assert failed_at - reported_at < 15, (reported_at - killed_at, failed_at - reported_at)
+    print(f"the kill shown {reported_at - killed_at:.1f}s after it, PserverLost {failed_at - reported_at:.1f}s later")
     wait_for(lambda: done(job), "released", 60, watch=worker)
 
 

@@ -28,7 +28,8 @@ What it does, in order:
    layer before the job starts (``paddlecloud.runtime.layer``, a step of its own): the launcher finds it.
 4. Resolves peer host names to IPs (retrying while DNS is not there yet) and exports Paddle's
    variables (``launch_env.paddle_env``): ``paddlecloud`` itself is importable by the entry.
-5. PS-mode trainers: joins a rendezvous round on pserver 0's store and runs the entry with the round's
+5. PS-mode trainers: joins a rendezvous round on pserver 0's store (asking again while the store is not up yet,
+   up to ``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``, then exit 69) and runs the entry with the round's
    ``SYS_JOB_ID`` (``rendezvous``): when another trainer was restarted the entry runs again with it in a
    new round, and a rendezvous not complete within ``PADDLECLOUD_RENDEZVOUS_TIMEOUT`` fails (exit 72).
    The entry starts at once, with ``pserver_gate``'s start-up hook first on its PYTHONPATH: Paddle's
@@ -252,12 +253,16 @@ def run_in_rounds(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRela
     client = rendezvous.Client(endpoint, facts.index)
     for run in range(MAX_ROUNDS):
         try:
-            token, number = client.join(rerun=run > 0)
-        except (OSError, ValueError, KeyError) as e:
-            tee.line(f"the rendezvous store at {endpoint} did not answer ({e}); the entry runs without rounds")
-            outcome = run_entry(facts, env, tee, relay)
-            assert isinstance(outcome, int)  # no watch, no stop
-            return outcome
+            token, number = client.join(rerun=run > 0, within=facts.pserver_wait_timeout)
+        except rendezvous.StoreUnreachable as e:
+            raise LaunchError(
+                EXIT_PSERVER_UNREACHABLE,
+                f"the gloo rendezvous store at {endpoint} (pserver 0's launcher serves it) did not answer within "
+                f"{facts.pserver_wait_timeout:g}s ({jobenv.env_name('pserver_wait_timeout')}): {e}",
+            ) from None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            message = f"the gloo rendezvous store at {endpoint} answered no round: {e}"
+            raise LaunchError(EXIT_RENDEZVOUS, message) from None
         tee.line(f"rendezvous round {number} (SYS_JOB_ID={token})")
         watch = rendezvous.Watch(client, token, facts.trainers, facts.rendezvous_timeout)
         outcome = run_entry(facts, env | {"SYS_JOB_ID": token}, tee, relay, watch.check)

@@ -14,6 +14,11 @@ second (``Watch.check``) and stops the entry when:
   peers have already ended would wait for ever.
 
 A store that does not answer never stops an entry: pserver 0 serves it, and a lost pserver fails the job anyway.
+Joining is different: pserver 0's launcher may start serving the store after a trainer's launcher asks (it starts
+with them, and on a loaded host or in a pod scheduled later it comes second), so the join is asked again until the
+store answers, within the pservers' own bound (``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``). A trainer that ran without a
+round instead would wait for its peers under another gloo prefix than theirs: they never meet, and the job fails at
+the rendezvous bound five minutes later (it did, in CI, on a loaded host).
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ from paddlecloud.runtime.gloo_store import ROUNDS_SCOPE
 
 LOOK_INTERVAL = 0.5  # seconds between two looks at the round
 CALL_TIMEOUT = 5.0  # seconds one call to the store may take
+JOIN_INTERVAL = 0.2  # seconds between two tries to join while the store is not up yet
+
+
+class StoreUnreachable(Exception):
+    """The store did not answer a join within the bound."""
 
 
 @dataclass(frozen=True)
@@ -116,11 +126,23 @@ class Client:
             raise ValueError(f"the store answered {answer!r}")
         return answer
 
-    def join(self, rerun: bool = False) -> tuple[str, int]:
-        """(token, round) of a new attempt of this rank; `rerun`: its entry runs again because a newer round opened."""
+    def join(self, rerun: bool = False, within: float = 0.0) -> tuple[str, int]:
+        """(token, round) of a new attempt of this rank; `rerun`: its entry runs again because a newer round opened.
+
+        Asked again for up to `within` seconds while the store cannot be reached (not up yet), always with the same
+        token: the store answers a token it knows with its round, so a join that reached it before its answer was
+        lost is never counted twice (a second attempt of a rank would open a new round). StoreUnreachable past the
+        bound; OSError or ValueError when the store answers, but not a round."""
         token = secrets.token_hex(8)
-        answer = self._call("POST", f"/{ROUNDS_SCOPE}/join?token={token}&rank={self.rank}&rerun={int(rerun)}")
-        return token, int(answer["round"])
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                answer = self._call("POST", f"/{ROUNDS_SCOPE}/join?token={token}&rank={self.rank}&rerun={int(rerun)}")
+                return token, int(answer["round"])
+            except (ConnectionError, TimeoutError) as exc:
+                if time.monotonic() >= deadline:
+                    raise StoreUnreachable(f"{exc.__class__.__name__}: {exc}") from None
+                time.sleep(JOIN_INTERVAL)
 
     def look(self, token: str) -> Look:
         return Look.parse(self._call("GET", f"/{ROUNDS_SCOPE}/status?token={token}"))
