@@ -6,6 +6,7 @@ Real Paddle retries run in tests/jobs/test_ps_retry.py; here the entry speaks Pa
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -216,8 +217,7 @@ def test_a_trainer_started_before_pserver_0_serves_the_store_joins_round_0_when_
     launcher = _start(facts)
     store = None
     try:
-        wait_for(lambda: "=== attempt started" in log_of(facts), "trainer 1's launcher to start", 30, interval=0.1)
-        time.sleep(1)  # it asks a store that is not there yet
+        wait_for(lambda: "does not answer yet" in log_of(facts), "trainer 1 to find no store", 30, interval=0.1)
         assert launcher.poll() is None, log_of(facts)
         store = GlooStore(port)
         wait_for(lambda: "arrived" in log_of(facts), "trainer 1 to reach the rendezvous", 30, interval=0.1)
@@ -240,3 +240,15 @@ def test_a_store_that_never_answers_fails_the_trainer_at_the_pservers_bound(tmp_
     assert "error: the gloo rendezvous store at 127.0.0.1:" in log, log
     assert "(pserver 0's launcher serves it) did not answer within 1s (PADDLECLOUD_PSERVER_WAIT_TIMEOUT)" in log, log
     assert "arrived" not in log and "run 0" not in log  # the entry never ran
+
+
+def test_a_trainer_waiting_for_the_store_stops_at_once_when_its_job_is_stopped(tmp_path: Path) -> None:
+    facts = trainer_1_facts(tmp_path, free_port(), bound="300")
+    launcher = _start(facts)
+    try:
+        wait_for(lambda: "does not answer yet" in log_of(facts), "trainer 1 to find no store", 30, interval=0.1)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=10) == 128 + signal.SIGTERM  # not the 300 s bound
+    finally:
+        launcher.kill()
+    assert "run 0" not in log_of(facts)  # the entry never ran

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 BAD_FACTS = 64  # a PADDLECLOUD_* variable is missing, malformed or inconsistent
 DNS = 68  # a peer's host name did not resolve in time
-PSERVER_UNREACHABLE = 69  # a pserver did not accept connections in time
+PSERVER_UNREACHABLE = 69  # a pserver did not accept connections, or pserver 0's rendezvous store answer, in time
 VENV = 70  # the requirements' venv could not be created, or pip failed
 OS_ERROR = 71  # log folder, store port taken, cannot start /bin/sh
 RENDEZVOUS = 72  # PS mode: the trainers' gloo rendezvous did not complete within its bound

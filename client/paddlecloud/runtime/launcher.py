@@ -32,7 +32,7 @@ What it does, in order:
    up to ``PADDLECLOUD_PSERVER_WAIT_TIMEOUT``, then exit 69) and runs the entry with the round's
    ``SYS_JOB_ID`` (``rendezvous``): when another trainer was restarted the entry runs again with it in a
    new round, and a rendezvous not complete within ``PADDLECLOUD_RENDEZVOUS_TIMEOUT`` fails (exit 72).
-   The entry starts at once, with ``pserver_gate``'s start-up hook first on its PYTHONPATH: Paddle's
+   The entry starts once the store answers, with ``pserver_gate``'s start-up hook first on its PYTHONPATH: Paddle's
    ``init_worker`` waits there until every pserver accepts TCP (paddle-notes trap 3), and past
    ``PADDLECLOUD_PSERVER_WAIT_TIMEOUT`` the entry exits 69.
 6. Runs the entry in the launcher's process group (the launcher makes itself a group leader if
@@ -141,6 +141,11 @@ class SignalRelay:
     def stopping(self) -> bool:
         """A stop signal came: the entry must not be started again."""
         return bool(self._relayed)
+
+    def raise_if_stopping(self) -> None:
+        """Unwind a wait between two runs of the entry (the handler raises only before the first one)."""
+        if self._relayed:
+            raise Interrupted(min(self._relayed))
 
     def install(self) -> None:
         for sig in RELAYED_SIGNALS:
@@ -251,18 +256,23 @@ def run_in_rounds(facts: Facts, env: dict[str, str], tee: Tee, relay: SignalRela
 
     endpoint = env["PADDLE_GLOO_HTTP_ENDPOINT"]
     client = rendezvous.Client(endpoint, facts.index)
+    bound = f"{facts.pserver_wait_timeout:g}s ({jobenv.env_name('pserver_wait_timeout')})"
+    told: list[str] = []
+
+    def waiting(problem: str) -> None:
+        relay.raise_if_stopping()
+        if not told:
+            told.append(problem)
+            tee.line(f"the rendezvous store at {endpoint} does not answer yet ({problem}); asking again, up to {bound}")
+
     for run in range(MAX_ROUNDS):
         try:
-            token, number = client.join(rerun=run > 0, within=facts.pserver_wait_timeout)
+            token, number = client.join(rerun=run > 0, within=facts.pserver_wait_timeout, waiting=waiting)
         except rendezvous.StoreUnreachable as e:
-            raise LaunchError(
-                EXIT_PSERVER_UNREACHABLE,
-                f"the gloo rendezvous store at {endpoint} (pserver 0's launcher serves it) did not answer within "
-                f"{facts.pserver_wait_timeout:g}s ({jobenv.env_name('pserver_wait_timeout')}): {e}",
-            ) from None
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            message = f"the gloo rendezvous store at {endpoint} answered no round: {e}"
-            raise LaunchError(EXIT_RENDEZVOUS, message) from None
+            message = f"the gloo rendezvous store at {endpoint} (pserver 0's launcher serves it) did not answer within "
+            raise LaunchError(EXIT_PSERVER_UNREACHABLE, f"{message}{bound}: {e}") from None
+        except (OSError, ValueError, KeyError, TypeError) as e:  # it answered, but not a round: not a time-out
+            raise LaunchError(EXIT_OS_ERROR, f"the rendezvous store at {endpoint} answered no round: {e}") from None
         tee.line(f"rendezvous round {number} (SYS_JOB_ID={token})")
         watch = rendezvous.Watch(client, token, facts.trainers, facts.rendezvous_timeout)
         outcome = run_entry(facts, env | {"SYS_JOB_ID": token}, tee, relay, watch.check)

@@ -27,6 +27,7 @@ import http.client
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,10 @@ JOIN_INTERVAL = 0.2  # seconds between two tries to join while the store is not 
 
 class StoreUnreachable(Exception):
     """The store did not answer a join within the bound."""
+
+
+class StoreAnswered(OSError):
+    """The store answered, with an error status: asking again would get the same answer."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ class Client:
         self.host, self.port, self.rank = host, int(port), rank
 
     def _call(self, method: str, path: str) -> dict[str, Any]:
-        """The JSON answer; OSError when the store cannot be reached or refuses, ValueError when it is not JSON."""
+        """The JSON answer; StoreAnswered when it answers an error status, another OSError when it cannot be reached
+        (or hangs up), ValueError when the answer is not JSON."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=CALL_TIMEOUT)
         try:
             conn.request(method, path)
@@ -120,28 +126,36 @@ class Client:
         finally:
             conn.close()
         if response.status != 200:
-            raise OSError(f"the store answered {response.status} {body[:200].decode(errors='replace')}")
+            raise StoreAnswered(f"the store answered {response.status} {body[:200].decode(errors='replace')}")
         answer = json.loads(body)
         if not isinstance(answer, dict):
             raise ValueError(f"the store answered {answer!r}")
         return answer
 
-    def join(self, rerun: bool = False, within: float = 0.0) -> tuple[str, int]:
+    def join(
+        self, rerun: bool = False, within: float = 0.0, waiting: Callable[[str], None] | None = None
+    ) -> tuple[str, int]:
         """(token, round) of a new attempt of this rank; `rerun`: its entry runs again because a newer round opened.
 
-        Asked again for up to `within` seconds while the store cannot be reached (not up yet), always with the same
-        token: the store answers a token it knows with its round, so a join that reached it before its answer was
-        lost is never counted twice (a second attempt of a rank would open a new round). StoreUnreachable past the
-        bound; OSError or ValueError when the store answers, but not a round."""
+        Asked again for up to `within` seconds while the store cannot be reached (not up yet, or hanging up), always
+        with the same token: the store answers a token it knows with its round, so a join that reached it before its
+        answer was lost is never counted twice (a second attempt of a rank would open a new round). `waiting` hears
+        why before each new try (and may raise to give up). StoreUnreachable past the bound; StoreAnswered, ValueError
+        or KeyError when the store answers, but not a round."""
         token = secrets.token_hex(8)
         deadline = time.monotonic() + within
         while True:
             try:
                 answer = self._call("POST", f"/{ROUNDS_SCOPE}/join?token={token}&rank={self.rank}&rerun={int(rerun)}")
                 return token, int(answer["round"])
-            except (ConnectionError, TimeoutError) as exc:
+            except StoreAnswered:
+                raise
+            except OSError as exc:  # refused, unreachable, timed out, hung up: not serving (yet)
+                problem = f"{exc.__class__.__name__}: {exc}"
                 if time.monotonic() >= deadline:
-                    raise StoreUnreachable(f"{exc.__class__.__name__}: {exc}") from None
+                    raise StoreUnreachable(problem) from None
+                if waiting is not None:
+                    waiting(problem)
                 time.sleep(JOIN_INTERVAL)
 
     def look(self, token: str) -> Look:
