@@ -4,6 +4,7 @@ whichever trainer the look found failed first."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,24 @@ def test_a_trainer_oom_killed_is_the_cause_though_another_failed_before_it_in_th
     seen = Judge(supervisor).verdict(job, tally, [], max_retries=0)
     assert (seen.state, seen.reason) == (JobState.FAILED, Reason.OOM_KILLED)
     assert seen.message == "trainer 1 went over its memory limit (1Gi) and was killed" and seen.exit_code == 137
+
+
+def test_of_two_failed_trainers_the_one_that_ended_first_is_named_whatever_its_index(
+    local_dc: Datacenter, alice: User, tmp_path: Path, settings: SettingsWrapper
+) -> None:
+    """Trainer 1 was killed; trainer 0, waiting on it in an all-reduce, aborted at gloo's time-out later. A look
+    that finds both ended names trainer 1, the first to end, not the lower index (CI, 2026-11-30)."""
+    settings.VAR_DIR = tmp_path
+    job = make_job(local_dc, alice, "lost-rank", state=JobState.RUNNING)
+    judge = Judge(Supervisor(local_dc))
+    failures = {0: (0, 134, 0, "trainer 0 exited with code 134: gloo TIMEOUT"), 1: (1, 137, 0, "trainer 1 killed")}
+    for index, ended_at in ((0, 1_000_060.0), (1, 1_000_000.0)):
+        status = judge.supervisor.status_path(job, Role.TRAINER, index)
+        status.parent.mkdir(parents=True)
+        status.write_text(json.dumps({"exit_code": failures[index][1]}))
+        os.utime(status, (ended_at, ended_at))
+    assert judge.first_to_end(job, failures[0], failures[1]) == failures[1]  # the look's order: 0, then 1
+    assert judge.first_to_end(job, failures[1], failures[0]) == failures[1]
+    assert judge.first_to_end(job, None, failures[0]) == failures[0]
+    judge.supervisor.status_path(job, Role.TRAINER, 1).unlink()  # no status: never taken for the first
+    assert judge.first_to_end(job, failures[0], failures[1]) == failures[0]

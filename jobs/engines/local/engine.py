@@ -171,10 +171,12 @@ class LocalEngine(Engine):
                     code = None
                 except EngineError as exc:  # e.g. its runtime was removed: fail this job, not the loop
                     message = f"{message}; cannot restart it: {exc}"
-                    tally.trainer_failed = tally.trainer_failed or (index, code, worker.restarts, message)
+                    failure = (index, code, worker.restarts, message)
+                    tally.trainer_failed = self.judge.first_to_end(job, tally.trainer_failed, failure)
                     tally.failed_trainers.append((index, code))
             elif role == Role.TRAINER:
-                tally.trainer_failed = tally.trainer_failed or (index, code, worker.restarts, message)
+                failure = (index, code, worker.restarts, message)
+                tally.trainer_failed = self.judge.first_to_end(job, tally.trainer_failed, failure)
                 tally.failed_trainers.append((index, code))
         return WorkerStatus(
             role=role,

@@ -2,12 +2,14 @@
 
 A pserver never ends by itself while the job runs: one that did is lost, and the job fails with it
 (trainers would exit 0 with nothing learned). A failed trainer fails the job once its retries are
-spent; a worker stopped at a limit (memory first, then processes) is named for it, and a trainer whose
+spent (of several, the one that ended first); a worker stopped at a limit (memory first, then processes) is
+named for it, and a trainer whose
 launcher gave up on the gloo rendezvous at its bound (exit code 72) fails it `RendezvousTimeout`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from paddlecloud.contract import exitcodes
@@ -19,6 +21,8 @@ from jobs.files import errorline
 from jobs.files.logfiles import log_tail
 from jobs.models import Job, JobState, Reason, Role, Worker, WorkerState
 
+TrainerFailure = tuple[int, int | None, int, str]  # (index, exit code, restarts, message)
+
 
 @dataclass
 class Tally:
@@ -27,7 +31,7 @@ class Tally:
     all_running: bool = True
     trainers_done: int = 0
     pserver_lost: tuple[int, int | None] | None = None  # (index, exit code)
-    trainer_failed: tuple[int, int | None, int, str] | None = None  # (index, exit code, restarts, message)
+    trainer_failed: TrainerFailure | None = None  # the failed trainer that ended first (Judge.first_to_end)
     # Every failed trainer (index, exit code): a limit's kill among them is the cause, whichever failed first
     # (in a collective job the others die of the killed one's silence, and a look may see them all ended).
     failed_trainers: list[tuple[int, int | None]] = field(default_factory=list)
@@ -59,6 +63,21 @@ class Judge:
     def log_reason(self, job: Job, worker: Worker) -> str:
         """What the worker's log's end says of its failure (jobs.files.errorline.worker_reason); "" without a log."""
         return errorline.worker_reason(log_tail(job, worker.name), worker.role)
+
+    def first_to_end(self, job: Job, known: TrainerFailure | None, failure: TrainerFailure) -> TrainerFailure:
+        """Of two failed trainers, the one whose process ended first (its exit status file, written as it ended, is
+        older): in a collective job the others die of its silence (gloo's time-out, an abort), and a look that
+        finds them all ended must not name the lowest index instead (CI, 2026-11-30: trainer 1 was killed, the
+        job said trainer 0's gloo TIMEOUT)."""
+        if known is None:
+            return failure
+        return min(known, failure, key=lambda f: self._ended_at(job, f[0]))
+
+    def _ended_at(self, job: Job, index: int) -> float:
+        try:
+            return self.supervisor.status_path(job, Role.TRAINER, index).stat().st_mtime
+        except OSError:
+            return math.inf  # no status: it did not end by itself (or its supervisor died); never the first
 
     def ended(self, job: Job, worker: Worker, code: int | None) -> tuple[WorkerState, str]:
         """State and message of a worker whose process ended (before restarts are considered).
