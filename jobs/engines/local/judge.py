@@ -2,9 +2,9 @@
 
 A pserver never ends by itself while the job runs: one that did is lost, and the job fails with it
 (trainers would exit 0 with nothing learned). A failed trainer fails the job once its retries are
-spent (of several, the one that ended first); a worker stopped at a limit (memory first, then processes) is
-named for it, and a trainer whose
-launcher gave up on the gloo rendezvous at its bound (exit code 72) fails it `RendezvousTimeout`.
+spent (of several, the one that ended first); a worker stopped at a limit (memory first, then processes)
+is named for it, and a trainer whose launcher gave up on the gloo rendezvous at its bound (exit code 72)
+fails it `RendezvousTimeout`.
 """
 
 from __future__ import annotations
