@@ -100,21 +100,25 @@ def _check_build_part(item: pytest.Item) -> None:
         )
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _k8s_control_plane_built() -> None:
     """In CI the control plane, node and images build in the background while the other tests run: the first test
     here waits for the control plane (tests/background_build.py); the node's fixtures wait for the node."""
     background_build.wait("control-plane")
 
 
-@pytest.fixture(scope="session")
+# The clusters are package-scoped, not session-scoped: pytest stops them when the worker's next test is outside
+# tests/k8s, i.e. once the worker's unit of them is done (tests/conftest.py sends each unit whole to one worker). An
+# idle Kueue cluster on kwok nodes still costs a third of a core (34% measured, 2026-11-30); kept up until the worker
+# ended, the clusters took that from the rest of the suite for most of a CI run.
+@pytest.fixture(scope="package")
 def k8s_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
     """A control plane whose only node is a real one (kubelet + containerd + CNI + CoreDNS): pods run."""
     background_build.wait("node")
     missing = _node_missing_message()
     if missing:  # only reached with PADDLECLOUD_REQUIRE_K8S=1 (CI): otherwise skipped at collection
         pytest.fail(missing, pytrace=False)
-    # Only one real node can run on a host, so the session's one real-node cluster also runs Kueue and JobSet
+    # Only one real node can run on a host, so the one real-node cluster also runs Kueue and JobSet
     # (they leave `admission: portal` jobs alone: no queue-name label). Without build-kueue.sh's output it runs
     # without them and the `kueue_node_dc` tests skip; in CI (PADDLECLOUD_REQUIRE_K8S=1) the cluster fails to start.
     kueue = os.environ.get("PADDLECLOUD_REQUIRE_K8S") == "1" or not kueue_missing()
@@ -128,9 +132,9 @@ def k8s_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestC
         cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
-    """A running control plane shared by the session; skips (fails if PADDLECLOUD_REQUIRE_K8S=1) without binaries."""
+    """A running control plane shared by the tests here; skips (fails if PADDLECLOUD_REQUIRE_K8S=1) without binaries."""
     missing = _missing_message()
     if missing:  # only reached with PADDLECLOUD_REQUIRE_K8S=1 (CI): otherwise the test was skipped at collection
         pytest.fail(missing, pytrace=False)
@@ -142,7 +146,7 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluste
         cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
     """A control plane of its own running JobSet's controller and Kueue (the `k8s_cluster` of other tests stays
     without them), on three 8-cpu kwok nodes and a 4-cpu one with 2 GPUs (labelled GPU_NODE_LABEL); skips
@@ -170,9 +174,9 @@ def kueue_api(kueue_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
         yield client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def k8s_api(k8s_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
-    """An admin ApiClient for the session's cluster."""
+    """An admin ApiClient for k8s_cluster."""
     with k8s_cluster.api_client() as api:
         yield api
 

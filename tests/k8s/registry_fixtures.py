@@ -1,6 +1,6 @@
 """Fixtures for the test registry (tools/k8s/testcluster/registry.py): `k8s_registry`, `k8s_registry_image`.
 
-`k8s_registry` is one TestRegistry per session with the users alice and bob (random passwords in
+`k8s_registry` is one TestRegistry for the tests here with the users alice and bob (random passwords in
 `k8s_registry.users`); its `host` (the real node's bridge address and a port) is what the kubelet and
 pods pull from, `ca_pem` what a client in a pod must trust. The node's containerd trusts it already.
 """
@@ -41,9 +41,9 @@ def push_runtime_image(registry: TestRegistry, repository: str = RUNTIME_REPOSIT
         return _pushed[key]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def k8s_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestRegistry]:
-    """The session's private registry (htpasswd + TLS), users alice and bob; skips without its binaries
+    """The private registry of the tests here (htpasswd + TLS), users alice and bob; skips without its binaries
     (fails with PADDLECLOUD_REQUIRE_K8S=1, as in CI)."""
     background_build.wait("node")
     missing = registry_missing()
@@ -62,9 +62,12 @@ def k8s_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestRegis
         yield registry
     finally:
         registry.stop()
+        with _push_lock:  # a registry started later may get the same id()
+            for key in [key for key in _pushed if key[0] == id(registry)]:
+                del _pushed[key]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def k8s_registry_image(k8s_registry: TestRegistry) -> str:
-    """This checkout's runtime image in the registry as `<host>/alice/paddle:<tag>` (pushed once per session)."""
+    """This checkout's runtime image in the registry as `<host>/alice/paddle:<tag>` (pushed once per registry)."""
     return push_runtime_image(k8s_registry)

@@ -218,7 +218,7 @@ def test_pod_logs_are_served(k8s_cluster: TestCluster, k8s_api: k8s.ApiClient, k
 
 
 def test_stop_leaves_no_process(k8s_cluster: TestCluster, tmp_path: Path) -> None:
-    # A second, private cluster: stopping the session's one would break the other tests.
+    # A second, private cluster: stopping the shared one would break the other tests.
     cluster = TestCluster(k8s_cluster.bin_dir, tmp_path / "k8s", nodes=[FakeNode("solo")])
     cluster.start()
     pids = cluster.pids

@@ -24,7 +24,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 FLAVOR = "kwok-cpu"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kueue_api(kueue_cluster: TestCluster) -> Iterator[k8s.ApiClient]:
     """An admin ApiClient of the Kueue cluster, with the one ResourceFlavor every ClusterQueue here uses."""
     with kueue_cluster.api_client() as api:

@@ -109,7 +109,7 @@ def test_an_elastic_job_goes_through_to_kueue_with_what_fits_grows_when_room_fre
     # it through with the 2 trainers that fit beside the high job.
     high = queued(kueue_dc, alice, "high", trainers=2, priority="high")
     through_the_gate(kueue_dc, high)
-    grow = drive(kueue_dc, lambda: requeued(3), "the elastic job preempted by Kueue and requeued", 60)
+    grow = drive(kueue_dc, lambda: requeued(3), "the elastic job preempted by Kueue and requeued")
     through_the_gate(kueue_dc, grow)
     grow = drive(kueue_dc, lambda: running_with(grow, 2), "the elastic job running with 2 trainers beside the high job")
     drive(kueue_dc, lambda: running_with(high, 2), "the high job running")

@@ -109,7 +109,7 @@ def test_the_ledger_charges_each_worker_its_pods_own_start_and_end(
     kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
     job = submit_ps(kueue_dc, alice, "ledger", trainer_delay="4s")
-    job = drive(kueue_dc, lambda: finished(job), "success", timeout=60)
+    job = drive(kueue_dc, lambda: finished(job), "success")
     kept = spans.from_json(job.engine_data["spans"])  # read from the pods as their logs were archived
     records = {r.worker: r for r in UsageRecord.objects.filter(job_uid=job.uid)}
     assert sorted(records) == ["pserver-0", "pserver-1", "trainer-0", "trainer-1"]

@@ -52,7 +52,7 @@ def test_gpu_trainers_land_on_the_gpu_flavors_nodes_and_pservers_anywhere(
             "pscpu": "1", "psmemory": "1Gi"}  # fmt: skip
     job = submit(kueue_dc, alice, spec, trainer_annotations={FATE: "succeed", DELAY: "5s"},
                  pserver_annotations={FATE: "hang"})  # fmt: skip
-    running = drive(kueue_dc, lambda: job_in(job, JobState.RUNNING), "running on the GPU node", 60)
+    running = drive(kueue_dc, lambda: job_in(job, JobState.RUNNING), "running on the GPU node")
     pods = pods_by_role(kueue_api, running.uid)
     assert len(pods["trainer"]) == 2 and len(pods["ps"]) == 1
     for trainer in pods["trainer"]:
@@ -60,5 +60,5 @@ def test_gpu_trainers_land_on_the_gpu_flavors_nodes_and_pservers_anywhere(
         assert trainer.spec.node_name == "kueue-gpu-0"
     (pserver,) = pods["ps"]
     assert GPU_NODE_LABEL not in (pserver.spec.node_selector or {})  # asks no GPU: no GPU flavor, no GPU node rule
-    done = drive(kueue_dc, lambda: finished(job), "success", 60)
+    done = drive(kueue_dc, lambda: finished(job), "success")
     assert done.state == JobState.SUCCEEDED, done.message

@@ -4,6 +4,8 @@ requeued as the portal's own preemption does (attempt + 1, a new JobSet)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +19,7 @@ from jobs.engines.kubernetes import jobset, kueue, names
 from jobs.follow.tasks import submit_job
 from jobs.models import Job, JobState, PriorityClass, Reason
 from jobs.scheduling import cycle, preemption_cost
-from tests.k8s.engine_helpers import DELAY, FATE, drive, finished, job_in, kill, new_job, start
+from tests.k8s.engine_helpers import CLUSTER_WAIT, DELAY, FATE, drive, finished, job_in, kill, new_job, start
 from tests.wait import wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.kueue]
@@ -74,7 +76,7 @@ def test_priority_classes_become_workload_priority_classes_and_high_is_admitted_
     )
     assert mirrored["value"] == 10
 
-    drive(kueue_dc, lambda: finished(first), "the first job to end", timeout=60)
+    drive(kueue_dc, lambda: finished(first), "the first job to end")
     high = drive(kueue_dc, lambda: admitted_by_kueue(high), "the later high job admitted first")
     low.refresh_from_db()
     assert low.state == JobState.PENDING and "queued by Kueue" in low.message
@@ -99,7 +101,7 @@ def test_kueue_preempts_a_low_job_for_a_high_one_and_the_low_job_runs_again_as_a
         "the evicted JobSet is deleted"
     )
 
-    high = drive(kueue_dc, lambda: finished(high), "the high job to run and succeed", timeout=60)
+    high = drive(kueue_dc, lambda: finished(high), "the high job to run and succeed")
     assert high.state == JobState.SUCCEEDED and high.started_at is not None
 
     assert cycle.schedule(kueue_dc) == [low.pk]  # the portal's gate lets it through to Kueue again
@@ -113,7 +115,7 @@ def test_kueue_preempts_a_low_job_for_a_high_one_and_the_low_job_runs_again_as_a
         (container,) = replicated["template"]["spec"]["template"]["spec"]["containers"]
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["PADDLECLOUD_ATTEMPT"] == "2", replicated["name"]
-    low = drive(kueue_dc, lambda: finished(low), "the low job to run again and end", timeout=60)
+    low = drive(kueue_dc, lambda: finished(low), "the low job to run again and end")
     assert (low.state, low.attempt) == (JobState.SUCCEEDED, 2)
 
 
@@ -128,6 +130,16 @@ def workload_of(kueue_api: k8s.ApiClient, job: Job) -> dict[str, Any] | None:
     return owned[0] if owned else None
 
 
+@contextlib.contextmanager
+def workloads_shown_on_failure(kueue_api: k8s.ApiClient, *jobs: Job) -> Iterator[None]:
+    """A failed wait on Kueue alone (no reconcile) says where each job's Workload stands: its conditions."""
+    try:
+        yield
+    except AssertionError as failure:
+        states = {job.name: (workload_of(kueue_api, job) or {}).get("status", {}).get("conditions") for job in jobs}
+        raise AssertionError(f"{failure}; the Workloads' conditions: {states}") from None
+
+
 def test_an_eviction_kueue_undid_before_the_portal_looked_is_still_a_preemption(
     kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
@@ -139,7 +151,10 @@ def test_an_eviction_kueue_undid_before_the_portal_looked_is_still_a_preemption(
     high = submit_with(kueue_dc, alice, "high", "high")
     # From here no reconcile, until Kueue has evicted the low job, admitted the high one, and (once the high job
     # is killed) admitted the low one again.
-    wait_for(lambda: not jobset.suspended(jobsets_of(kueue_api, high)[0]), "Kueue to admit the high job", 60)
+    with workloads_shown_on_failure(kueue_api, low, high):
+        wait_for(
+            lambda: not jobset.suspended(jobsets_of(kueue_api, high)[0]), "Kueue to admit the high job", CLUSTER_WAIT
+        )
     kill(high)  # stops only the high job: its release looks at nothing else
 
     def readmitted() -> dict[str, Any] | None:
@@ -149,7 +164,8 @@ def test_an_eviction_kueue_undid_before_the_portal_looked_is_still_a_preemption(
         workload = workload_of(kueue_api, low)
         return workload if workload and kueue.evictions(workload) else None
 
-    again = wait_for(readmitted, "Kueue to admit the evicted low job again", 60)
+    with workloads_shown_on_failure(kueue_api, low, high):
+        again = wait_for(readmitted, "Kueue to admit the evicted low job again", CLUSTER_WAIT)
     print("schedulingStats:", again["status"].get("schedulingStats"))
     assert kueue.eviction(again) is None  # nothing on its conditions says it was evicted any more
     low = drive(kueue_dc, lambda: job_in(low, JobState.QUEUED), "the low job seen preempted")
@@ -184,10 +200,10 @@ def test_kueue_stops_the_low_job_that_loses_the_least_work_since_its_checkpoint(
 
     assert (boost(older), boost(newer)) == (None, "4")  # 20 min unsaved: rank 4 (15-31 min); 0 is written as none
     high = submit_with(kueue_dc, alice, "high", "high", fate="succeed", size=HALF_QUOTA)
-    older = drive(kueue_dc, lambda: job_in(older, JobState.QUEUED), "the low job that saved last preempted", 60)
+    older = drive(kueue_dc, lambda: job_in(older, JobState.QUEUED), "the low job that saved last preempted")
     assert older.reason == Reason.PREEMPTED and "preempted by Kueue" in older.message, older.message
     newer.refresh_from_db()
     assert newer.state == JobState.RUNNING and newer.attempt == 1
-    drive(kueue_dc, lambda: finished(high), "the high job to run and succeed", timeout=60)
+    drive(kueue_dc, lambda: finished(high), "the high job to run and succeed")
     for job in (older, newer):
         kill(job)

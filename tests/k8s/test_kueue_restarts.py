@@ -35,7 +35,7 @@ def test_a_failed_kueue_job_runs_again_as_a_new_jobset_from_its_checkpoint(
         found = job_in(job, JobState.QUEUED)
         return found if found is not None and found.attempt == 2 and found.preempted_at is None else None
 
-    job = drive(kueue_dc, restarting, "the failed job stopped and queued again as attempt 2", 60)
+    job = drive(kueue_dc, restarting, "the failed job stopped and queued again as attempt 2")
     assert (job.reason, job.restarts) == (Reason.RESTARTING, 1), job.message
     said = [e.message for e in job.events.filter(kind=EventKind.STATE)]
     assert any("from its checkpoint of step 10 as attempt 2 (restart 1 of 2)" in m for m in said), said
@@ -48,6 +48,6 @@ def test_a_failed_kueue_job_runs_again_as_a_new_jobset_from_its_checkpoint(
     env: dict[str, Any] = {e["name"]: e.get("value") for e in container["env"]}
     assert env[env_name("attempt")] == "2"
     assert env[env_name("restart_reason")].startswith("TrainerFailed: trainer 0"), env[env_name("restart_reason")]
-    job = drive(kueue_dc, lambda: finished(job), "the second attempt to succeed", 60)
+    job = drive(kueue_dc, lambda: finished(job), "the second attempt to succeed")
     assert (job.state, job.attempt, job.restarts) == (JobState.SUCCEEDED, 2, 1), job.message
     assert job.failures[0]["checkpoint_step"] == 10 and job.failures[0]["exit_code"] == 4, job.failures

@@ -53,7 +53,7 @@ def test_a_team_borrows_another_teams_idle_quota_and_gives_it_back_when_that_tea
     in_team(kueue_dc, alice, "team-a", "4")
     in_team(kueue_dc, bob, "team-b", "8")
     borrower = eight_cores(kueue_dc, alice, "borrower")  # twice team A's quota: runs on team B's idle cores
-    drive(kueue_dc, lambda: admitted(borrower), "team A's job running on borrowed quota", timeout=60)
+    drive(kueue_dc, lambda: admitted(borrower), "team A's job running on borrowed quota")
     custom = k8s.CustomObjectsApi(kueue_api)
     cohort = custom.get_cluster_custom_object(*KUEUE, "cohorts", kueue.team_cohort_name(kueue_dc.name, "team-a"))
     assert cohort["spec"]["parentName"] == kueue.cohort_name(kueue_dc.name)
@@ -66,7 +66,7 @@ def test_a_team_borrows_another_teams_idle_quota_and_gives_it_back_when_that_tea
     borrower = drive(kueue_dc, lambda: job_in(borrower, JobState.QUEUED), "the borrowing job preempted by Kueue")
     print("reclaimed:", borrower.reason, borrower.message)
     assert borrower.reason == Reason.PREEMPTED and "preempted by Kueue" in borrower.message
-    drive(kueue_dc, lambda: admitted(owner), "team B's job running on its own quota", timeout=60)
+    drive(kueue_dc, lambda: admitted(owner), "team B's job running on its own quota")
     for job in (owner, borrower):
         kill(job)
 
@@ -147,7 +147,7 @@ def test_two_members_of_a_team_share_its_quota_by_their_weights(kueue_dc: Datace
         queued = sum(bool(job_in(job, JobState.QUEUED)) for job in alices)
         return (running[0], running[1]) if sum(running) == 4 and queued >= 1 else None
 
-    assert drive(kueue_dc, settled, "bob's share given back by preemption", timeout=60) == (3, 1)
+    assert drive(kueue_dc, settled, "bob's share given back by preemption") == (3, 1)
     # And it stays so (equal weights would go on to preempt a second job of alice's): Kueue's cycles are
     # sub-second, so 10 s of reconciling would see a second preemption.
     end = time.monotonic() + 10

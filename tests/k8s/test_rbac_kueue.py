@@ -49,12 +49,12 @@ def test_a_kueue_job_with_the_longest_name_its_size_allows_runs_as_the_service_a
             "pscpu": "100m", "psmemory": "100Mi"}  # fmt: skip
     fates = {"trainer_annotations": {FATE: "succeed", DELAY: "10s"}, "pserver_annotations": {FATE: "hang"}}
     job = submit(dc, alice, spec, **fates)
-    running = drive(dc, lambda: job_in(job, JobState.RUNNING), "running through Kueue as the service account", 60)
+    running = drive(dc, lambda: job_in(job, JobState.RUNNING), "running through Kueue as the service account")
     assert running.trainers_running == 10
     # What preempting it costs, on its Workload (jobs.scheduling.preemption_cost): a patch the account may make.
     Job.objects.filter(pk=job.pk).update(started_at=timezone.now() - timedelta(minutes=5))
     assert preemption_cost.update(dc, force=True) == 1
-    job = drive(dc, lambda: finished(job), "success", 60)
+    job = drive(dc, lambda: finished(job), "success")
     assert job.state == JobState.SUCCEEDED, job.message
     wait_for(lambda: nothing_left(kueue_api, job.uid), "the JobSet and its pods gone", timeout=90)
     # Teams' Cohorts (jobs.follow.quota_sync deletes a removed team's); the queue's visibility API is the web pods' to
