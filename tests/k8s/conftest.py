@@ -67,8 +67,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # the scheduler sends each unit out as soon as its part is built: every worker runs other tests meanwhile, and the
     # control plane's tests run while the node still builds. Either way each unit's tests come in the order their
     # parts of the build end (background_build.order_key).
+    # Within a part, the tests outside tests/k8s come first: the clusters here are package-scoped, and one such test
+    # between two of this package's (pytest-django orders a unit's tests by their database use) stopped the node's
+    # cluster and started it again.
     last = background_build.running()
-    items[:] = sorted(items, key=lambda item: _built_order(item.nodeid, last))
+    items[:] = sorted(items, key=lambda item: collection_key(item, last))
     for item in items:
         _check_build_part(item)
         if item.path.is_relative_to(HERE):
@@ -80,6 +83,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.pods)
             if node_missing_reason:
                 item.add_marker(pytest.mark.skip(reason=node_missing_reason))
+
+
+def collection_key(item: pytest.Item, last: bool) -> tuple[int, bool]:
+    """Where a test goes in the collection: by the part of the build it waits for, this package's tests last."""
+    return _built_order(item.nodeid, last), item.path.is_relative_to(HERE)
 
 
 def _built_order(nodeid: str, last: bool) -> int:

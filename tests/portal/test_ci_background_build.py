@@ -10,11 +10,14 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from tests import background_build
 from tests.conftest import _BuiltTestsOnWorkersOfTheirOwn
+from tests.k8s.conftest import collection_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,3 +129,22 @@ def test_a_built_unit_goes_to_a_worker_without_one_as_soon_as_its_part_is_done(
     scheduler._assign_work_unit(second)
     assert first.sent == [[0], [3], [1]]
     assert second.sent == [[4, 5]]  # the node's tests, in the order their parts end
+
+
+@pytest.mark.parametrize("building", [True, False])
+def test_a_units_tests_from_outside_tests_k8s_come_before_its_tests_in_tests_k8s(building: bool) -> None:
+    """The clusters are package-scoped (stopped when a worker's next test is outside tests/k8s): a unit whose tests
+    went k8s, cli, k8s (pytest-django's order by database use) started the node's cluster twice."""
+    nodeids = [
+        "tests/k8s/test_pods.py::test_a",  # the node's part
+        "tests/cli/test_build.py::test_b",  # the node's part, outside tests/k8s
+        "tests/k8s/test_registry.py::test_c",  # the node's part
+        "tests/k8s/test_watch.py::test_d",  # the control plane's part
+        "tests/core/test_locks.py::test_e",  # no part
+        "tests/k8s/test_deploy_pods.py::test_f",  # the images' part
+    ]
+    # What the key reads of a pytest.Item: its node id and path.
+    items = [cast(pytest.Item, SimpleNamespace(nodeid=nodeid, path=ROOT / nodeid.split("::")[0])) for nodeid in nodeids]
+    ordered = [item.nodeid.split("::")[1] for item in sorted(items, key=lambda item: collection_key(item, building))]
+    built = ["test_d", "test_b", "test_a", "test_c", "test_f"]
+    assert ordered == (["test_e", *built] if building else [*built, "test_e"])
