@@ -34,6 +34,9 @@ _TELLING = re.compile(
     r"gloo::\w*(?:Exception|EnforceNotMet)|TimeoutException|NCCL (?:error|WARN)|"
     r"Watchdog caught collective operation timeout|^\s*what\(\):\s+\S"
 )
+# A collective's failure: gloo's or NCCL's words (a refused or reset connection to a peer, its time-out) or a
+# collective's time-out. A rank writes them when a peer is gone or hung: they tell of another rank's failure.
+_COLLECTIVE = re.compile(r"gloo|nccl|TimeoutException|collective operation timeout", re.IGNORECASE)
 _SIGNAL_WORDS = re.compile(r"^(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception)\b")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -70,6 +73,11 @@ def last_error_line(tail: str) -> str:
         if _ERROR_LINE.match(text):
             chosen.setdefault(2 if _SIGNAL_WORDS.match(text) else 1, text)
     return clean(chosen[min(chosen)]) if chosen else ""
+
+
+def collective_failure(message: str) -> bool:
+    """True when a failed worker's message quotes a collective's failure (_COLLECTIVE): it died of a peer's."""
+    return bool(_COLLECTIVE.search(message))
 
 
 def last_line(tail: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from jobs.files import errorline
 
 TRACEBACK = """\
@@ -80,3 +82,23 @@ def test_an_error_line_is_preferred_to_a_signals_word_and_the_launchers_newest_e
     assert errorline.reason("Aborted\n") == "Aborted"
     launcher = "ValueError: x\n[paddlecloud-launch] error: the rendezvous timed out after 300 s\n"
     assert errorline.reason(launcher) == "the rendezvous timed out after 300 s"
+
+
+@pytest.mark.parametrize(
+    ("message", "collective"),
+    [
+        (
+            "trainer 0 exited with code 1: RuntimeError: [/gloo/transport/tcp/pair.cc:784] connect: Connection refused",
+            True,
+        ),
+        ("trainer 0 exited with code 134: gloo::IoException: Timed out waiting 30000ms for recv", True),
+        ("trainer 2 exited with code 1: RuntimeError: NCCL error in: unhandled system error", True),
+        ("trainer 0 exited with code 6: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)", True),
+        ("trainer 1 exited with code 3: FatalError: `Termination signal` is detected", False),
+        # A refused connection of the script's own (a download, a database) is its own failure, not a peer's.
+        ("trainer 0 exited with code 1: ConnectionRefusedError: [Errno 111] Connection refused", False),
+        ("trainer 1 was killed by signal 9 (SIGKILL)", False),
+    ],
+)
+def test_a_collectives_failure_is_told_from_a_workers_own(message: str, collective: bool) -> None:
+    assert errorline.collective_failure(message) is collective

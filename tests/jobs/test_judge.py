@@ -57,4 +57,29 @@ def test_of_two_failed_trainers_the_one_that_ended_first_is_named_whatever_its_i
     assert judge.first_to_end(job, failures[1], failures[0]) == failures[1]
     assert judge.first_to_end(job, None, failures[0]) == failures[0]
     judge.supervisor.status_path(job, Role.TRAINER, 1).unlink()  # no status: never taken for the first
-    assert judge.first_to_end(job, failures[0], failures[1]) == failures[0]
+    crashed = (0, 1, 0, "trainer 0 exited with code 1: ValueError: bad batch")  # of itself, as trainer 1
+    assert judge.first_to_end(job, crashed, failures[1]) == crashed
+
+
+def test_a_trainer_that_failed_of_itself_is_named_before_one_that_died_of_a_collectives_error(
+    local_dc: Datacenter, alice: User, tmp_path: Path, settings: SettingsWrapper
+) -> None:
+    """Trainer 1's entry exited 3, and its launcher waited for what the entry left; trainer 0's gloo connection to
+    it was refused and its exit status was written first. The job names trainer 1's exit (CI, 2026-11-30)."""
+    settings.VAR_DIR = tmp_path
+    job = make_job(local_dc, alice, "crashed", state=JobState.RUNNING)
+    judge = Judge(Supervisor(local_dc))
+    refused = "RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:784] connect [127.0.0.1]:11141: "
+    failures = {
+        0: (0, 1, 0, f"trainer 0 exited with code 1: {refused}Connection refused"),
+        1: (1, 3, 0, "trainer 1 exited with code 3: FatalError: `Termination signal` is detected"),
+        2: (2, 1, 0, "trainer 2 exited with code 1: RuntimeError: NCCL error in: unhandled system error"),
+    }
+    for index, ended_at in ((0, 1_000_000.0), (1, 1_000_002.5), (2, 1_000_001.0)):
+        status = judge.supervisor.status_path(job, Role.TRAINER, index)
+        status.parent.mkdir(parents=True)
+        status.write_text(json.dumps({"exit_code": failures[index][1]}))
+        os.utime(status, (ended_at, ended_at))
+    assert judge.first_to_end(job, failures[0], failures[1]) == failures[1]
+    assert judge.first_to_end(job, failures[1], failures[0]) == failures[1]
+    assert judge.first_to_end(job, failures[2], failures[0]) == failures[0]  # both a collective's: the first to end

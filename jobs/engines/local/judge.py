@@ -2,7 +2,8 @@
 
 A pserver never ends by itself while the job runs: one that did is lost, and the job fails with it
 (trainers would exit 0 with nothing learned). A failed trainer fails the job once its retries are
-spent (of several, the one that ended first); a worker stopped at a limit (memory first, then processes)
+spent (of several, one that failed of itself before one that died of a collective's error, then the one
+that ended first); a worker stopped at a limit (memory first, then processes)
 is named for it, and a trainer whose launcher gave up on the gloo rendezvous at its bound (exit code 72)
 fails it `RendezvousTimeout`.
 """
@@ -65,13 +66,17 @@ class Judge:
         return errorline.worker_reason(log_tail(job, worker.name), worker.role)
 
     def first_to_end(self, job: Job, known: TrainerFailure | None, failure: TrainerFailure) -> TrainerFailure:
-        """Of two failed trainers, the one whose process ended first (its exit status file, written as it ended, is
-        older): in a collective job the others die of its silence (gloo's time-out, an abort), and a look that
-        finds them all ended must not name the lowest index instead (CI, 2026-11-30: trainer 1 was killed, the
-        job said trainer 0's gloo TIMEOUT)."""
+        """Of two failed trainers, the cause: one that failed of itself before one whose message quotes a
+        collective's failure (errorline.collective_failure: it died of a peer's), then the one whose process ended
+        first (its exit status file, written as it ended, is older). The others die of the first one's silence
+        (gloo's time-out, a refused connection), and a look that finds them all ended must not name the lowest
+        index instead (CI, 2026-11-30: trainer 1 was killed, the job said trainer 0's gloo TIMEOUT). The time alone
+        is not enough: a trainer's launcher exits seconds after its entry when it waits for what the entry left
+        running (reaper.reap_descendants), and a peer's gloo error may end sooner than that (CI, the same
+        day: trainer 1's entry exited 3, and trainer 0's refused gloo connection was written first)."""
         if known is None:
             return failure
-        return min(known, failure, key=lambda f: self._ended_at(job, f[0]))
+        return min(known, failure, key=lambda f: (errorline.collective_failure(f[3]), self._ended_at(job, f[0])))
 
     def _ended_at(self, job: Job, index: int) -> float:
         try:
