@@ -34,9 +34,14 @@ _TELLING = re.compile(
     r"gloo::\w*(?:Exception|EnforceNotMet)|TimeoutException|NCCL (?:error|WARN)|"
     r"Watchdog caught collective operation timeout|^\s*what\(\):\s+\S"
 )
-# A collective's failure: gloo's or NCCL's words (a refused or reset connection to a peer, its time-out) or a
-# collective's time-out. A rank writes them when a peer is gone or hung: they tell of another rank's failure.
-_COLLECTIVE = re.compile(r"gloo|nccl|TimeoutException|collective operation timeout", re.IGNORECASE)
+# A collective's lost peer: gloo's or NCCL's words for a connection refused, reset or closed, a read that failed, a
+# time-out, a remote process gone; or a collective's own time-out. A rank writes them when a peer is gone or hung:
+# they tell of another rank's failure. A mere mention of gloo or NCCL (a missing libnccl, a path) is not one.
+_COLLECTIVE = re.compile(
+    r"(?:gloo|nccl).*(?:connection (?:refused|reset|closed)|read error|socket closed|timed? ?out|remote process|"
+    r"unhandled system error)|collective operation timeout|ncclRemoteError",
+    re.IGNORECASE,
+)
 _SIGNAL_WORDS = re.compile(r"^(?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception)\b")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -76,7 +81,7 @@ def last_error_line(tail: str) -> str:
 
 
 def collective_failure(message: str) -> bool:
-    """True when a failed worker's message quotes a collective's failure (_COLLECTIVE): it died of a peer's."""
+    """True when a failed worker's message quotes a collective's lost peer (_COLLECTIVE): it died of a peer's."""
     return bool(_COLLECTIVE.search(message))
 
 

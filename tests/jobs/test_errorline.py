@@ -98,6 +98,9 @@ def test_an_error_line_is_preferred_to_a_signals_word_and_the_launchers_newest_e
         # A refused connection of the script's own (a download, a database) is its own failure, not a peer's.
         ("trainer 0 exited with code 1: ConnectionRefusedError: [Errno 111] Connection refused", False),
         ("trainer 1 was killed by signal 9 (SIGKILL)", False),
+        # A mention of NCCL or gloo is not a lost peer: a missing library, a backend the script asked for.
+        ("trainer 0 exited with code 1: OSError: libnccl.so.2: cannot open shared object file", False),
+        ("trainer 0 exited with code 1: ValueError: backend 'gloo' is not available", False),
     ],
 )
 def test_a_collectives_failure_is_told_from_a_workers_own(message: str, collective: bool) -> None:

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from datacenters.models import Datacenter
-from jobs.engines.local.judge import Judge, Tally
+from jobs.engines.local.judge import ENDS_CLOSE, Judge, Tally
 from jobs.engines.local.supervisor import Supervisor
 from jobs.models import JobState, Reason, Role
 from tests.jobs.test_queue_api import make_job
@@ -57,15 +57,15 @@ def test_of_two_failed_trainers_the_one_that_ended_first_is_named_whatever_its_i
     assert judge.first_to_end(job, failures[1], failures[0]) == failures[1]
     assert judge.first_to_end(job, None, failures[0]) == failures[0]
     judge.supervisor.status_path(job, Role.TRAINER, 1).unlink()  # no status: never taken for the first
-    crashed = (0, 1, 0, "trainer 0 exited with code 1: ValueError: bad batch")  # of itself, as trainer 1
-    assert judge.first_to_end(job, crashed, failures[1]) == crashed
+    assert judge.first_to_end(job, failures[0], failures[1]) == failures[0]
 
 
 def test_a_trainer_that_failed_of_itself_is_named_before_one_that_died_of_a_collectives_error(
     local_dc: Datacenter, alice: User, tmp_path: Path, settings: SettingsWrapper
 ) -> None:
     """Trainer 1's entry exited 3, and its launcher waited for what the entry left; trainer 0's gloo connection to
-    it was refused and its exit status was written first. The job names trainer 1's exit (CI, 2026-11-30)."""
+    it was refused and its exit status was written first. The job names trainer 1's exit (CI, 2026-11-30), unless
+    trainer 1 ended more than ENDS_CLOSE after trainer 0."""
     settings.VAR_DIR = tmp_path
     job = make_job(local_dc, alice, "crashed", state=JobState.RUNNING)
     judge = Judge(Supervisor(local_dc))
@@ -83,3 +83,6 @@ def test_a_trainer_that_failed_of_itself_is_named_before_one_that_died_of_a_coll
     assert judge.first_to_end(job, failures[0], failures[1]) == failures[1]
     assert judge.first_to_end(job, failures[1], failures[0]) == failures[1]
     assert judge.first_to_end(job, failures[2], failures[0]) == failures[0]  # both a collective's: the first to end
+    later = 1_000_000.0 + ENDS_CLOSE + 1  # trainer 1's own failure long after trainer 0's: not what killed trainer 0
+    os.utime(judge.supervisor.status_path(job, Role.TRAINER, 1), (later, later))
+    assert judge.first_to_end(job, failures[1], failures[0]) == failures[0]

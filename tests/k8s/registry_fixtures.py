@@ -61,10 +61,10 @@ def k8s_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestRegis
             registry.add_user(user, secrets.token_urlsafe(12))
         yield registry
     finally:
-        registry.stop()
         with _push_lock:  # a registry started later may get the same id()
             for key in [key for key in _pushed if key[0] == id(registry)]:
                 del _pushed[key]
+        registry.stop()
 
 
 @pytest.fixture(scope="package")

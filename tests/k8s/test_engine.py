@@ -113,7 +113,7 @@ def test_a_trainer_failing_with_3_is_retried_then_fails_with_backoff_limit(
     fate = {FATE: "fail", EXIT_CODE: "3", DELAY: "300ms"}
     job = submit(k8s_dc, alice, {"jobname": "bad", "parallelism": 1, "max_retries": 2}, trainer_annotations=fate)
     # The Job controller waits 10 s, then 20 s, between attempts of one index.
-    job = drive(k8s_dc, lambda: finished(job), "failure", timeout=90)
+    job = drive(k8s_dc, lambda: finished(job), "failure")  # CLUSTER_WAIT covers the 30 s
     assert (job.state, job.reason, job.exit_code) == ("failed", "BackoffLimit", 3)
     assert job.message == "trainer 0 exited with code 3 after 2 restart(s)"
     trainer = job.workers.get(role="trainer", index=0)

@@ -50,7 +50,7 @@ def test_a_sweeps_trials_are_jobsets_that_kueue_admits_within_the_quota(
                 seen_held.add(job.name)  # Kueue holds it: alice's 4 cores fit two 2-core trials at once
         return all(j.state == JobState.SUCCEEDED and j.released for j in trials)
 
-    drive(kueue_dc, all_done, "every trial to succeed through Kueue", timeout=120)
+    drive(kueue_dc, all_done, "every trial to succeed through Kueue")
     assert seen_held, "Kueue never held a trial: the quota should fit two of four at once"
     for index, job in enumerate(trials):
         assert job.engine_data["layout"] == "jobset"

@@ -2,8 +2,8 @@
 
 A pserver never ends by itself while the job runs: one that did is lost, and the job fails with it
 (trainers would exit 0 with nothing learned). A failed trainer fails the job once its retries are
-spent (of several, one that failed of itself before one that died of a collective's error, then the one
-that ended first); a worker stopped at a limit (memory first, then processes)
+spent (of several, the one that ended first, unless it died of a collective's lost peer and another failed of
+itself just after it); a worker stopped at a limit (memory first, then processes)
 is named for it, and a trainer whose launcher gave up on the gloo rendezvous at its bound (exit code 72)
 fails it `RendezvousTimeout`.
 """
@@ -23,6 +23,9 @@ from jobs.files.logfiles import log_tail
 from jobs.models import Job, JobState, Reason, Role, Worker, WorkerState
 
 TrainerFailure = tuple[int, int | None, int, str]  # (index, exit code, restarts, message)
+# How much later than a peer's collective error a trainer's own failure may have ended and still be named first: its
+# launcher's wait for what its entry left (client/paddlecloud/runtime/reaper.py: 2 + 5 + 5 s) and a margin.
+ENDS_CLOSE = 15.0
 
 
 @dataclass
@@ -66,17 +69,22 @@ class Judge:
         return errorline.worker_reason(log_tail(job, worker.name), worker.role)
 
     def first_to_end(self, job: Job, known: TrainerFailure | None, failure: TrainerFailure) -> TrainerFailure:
-        """Of two failed trainers, the cause: one that failed of itself before one whose message quotes a
-        collective's failure (errorline.collective_failure: it died of a peer's), then the one whose process ended
-        first (its exit status file, written as it ended, is older). The others die of the first one's silence
-        (gloo's time-out, a refused connection), and a look that finds them all ended must not name the lowest
-        index instead (CI, 2026-11-30: trainer 1 was killed, the job said trainer 0's gloo TIMEOUT). The time alone
-        is not enough: a trainer's launcher exits seconds after its entry when it waits for what the entry left
-        running (reaper.reap_descendants), and a peer's gloo error may end sooner than that (CI, the same
-        day: trainer 1's entry exited 3, and trainer 0's refused gloo connection was written first)."""
+        """Of two failed trainers, the cause: the one whose process ended first (its exit status file, written as
+        it ended, is older), unless it quotes a collective's lost peer (errorline.collective_failure) and the other,
+        which failed of itself, ended at most ENDS_CLOSE later. The others die of the first one's silence (gloo's
+        time-out, a refused connection), and a look that finds them all ended must not name the lowest index
+        instead (CI, 2026-11-30: trainer 1 was killed, the job said trainer 0's gloo TIMEOUT). Nor is the time
+        alone enough: a trainer's launcher exits seconds after its entry when it waits for what the entry left
+        running (reaper.reap_descendants: 2 s, then SIGTERM and 5 s, then SIGKILL and 5 s), and a peer's gloo
+        error may end sooner than that (CI, the same day: trainer 1's entry exited 3, and trainer 0's refused gloo
+        connection was written first)."""
         if known is None:
             return failure
-        return min(known, failure, key=lambda f: (errorline.collective_failure(f[3]), self._ended_at(job, f[0])))
+        first, then = sorted((known, failure), key=lambda f: self._ended_at(job, f[0]))
+        own, peers = errorline.collective_failure(then[3]), errorline.collective_failure(first[3])
+        if peers and not own and self._ended_at(job, then[0]) - self._ended_at(job, first[0]) <= ENDS_CLOSE:
+            return then
+        return first
 
     def _ended_at(self, job: Job, index: int) -> float:
         try:
