@@ -80,11 +80,10 @@ class Judge:
         connection was written first)."""
         if known is None:
             return failure
-        first, then = sorted((known, failure), key=lambda f: self._ended_at(job, f[0]))
-        own, peers = errorline.collective_failure(then[3]), errorline.collective_failure(first[3])
-        if peers and not own and self._ended_at(job, then[0]) - self._ended_at(job, first[0]) <= ENDS_CLOSE:
-            return then
-        return first
+        ended = {f[0]: self._ended_at(job, f[0]) for f in (known, failure)}  # one stat each
+        first, then = sorted((known, failure), key=lambda f: ended[f[0]])
+        died_of_a_peer = errorline.collective_failure(first[3]) and not errorline.collective_failure(then[3])
+        return then if died_of_a_peer and ended[then[0]] - ended[first[0]] <= ENDS_CLOSE else first
 
     def _ended_at(self, job: Job, index: int) -> float:
         try:
