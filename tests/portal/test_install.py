@@ -78,3 +78,17 @@ def test_without_uv_pip_installs_the_lock_and_says_why(tmp_path: Path) -> None:
     assert "uv = " not in (repo / ".venv" / "pyvenv.cfg").read_text()
     assert not (repo / ".venv" / "bin" / "uv").exists()
     assert installed(repo).endswith(" tiny")
+
+
+def test_pythons_that_make_runs_keep_their_bytecode_where_the_machine_says_not_to() -> None:
+    """The Makefile unexports PYTHONDONTWRITEBYTECODE: `make run`'s processes and the suite's workers compile a module
+    once, not at every start (loading the portal's apps took twice the CPU from source)."""
+    probe = "probe-bytecode: ; @python3 -c 'import sys; print(\"dont_write_bytecode\", sys.dont_write_bytecode)'"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run(["make", "-s", f"--eval={probe}", "probe-bytecode"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "dont_write_bytecode False"
+    outside = subprocess.run(["python3", "-c", "import sys; print(sys.dont_write_bytecode)"], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert outside.stdout.strip() == "True"  # the machine's setting, which make alone sets aside
