@@ -11,8 +11,8 @@ STAMP := $(VENV)/.installed-$(DEPS_HASH)
 
 # Python keeps its compiled modules (__pycache__, ignored by git) wherever these commands run it, even where the machine
 # sets PYTHONDONTWRITEBYTECODE (Docker images and CI hosts often do): without them every process compiles all it
-# imports, every time, and loading the portal's apps took 5-8 s of CPU instead of 2-3.5 s (four runs each, 2026-11-30)
-# in each of `make run`'s six processes and each of the suite's hundred-odd Celery workers.
+# imports, every time: loading the portal's apps took 5-8 s of CPU instead of 2-3.5 s (four runs each, 2026-11-30)
+# in each of `make run`'s processes and each of the hundred-odd Celery workers the suite starts.
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install lock run stop test test-fast lint typecheck pytest docs docs-build docs-gen docs-check k8s-build k8s-up k8s-up-node \
