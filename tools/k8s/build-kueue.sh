@@ -57,11 +57,9 @@ wrapper jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset
 align_with_kueue() {
   local runtime_before edits=()
   runtime_before=$(cd "$src/jobset" && "$GO" list -m -f '{{.Version}}' sigs.k8s.io/controller-runtime)
-  mapfile -t edits < <(LC_ALL=C join \
-    <(cd "$src/kueue" && "$GO" list -m -f '{{if not .Main}}{{.Path}} {{.Version}}{{end}}' all | LC_ALL=C sort) \
-    <(cd "$src/jobset" && "$GO" list -m -f '{{if not .Main}}{{.Path}}{{end}}' all | LC_ALL=C sort) \
+  mapfile -t edits < <(shared_versions "$src/jobset" "$src/kueue" \
     | awk '$1 != "sigs.k8s.io/controller-runtime" && $1 != "github.com/open-policy-agent/cert-controller" {
-        print "-require=" $1 "@" $2 }')
+        print "-require=" $1 "@" $3 }')
   (cd "$src/jobset" && "$GO" mod edit "${edits[@]}")
   tidy_pinned "$src/jobset" "$here/gosum/jobset-$JOBSET_VERSION.sum"
   local runtime_after

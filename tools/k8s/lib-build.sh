@@ -86,17 +86,22 @@ tidy_pinned() {
   save_sum "$1" "$2"
 }
 
+# shared_versions <wrapper dir> <reference wrapper dir>: "path version reference-version" for every module both graphs
+# hold (the reference's version after its own `replace` lines), sorted by path.
+shared_versions() {
+  LC_ALL=C join \
+    <(cd "$1" && "$GO" list -m -f '{{if not .Main}}{{.Path}} {{.Version}}{{end}}' all | LC_ALL=C sort) \
+    <(cd "$2" && "$GO" list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all \
+      | LC_ALL=C sort)
+}
+
 # pin_to <wrapper dir> <reference wrapper dir>: a `replace` line for every module the wrapper's graph shares with the
 # reference's, at the reference's version (older or newer), then `go mod tidy`. The build cache then holds one compiled
 # copy of what both use: kwok pinned to the control plane's graph compiled in 115 CPU-s after it, 283 CPU-s on its own
 # graph (41 of its 170 shared modules a patch or minor apart, k8s.io v0.36.1 against v0.36.3; 2026-11-30).
 pin_to() {
   local edits=()
-  mapfile -t edits < <(LC_ALL=C join \
-    <(cd "$1" && "$GO" list -m -f '{{if not .Main}}{{.Path}} {{.Version}}{{end}}' all | LC_ALL=C sort) \
-    <(cd "$2" && "$GO" list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all \
-      | LC_ALL=C sort) \
-    | awk '$2 != $3 { print "-replace=" $1 "=" $1 "@" $3 }')
+  mapfile -t edits < <(shared_versions "$1" "$2" | awk '$2 != $3 { print "-replace=" $1 "=" $1 "@" $3 }')
   if ((${#edits[@]})); then (cd "$1" && "$GO" mod edit "${edits[@]}" && "$GO" mod tidy); fi
 }
 
