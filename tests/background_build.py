@@ -1,9 +1,10 @@
 """What CI builds in the background while the suite runs (.ci/run, .ci/build-k8s.sh), in three parts: the test control
-plane with Kueue and JobSet, then the real node (with the test registry, the builder and the runtime image), then the
-deploy tests' images. The tests that need it (BUILT_FOR) are collected last, as two units of their own (the control
-plane's tests and the node's, each on one pytest-xdist worker); each unit goes to a worker as soon as the part its first
-tests need is built (unit_ready; tests/conftest.py), and each test waits only for the part it needs: the control
-plane's tests run while the node still builds, and the node's start before its images are packed."""
+plane with Kueue and JobSet, then the real node (with the test registry and the runtime image), then the images the
+node's last tests need (the in-cluster image builder, Kaniko, and the deploy tests' images). The tests that need it
+(BUILT_FOR) are collected last, as two units of their own (the control plane's tests and the node's, each on one
+pytest-xdist worker); each unit goes to a worker as soon as the part its first tests need is built (unit_ready;
+tests/conftest.py), and each test waits only for the part it needs: the control plane's tests run while the node
+still builds, and the node's start before its images are built."""
 
 from __future__ import annotations
 
@@ -20,12 +21,11 @@ PARTS = ("control-plane", "node", "images")
 # Node id prefixes of the tests that need the build: the Kubernetes tests, and buildah's (the runtime image).
 BUILT_FOR = ("tests/k8s/", "tests/cli/test_build.py")
 # Those that need more than the control plane: a real node, the test registry or the runtime image ("node"), or the
-# deploy tests' images ("images"). tests/k8s/conftest.py fails the collection if a test outside them asks for one of
-# NODE_FIXTURES, so a new test cannot land in the wrong unit.
+# image builder or the deploy tests' images ("images"). tests/k8s/conftest.py fails the collection if a test outside
+# them asks for one of NODE_FIXTURES, so a new test cannot land in the wrong unit.
 NEEDS_NODE = (
     "tests/cli/test_build.py",
     "tests/k8s/test_build_image.py",
-    "tests/k8s/test_image_build_pods.py",
     "tests/k8s/test_kueue_pods.py",
     "tests/k8s/test_network_isolation_pods.py",
     "tests/k8s/test_pods.py",
@@ -33,7 +33,7 @@ NEEDS_NODE = (
     "tests/k8s/test_registry_pulls.py",
     "tests/k8s/test_usage_pods.py",
 )
-NEEDS_IMAGES = ("tests/k8s/test_deploy_job.py", "tests/k8s/test_deploy_pods.py")
+NEEDS_IMAGES = ("tests/k8s/test_deploy_job.py", "tests/k8s/test_deploy_pods.py", "tests/k8s/test_image_build_pods.py")
 NODE_FIXTURES = frozenset({"k8s_node_cluster", "k8s_registry", "buildah_env"})
 
 

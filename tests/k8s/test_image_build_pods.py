@@ -24,6 +24,7 @@ from jobs.engines.kubernetes.policies import REGISTRY_CIDRS_ENV
 from jobs.follow.tasks import submit_job
 from jobs.models import Job
 from jobs.scheduling import cycle
+from tests import background_build
 from tests.k8s.conftest import node_datacenter
 from tests.k8s.engine_helpers import drive, finished
 from tests.wait import wait_for
@@ -48,10 +49,13 @@ def build_dc(
     # The test registry listens on the node's bridge, a private address: builders reach it only where the
     # datacenter trusts it (jobs/engines/kubernetes/policies.py), as a datacenter with its own registry would.
     monkeypatch.setenv(REGISTRY_CIDRS_ENV, f"{k8s_registry.host.rsplit(':', 1)[0]}/32")
+    background_build.wait("images")  # in CI the builder is packed after the node has started
     manifest = read_manifest()
     assert manifest is not None
     if "builder" not in manifest:
         pytest.fail("the builder image is not built: run tools/k8s/build.sh as root", pytrace=False)
+    assert k8s_node_cluster.node_runner is not None
+    k8s_node_cluster.node_runner.add_image("builder", manifest["builder"])
     dc: Datacenter = node_datacenter(
         k8s_node_cluster,
         tmp_path / "bpfs",

@@ -46,7 +46,7 @@ def test_each_part_writes_its_status_and_the_whole_build_its_own_last(tmp_path: 
     )
     assert status.read_text().strip() == "0"
     steps = [line.split()[0] for line in (tmp_path / "times").read_text().splitlines()]
-    assert steps == ["k8s-control-plane", "k8s-node", "images-portal", "images-services"]
+    assert steps == ["k8s-control-plane", "k8s-node", "images-builder", "images-portal", "images-services"]
 
 
 def test_a_failed_node_fails_its_tests_with_the_log_and_leaves_the_control_planes_to_run(

@@ -2,13 +2,14 @@
 # Build the image builder's binary from its published Go module into a version-keyed cache outside
 # the repo: Kaniko's executor (github.com/chainguard-dev/kaniko, the maintained fork of Google's
 # archived Kaniko). A wrapper module requires it as a `tool` (its go.mod has no replace lines), with
-# the go.sum pinned in gosum/. tools/k8s/images.py then packs it as the OCI image
-# paddlecloud.local/kaniko-executor (images.json), which the real node imports.
+# the go.sum pinned in gosum/. Then, as root, `tools/k8s/images.py build-builder` packs it as the OCI image
+# paddlecloud.local/kaniko-executor, which the real node imports.
 #
-#   tools/k8s/build-builder.sh                  build (no-op when the cache is complete)
+#   tools/k8s/build-builder.sh                  build and pack (no-op when both are done)
 #   tools/k8s/build-builder.sh --print-bin-dir  print its bin directory and exit
 #
-# Called by build.sh; needs no root. Env: PADDLECLOUD_K8S_CACHE, KANIKO_VERSION (overrides versions.env), GO.
+# Called by build.sh, last: only the in-cluster image builds need it. The Go build needs no root.
+# Env: PADDLECLOUD_K8S_CACHE, KANIKO_VERSION (overrides versions.env), GO.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,8 +18,16 @@ source "$here/lib-build.sh"
 pin_versions KANIKO_VERSION
 use_cache "builder-kaniko${KANIKO_VERSION#v}" executor
 print_bin_dir_if_asked "$@"
+pack() {
+  if [[ "$(id -u)" != 0 ]]; then
+    echo "the builder image needs root: not packed; run tools/k8s/build-builder.sh as root"
+    return 0
+  fi
+  python3 "$here/images.py" build-builder
+}
 if complete; then
   echo "image builder $key is already built in $bin"
+  pack
   exit 0
 fi
 
@@ -42,3 +51,4 @@ tidy_pinned "$src" "$sum"
 (cd "$src" && "$GO" build -ldflags "-s -w" -o "$bin/executor" github.com/chainguard-dev/kaniko/cmd/executor)
 require_binaries
 finish_build executor
+pack

@@ -4,7 +4,9 @@
 # then the runtime images, build-node.sh) from published Go modules into version-keyed caches outside the repo.
 #
 #   tools/k8s/build.sh                 build everything (no-op in ~1s when the caches are complete)
-#   tools/k8s/build.sh --control-plane build only the control plane
+#   tools/k8s/build.sh --control-plane build only the control plane (with Kueue and JobSet)
+#   tools/k8s/build.sh --node          build all but the image builder (Kaniko), which only the in-cluster image
+#                                      builds need: CI builds it after the node (.ci/build-k8s.sh)
 #   tools/k8s/build.sh --print-bin-dir print the bin directory for the pinned versions and exit
 #
 # Env: PADDLECLOUD_K8S_CACHE (default ~/.cache/paddlecloud/k8s), K8S_VERSION / ETCD_VERSION /
@@ -36,9 +38,11 @@ build_node() {
   build_kubectl
   # Kueue + JobSet also for --control-plane (the kwok tests admit JobSets); after kubectl, which renders their YAML.
   bash "$here/build-kueue.sh"
-  if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-builder.sh"; fi  # Kaniko, before images.py packs it
-  if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-node.sh"; fi
-  if [[ "${1:-}" != "--control-plane" ]]; then bash "$here/build-registry.sh"; fi  # the test registry, crane
+  [[ "${1:-}" == "--control-plane" ]] && return 0
+  bash "$here/build-node.sh"
+  bash "$here/build-registry.sh"  # the test registry, crane
+  [[ "${1:-}" == "--node" ]] && return 0
+  bash "$here/build-builder.sh"  # Kaniko's executor, packed as the builder image
 }
 
 if complete; then
@@ -120,10 +124,7 @@ require sigs.k8s.io/kwok $KWOK_VERSION
 
 tool sigs.k8s.io/kwok/cmd/kwok
 MOD
-seed_sum "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum"
-(cd "$src/kwok" && "$GO" mod tidy)
-pin_to "$src/kwok" "$src/kube"
-save_sum "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum"
+tidy_pinned_to "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum" "$src/kube"
 echo "go build kwok $KWOK_VERSION"
 (cd "$src/kwok" && "$GO" build -trimpath \
   -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \

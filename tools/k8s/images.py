@@ -3,7 +3,8 @@
 `python3 tools/k8s/images.py build` (root; standard library only, so it runs before the venv exists; the Dockerfile
 subset is carried out by dockerfile.py, the layouts written by oci_layout.py);
 `... build-portal` builds the portal image from deploy/Dockerfile.portal the same way, and `... build-services`
-the PostgreSQL + Redis stand-in of tools/k8s/Dockerfile.services (both only for the deploy tests):
+the PostgreSQL + Redis stand-in of tools/k8s/Dockerfile.services (both only for the deploy tests); `... build-builder`
+packs Kaniko's executor (tools/k8s/build-builder.sh) as the in-cluster image builder:
 
 - The runtime image is *derived from deploy/Dockerfile*: `FROM debian:<suite>-slim` becomes an
   mmdebstrap minbase root filesystem, and ENV / RUN / COPY / USER / WORKDIR / CMD are carried out in
@@ -65,8 +66,8 @@ def manifest_path() -> Path:
 
 
 def read_manifest() -> dict[str, Any] | None:
-    """{"runtime": {"ref", "layout"}, "pause": {...}}: this checkout's runtime and the last pause image
-    built, or None if either is missing (run `tools/k8s/build.sh`)."""
+    """{"runtime": {"ref", "layout"}, "pause": {...}, "builder": {...}}: this checkout's runtime, the last pause image
+    built and, once packed, the image builder; None if the runtime or pause is missing (run `tools/k8s/build.sh`)."""
     path = manifest_path()
     if not path.exists():
         return None
@@ -253,8 +254,9 @@ def build_builder() -> dict[str, str] | None:
 
 def main(argv: list[str]) -> int:
     deploy = {f"build-{name}": name for name in DEPLOY_IMAGES}
-    if len(argv) != 1 or argv[0] not in ("build", *deploy):
-        print(f"usage: python3 tools/k8s/images.py {'|'.join(('build', *deploy))}", file=sys.stderr)
+    commands = ("build", "build-builder", *deploy)
+    if len(argv) != 1 or argv[0] not in commands:
+        print(f"usage: python3 tools/k8s/images.py {'|'.join(commands)}", file=sys.stderr)
         return 2
     images_dir().mkdir(parents=True, exist_ok=True)
     lock = (images_dir() / ".lock").open("w")
@@ -263,10 +265,15 @@ def main(argv: list[str]) -> int:
         entry = build_deploy_image(deploy[argv[0]])
         print(f"image {deploy[argv[0]]}: {entry['ref']} ({entry['layout']})")
         return 0
+    if argv[0] == "build-builder":
+        builder = build_builder()
+        if builder is None:
+            print(f"no Kaniko executor in {builder_bin_dir()}: run tools/k8s/build-builder.sh", file=sys.stderr)
+            return 1
+        print(f"image builder: {builder['ref']} ({builder['layout']})")
+        return 0
+    # The builder is not in images.json: read_manifest() adds it wherever its layout is packed.
     result = {"runtime": build_runtime(), "pause": build_pause(node_bin_dir())}
-    builder = build_builder()
-    if builder is not None:
-        result["builder"] = builder
     manifest_path().write_text(json.dumps(result, indent=2))
     for name, entry in result.items():
         print(f"image {name}: {entry['ref']} ({entry['layout']})")

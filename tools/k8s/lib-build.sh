@@ -105,6 +105,24 @@ pin_to() {
   if ((${#edits[@]})); then (cd "$1" && "$GO" mod edit "${edits[@]}" && "$GO" mod tidy); fi
 }
 
+# tidy_pinned_to <wrapper dir> <committed sum file> <reference wrapper dir>: tidy_pinned, with the graph pinned to the
+# reference's versions (pin_to) before the sum is saved.
+tidy_pinned_to() {
+  seed_sum "$1" "$2"
+  (cd "$1" && "$GO" mod tidy)
+  pin_to "$1" "$3"
+  save_sum "$1" "$2"
+}
+
+# control_plane_src: the control plane's wrapper module (build.sh owns its cache key), which the node's other modules
+# are pinned to; ends the script when the control plane is not built yet.
+control_plane_src() {
+  local dir
+  dir="$(dirname "$(bash "$here/build.sh" --print-bin-dir)")/src/kube"
+  [[ -f "$dir/go.mod" ]] || { echo "build the control plane first (tools/k8s/build.sh): no $dir/go.mod" >&2; exit 1; }
+  echo "$dir"
+}
+
 # require_binaries: end the script unless the build made every binary.
 require_binaries() {
   local b

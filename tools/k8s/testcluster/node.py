@@ -115,11 +115,21 @@ class NodeRunner:
         return self.sock.exists() and self.ctr("version").returncode == 0
 
     def import_images(self) -> None:
-        """Import the runtime and pause images (OCI layouts) into containerd's k8s.io namespace."""
+        """Import the images of the manifest (OCI layouts) into containerd's k8s.io namespace."""
         for entry in self.images.values():
-            result = self.import_layout(Path(entry["layout"]))
-            if result.returncode != 0:
-                raise NodeError(f"ctr images import {entry['ref']} failed: {result.stderr[-2000:]}")
+            self._import(entry)
+
+    def add_image(self, name: str, entry: dict[str, str]) -> None:
+        """Import an image of the manifest packed after the node started (CI packs the image builder last), unless
+        the node has it already."""
+        if self.images.get(name) != entry:
+            self._import(entry)
+            self.images[name] = entry
+
+    def _import(self, entry: dict[str, str]) -> None:
+        result = self.import_layout(Path(entry["layout"]))
+        if result.returncode != 0:
+            raise NodeError(f"ctr images import {entry['ref']} failed: {result.stderr[-2000:]}")
 
     def import_layout(self, layout: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         """`ctr images import` of an OCI layout (tarred on the fly) into containerd's k8s.io namespace, unpacked
