@@ -4,6 +4,7 @@ The build runs on a copy of the script beside stand-ins for tools/k8s/build.sh a
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -22,18 +23,26 @@ from tests.k8s.conftest import collection_key
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# What each stand-in step writes to `priorities`: its niceness, and its session's (autogroup) where the kernel has one.
+RECORD_PRIORITY = "echo \"$(nice) $(awk '{print $NF}' /proc/self/autogroup 2>/dev/null)\" >> priorities\n"
+
+
 def build(tmp_path: Path, node_exit: int) -> tuple[int, Path]:
     """The background build with a control plane that builds and a node that exits `node_exit`."""
     (tmp_path / ".ci").mkdir()
     shutil.copy(ROOT / ".ci" / "build-k8s.sh", tmp_path / ".ci" / "build-k8s.sh")
     tools = tmp_path / "tools" / "k8s"
     tools.mkdir(parents=True)
-    (tools / "build.sh").write_text(f'[ "${{1:-}}" = --control-plane ] && exit 0\nexit {node_exit}\n')
-    (tools / "images.py").write_text("")
+    (tools / "build.sh").write_text(f'{RECORD_PRIORITY}[ "${{1:-}}" = --control-plane ] && exit 0\nexit {node_exit}\n')
+    (tools / "images.py").write_text(f"import subprocess\nsubprocess.run(['sh', '-c', {RECORD_PRIORITY!r}])\n")
     status = tmp_path / "var" / "k8s-build.status"
     status.parent.mkdir()
-    result = subprocess.run(
-        ["bash", ".ci/build-k8s.sh", str(status), str(tmp_path / "times")], cwd=tmp_path, timeout=60, check=False
+    result = subprocess.run(  # in a session of its own, as .ci/run starts it: its steps set that session's priority
+        ["bash", ".ci/build-k8s.sh", str(status), str(tmp_path / "times")],
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+        start_new_session=True,
     )
     return result.returncode, status
 
@@ -47,6 +56,21 @@ def test_each_part_writes_its_status_and_the_whole_build_its_own_last(tmp_path: 
     assert status.read_text().strip() == "0"
     steps = [line.split()[0] for line in (tmp_path / "times").read_text().splitlines()]
     assert steps == ["k8s-control-plane", "k8s-node", "images-builder", "images-portal", "images-services"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a negative niceness needs root (CI runs as root)")
+def test_the_go_builds_weigh_three_times_a_tests_session_and_the_images_as_much(tmp_path: Path) -> None:
+    """The kernel shares the CPU between sessions first (autogroups): a niced process only yields to its own
+    session's, so the steps set their session's niceness too, where the kernel has autogroups."""
+    own_session = Path("/proc/self/autogroup").read_text() if Path("/proc/self/autogroup").exists() else None
+    code, _ = build(tmp_path, node_exit=0)
+    assert code == 0
+    recorded = [line.split() for line in (tmp_path / "priorities").read_text().splitlines()]
+    expected = ["-5", "-5", "-5", "0", "0"]  # control plane, node, Kaniko; the portal's and services' images
+    assert [fields[0] for fields in recorded] == expected
+    if own_session is not None:
+        assert [fields[1] for fields in recorded] == expected
+        assert Path("/proc/self/autogroup").read_text() == own_session  # the test's own session is left alone
 
 
 def test_a_failed_node_fails_its_tests_with_the_log_and_leaves_the_control_planes_to_run(
