@@ -65,7 +65,7 @@ def admitted_by_kueue(job: Job) -> Job | None:
 def test_priority_classes_become_workload_priority_classes_and_high_is_admitted_before_an_earlier_low(
     kueue_dc: Datacenter, alice: User, kueue_api: k8s.ApiClient
 ) -> None:
-    first = submit_with(kueue_dc, alice, "first", "high", fate="succeed")
+    first = submit_with(kueue_dc, alice, "first", "high")
     drive(kueue_dc, lambda: admitted_by_kueue(first), "the first job running")
     low = submit_with(kueue_dc, alice, "low", "low")
     high = submit_with(kueue_dc, alice, "high", "high")
@@ -76,7 +76,12 @@ def test_priority_classes_become_workload_priority_classes_and_high_is_admitted_
     )
     assert mirrored["value"] == 10
 
-    drive(kueue_dc, lambda: finished(first), "the first job to end")
+    # The room frees only once both wait in Kueue's queue: when the first job ended by itself, a loaded CI run once
+    # made the high job's Workload after that (Kueue's JobSet integration makes it), the low job took the room, and
+    # the high one then preempted it (2026-11-30).
+    with workloads_shown_on_failure(kueue_api, low, high):
+        wait_for(lambda: all(waiting_in_kueue(kueue_api, job) for job in (low, high)), "both queued", CLUSTER_WAIT)
+    kill(first)
     high = drive(kueue_dc, lambda: admitted_by_kueue(high), "the later high job admitted first")
     low.refresh_from_db()
     assert low.state == JobState.PENDING and "queued by Kueue" in low.message
@@ -128,6 +133,14 @@ def workload_of(kueue_api: k8s.ApiClient, job: Job) -> dict[str, Any] | None:
     found = k8s.CustomObjectsApi(kueue_api).list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
     owned = [w for w in found if any(ref.get("uid") == owner for ref in w["metadata"].get("ownerReferences", []))]
     return owned[0] if owned else None
+
+
+def waiting_in_kueue(kueue_api: k8s.ApiClient, job: Job) -> dict[str, Any] | None:
+    """The job's Workload once Kueue has looked at it and found no room (QuotaReserved=False), else None."""
+    workload = workload_of(kueue_api, job) or {}
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    refused = any(cond.get("type") == "QuotaReserved" and cond.get("status") == "False" for cond in conditions)
+    return workload if refused else None
 
 
 @contextlib.contextmanager
