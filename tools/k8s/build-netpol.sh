@@ -3,13 +3,14 @@
 # outside the repo: kube-router's network policy controller (iptables + ipset), behind a generated main
 # that runs only that controller (upstream's cmd/kube-router also links BGP, IPVS and the AWS SDK).
 # A wrapper module requires github.com/cloudnativelabs/kube-router/v2, with a replace line for each module it shares
-# with the control plane (pin_to, lib-build.sh); its go.sum is pinned in gosum/. tools/k8s/testcluster/node.py runs the binary beside the kubelet.
+# with the control plane (pin_to, lib-build.sh); its go.sum is pinned in gosum/. tools/k8s/testcluster/node.py runs
+# the binary beside the kubelet.
 #
 #   tools/k8s/build-netpol.sh                  build (no-op when the cache is complete)
 #   tools/k8s/build-netpol.sh --print-bin-dir  print its bin directory and exit
 #
-# Called by build-node.sh, after the control plane; the build needs no root (running it does). Env: PADDLECLOUD_K8S_CACHE,
-# KUBE_ROUTER_VERSION (overrides versions.env), GO.
+# Called by build-node.sh, after the control plane; the build needs no root (running it does).
+# Env: PADDLECLOUD_K8S_CACHE, KUBE_ROUTER_VERSION (overrides versions.env), GO.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -139,7 +140,8 @@ func run(config *options.KubeRouterConfig) error {
 GO
 # On the control plane's versions (pin_to): kube-router v2.1.0 asks for k8s.io v0.29, whose client-go, API types and
 # apimachinery would compile again beside the control plane's v0.36 (95 CPU-s on its own graph, 61 pinned).
-tidy_pinned_to "$src" "$here/gosum/kube-router-$KUBE_ROUTER_VERSION.sum" "$(control_plane_src)"
+cp_src="$(control_plane_src)"  # an assignment, so that set -e ends the script when the control plane is missing
+tidy_pinned_to "$src" "$here/gosum/kube-router-$KUBE_ROUTER_VERSION.sum" "$cp_src"
 (cd "$src" && "$GO" build -ldflags "-s -w" -o "$bin/kube-router-netpol" .)
 require_binaries
 finish_build kube-router-netpol
