@@ -141,7 +141,7 @@ GO
 # On the control plane's versions (pin_to): kube-router v2.1.0 asks for k8s.io v0.29, whose client-go, API types and
 # apimachinery would compile again beside the control plane's v0.36 (95 CPU-s on its own graph, 61 pinned).
 cp_src="$(control_plane_src)"  # an assignment, so that set -e ends the script when the control plane is missing
-tidy_pinned_to "$src" "$here/gosum/kube-router-$KUBE_ROUTER_VERSION.sum" "$cp_src"
+tidy_pinned "$src" "$here/gosum/kube-router-$KUBE_ROUTER_VERSION.sum" "$cp_src"
 (cd "$src" && "$GO" build -ldflags "-s -w" -o "$bin/kube-router-netpol" .)
 require_binaries
 finish_build kube-router-netpol

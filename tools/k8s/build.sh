@@ -124,7 +124,7 @@ require sigs.k8s.io/kwok $KWOK_VERSION
 
 tool sigs.k8s.io/kwok/cmd/kwok
 MOD
-tidy_pinned_to "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum" "$src/kube"
+tidy_pinned "$src/kwok" "$here/gosum/kwok-$KWOK_VERSION.sum" "$src/kube"
 echo "go build kwok $KWOK_VERSION"
 (cd "$src/kwok" && "$GO" build -trimpath \
   -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \

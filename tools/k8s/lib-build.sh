@@ -79,10 +79,12 @@ save_sum() {  # <wrapper dir> <committed sum file>
     echo "note: updated ${2#"$here"/} (commit it)"
   fi
 }
-# tidy_pinned <wrapper dir> <committed sum file>: `go mod tidy` the wrapper module against the pinned go.sum.
+# tidy_pinned <wrapper dir> <committed sum file> [reference wrapper dir]: `go mod tidy` the wrapper module against the
+# pinned go.sum; with a reference, its graph is then pinned to the reference's versions (pin_to) before the sum is saved.
 tidy_pinned() {
   seed_sum "$1" "$2"
   (cd "$1" && "$GO" mod tidy)
+  if [[ -n "${3:-}" ]]; then pin_to "$1" "$3"; fi
   save_sum "$1" "$2"
 }
 
@@ -105,17 +107,8 @@ pin_to() {
   if ((${#edits[@]})); then (cd "$1" && "$GO" mod edit "${edits[@]}" && "$GO" mod tidy); fi
 }
 
-# tidy_pinned_to <wrapper dir> <committed sum file> <reference wrapper dir>: tidy_pinned, with the graph pinned to the
-# reference's versions (pin_to) before the sum is saved.
-tidy_pinned_to() {
-  seed_sum "$1" "$2"
-  (cd "$1" && "$GO" mod tidy)
-  pin_to "$1" "$3"
-  save_sum "$1" "$2"
-}
-
 # control_plane_src: the control plane's wrapper module (build.sh owns its cache key), which the node's other modules
-# are pinned to; ends the script when the control plane is not built yet.
+# are pinned to; fails with a message when the control plane is not built yet (call it in an assignment, for set -e).
 control_plane_src() {
   local dir
   dir="$(dirname "$(bash "$here/build.sh" --print-bin-dir)")/src/kube"
