@@ -9,6 +9,8 @@ from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
+from core.paging import NearerEndPaginator
+
 MAX_PAGE_SIZE = 500
 MAX_PAGE = 10**9
 
@@ -49,6 +51,7 @@ def page_query(request: Request) -> dict[str, int]:
 
 
 class Pagination(PageNumberPagination):
+    django_paginator_class = NearerEndPaginator  # the last pages cost what the first do
     page_size_query_param = "page_size"
     max_page_size = MAX_PAGE_SIZE
     last_page_strings = ()  # `page` is a number; "last" would be a second rule

@@ -202,7 +202,7 @@ class JobListCreate(generics.ListAPIView):  # type: ignore[type-arg]
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = by_state(jobs_visible_to(self.request).listed(), self.request, JobState.values, ACTIVE_STATES)
-        return jobs.order_by("-created_at")
+        return jobs.order_by("-created_at", "-pk")  # totally: a page may be read backwards (core.paging)
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
         if args and isinstance(args[0], list):  # a page: the builds its jobs name, in one query

@@ -211,8 +211,9 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["datacenter", "state"]),
             models.Index(fields=["owner", "name"]),
-            # The job list (page and API): a user's newest first, without sorting all their jobs.
-            models.Index(fields=["owner", "-created_at"], name="job_owner_newest"),
+            # The job list (page and API): a user's newest first, without sorting all their jobs (nor the jobs of one
+            # second: the id breaks ties, so a page read backwards is the mirror of one read forwards, core.paging).
+            models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_newest"),
             # Its sorts by state, datacenter and start: each part of them read in order (jobs.web.listing.Pages).
             models.Index(fields=["owner", "state", "-created_at", "-id"], name="job_owner_state_newest"),
             models.Index(fields=["owner", "datacenter", "-created_at", "-id"], name="job_owner_dc_newest"),

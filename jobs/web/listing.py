@@ -9,6 +9,7 @@ from typing import overload
 from django.db.models import F, OrderBy, Q, QuerySet
 from django.http import QueryDict
 
+from core.paging import nearer_end
 from datacenters.models import Datacenter
 from jobs.models import Job, JobState
 
@@ -93,9 +94,12 @@ class Pages:
         self._sort = sort
         self._parts = _parts(sort)
         self._sizes: dict[int, int] = {}
+        self._count: int | None = None
 
     def count(self) -> int:
-        return self._jobs.count()
+        if self._count is None:
+            self._count = self._jobs.count()
+        return self._count
 
     def __len__(self) -> int:
         return self.count()
@@ -109,7 +113,8 @@ class Pages:
             return self[wanted : wanted + 1][0]
         start, stop = wanted.start or 0, wanted.stop
         if self._parts is None:
-            return list(self._jobs.order_by(*SORTS[self._sort]).values_list("pk", flat=True)[start:stop])
+            ordered = self._jobs.order_by(*SORTS[self._sort]).values_list("pk", flat=True)
+            return nearer_end(ordered, start, self.count() if stop is None else stop, self.count())
         ids: list[int] = []
         for number, part in enumerate(self._parts):
             if stop is not None and stop <= 0:
@@ -124,7 +129,7 @@ class Pages:
                 break
             size = self._size(number, rows)  # skipped into or over: its rows are counted (an index range)
             if start < size:
-                ids += rows[start:stop]
+                ids += nearer_end(rows, start, size if stop is None else stop, size)
             start, stop = max(start - size, 0), None if stop is None else stop - size
         return ids
 
@@ -133,5 +138,9 @@ class Pages:
 
     def _size(self, number: int, rows: QuerySet[Job, int]) -> int:
         if number not in self._sizes:
-            self._sizes[number] = rows.count()
+            before = [self._sizes.get(earlier) for earlier in range(number)]
+            if number == len(self._parts or []) - 1 and None not in before:  # the rest of the count, not a walk
+                self._sizes[number] = self.count() - sum(size for size in before if size is not None)
+            else:  # of the whole list's, the widest index: 18 ms for 100,000 jobs against 3 ms for the list's count
+                self._sizes[number] = rows.count()
         return self._sizes[number]
