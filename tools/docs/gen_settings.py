@@ -377,7 +377,8 @@ def render() -> dict[Path, str]:
         "",
         "## Read where they are used",
         "",
-        "Read by the Celery workers when they need them (the Kubernetes engine), not in `portal/settings.py`.",
+        "Read where they are used (the Celery workers' Kubernetes engine, `manage.py bootstrap`), not in "
+        "`portal/settings.py`.",
         *_table(workers, settings_help.WORKERS, scripts, problems),
         "",
         "## `make run` (`scripts/common.sh`)",

@@ -187,6 +187,11 @@ WORKERS: dict[str, Help] = {
     "PADDLECLOUD_K8S_BURST": Help(
         "Kubernetes: the burst of calls allowed after a quiet spell (the token bucket's size)", "`100`"
     ),
+    "XDG_CACHE_HOME": Help(
+        "`manage.py bootstrap` (`make run`): a new SQLite database is a copy of the migrated one kept in "
+        "`paddlecloud/migrated/` beneath it (see [What `make run` does](../tutorial/first-job.md#what-make-run-does))",
+        "`~/.cache`",
+    ),
 }
 
 # Read by the scripts `make run` and `make stop` call (scripts/common.sh).

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from datacenters.models import Datacenter, Engine, StorageKind
 from jobs.engines.local.gpus import detect
+from portal import sqlite_template
 
 
 class Command(BaseCommand):
@@ -30,8 +31,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["skip_migrate"]:
-            call_command("migrate", interactive=False, verbosity=0)
-            self.stdout.write("database migrated")
+            self.stdout.write(f"database {sqlite_template.migrate()}")
         call_command("collectstatic", interactive=False, verbosity=0)
         self._local_datacenter(options["datacenter"])
         if options["demo_user"]:
