@@ -45,10 +45,10 @@ def test_a_listener_hears_each_announced_job(tmp_path: Path) -> None:
             events.announce(41)
             events.announce(42)
             wait_for(lambda: {41, 42} <= set().union(*heard) or None, "both events", 5)
+            assert oct(events.pipe_path().stat().st_mode & 0o777) == "0o600"  # the workers' user only
         finally:
             stop.set()
             listener.join(5)
-    assert oct(events.pipe_path().stat().st_mode & 0o777) == "0o600"  # the workers' user only
 
 
 # Beat's first reconcile would come two minutes after it starts: what moves the job is its events.
