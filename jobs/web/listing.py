@@ -139,8 +139,10 @@ class Pages:
     def _size(self, number: int, rows: QuerySet[Job, int]) -> int:
         if number not in self._sizes:
             before = [self._sizes.get(earlier) for earlier in range(number)]
-            if number == len(self._parts or []) - 1 and None not in before:  # the rest of the count, not a walk
+            if number == len(self._parts or []) - 1 and None not in before:
+                # The last part is what the list's count leaves: counting it walks the parts' index, the widest
+                # (18 ms for 100,000 jobs, against 3 ms for the list's own count).
                 self._sizes[number] = self.count() - sum(size for size in before if size is not None)
-            else:  # of the whole list's, the widest index: 18 ms for 100,000 jobs against 3 ms for the list's count
+            else:
                 self._sizes[number] = rows.count()
         return self._sizes[number]

@@ -146,3 +146,23 @@ def test_a_row_shows_its_start_as_the_date_filters_did_and_the_filters_keep_what
     assert 'name="q" id="id_q" maxlength="40" value="a&lt;b"' in page  # escaped, bounded as the form bounds it
     assert 'name="since" id="id_since" value="2026-01-02"' in page
     assert 'name="until" id="id_until" value=""' in page
+
+
+def _plan(sql: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
+        return " | ".join(str(row[-1]) for row in cursor.fetchall())
+
+
+def test_on_sqlite_a_page_and_a_users_usage_are_index_reads_whatever_their_count(alice: User, client: Client) -> None:
+    """The embedded default's plans: the list's order straight from its index (no sort of a second's ties), and
+    what a user's admitted jobs hold from the holding index (not every one of their jobs: the home page)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's planner, the embedded default's; PostgreSQL plans by its statistics of the rows")
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get("/").status_code == 200
+        assert client.get("/jobs/").status_code == 200
+    usage = next(q["sql"] for q in captured.captured_queries if 'SUM("jobs_job"."cpu_request")' in q["sql"])
+    assert "INDEX job_holding" in _plan(usage), _plan(usage)
+    page = next(q["sql"] for q in captured.captured_queries if q["sql"].startswith('SELECT "jobs_job"."id" AS "pk"'))
+    assert "INDEX job_owner_newest" in _plan(page) and "TEMP B-TREE" not in _plan(page), _plan(page)
