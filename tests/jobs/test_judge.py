@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from datacenters.models import Datacenter
+from jobs.engines.base import WorkerStatus
 from jobs.engines.local.judge import ENDS_CLOSE, Judge, Tally
 from jobs.engines.local.supervisor import Supervisor
-from jobs.models import JobState, Reason, Role
+from jobs.models import JobState, Reason, Role, WorkerState
 from tests.jobs.test_queue_api import make_job
 
 pytestmark = pytest.mark.django_db
@@ -86,3 +87,34 @@ def test_a_trainer_that_failed_of_itself_is_named_before_one_that_died_of_a_coll
     later = 1_000_000.0 + ENDS_CLOSE + 1  # trainer 1's own failure long after trainer 0's: not what killed trainer 0
     os.utime(judge.supervisor.status_path(job, Role.TRAINER, 1), (later, later))
     assert judge.first_to_end(job, failures[1], failures[0]) == failures[0]
+
+
+def test_a_trainer_dead_of_a_lost_peer_waits_for_the_peer_still_running_then_is_named(
+    local_dc: Datacenter, alice: User, tmp_path: Path, settings: SettingsWrapper
+) -> None:
+    """Trainer 0 died of gloo's TIMEOUT while trainer 1, OOM-killed, was still ending (its launcher had not yet
+    written its status). The look waits, up to ENDS_CLOSE after trainer 0 ended, for the peer (CI, 2026-12-01);
+    then, or with no peer still running, it names trainer 0 as before."""
+    settings.VAR_DIR = tmp_path
+    job = make_job(local_dc, alice, "leaky", state=JobState.RUNNING)
+    judge = Judge(Supervisor(local_dc))
+    status = judge.supervisor.status_path(job, Role.TRAINER, 0)
+    status.parent.mkdir(parents=True)
+    status.write_text(json.dumps({"exit_code": 134}))
+    failed = (
+        0,
+        134,
+        0,
+        "trainer 0 exited with code 134: "
+        "RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 1",
+    )
+    workers = [WorkerStatus(Role.TRAINER, 0, WorkerState.FAILED), WorkerStatus(Role.TRAINER, 1, WorkerState.RUNNING)]
+    tally = Tally(all_running=False, trainer_failed=failed, failed_trainers=[(0, 134)])
+    assert judge.verdict(job, tally, workers, max_retries=0).state == JobState.RUNNING  # the peer may yet explain it
+    alone = [workers[0], WorkerStatus(Role.TRAINER, 1, WorkerState.FAILED)]
+    assert judge.verdict(job, tally, alone, max_retries=0).reason == Reason.TRAINER_FAILED
+    long_ago = status.stat().st_mtime - ENDS_CLOSE - 1
+    os.utime(status, (long_ago, long_ago))
+    assert judge.verdict(job, tally, workers, max_retries=0).reason == Reason.TRAINER_FAILED
+    itself = (0, 3, 0, "trainer 0 exited with code 3: ValueError: bad input")  # not a peer's: named at once
+    assert judge.verdict(job, Tally(False, trainer_failed=itself), workers, max_retries=0).reason == "TrainerFailed"

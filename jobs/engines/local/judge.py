@@ -11,6 +11,7 @@ fails it `RendezvousTimeout`.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 from paddlecloud.contract import exitcodes
@@ -133,6 +134,8 @@ class Judge:
             return Observation(JobState.FAILED, Reason.PSERVER_LOST, message, code, statuses)
         if trainer_failed is not None:
             index, code, restarts, why = trainer_failed
+            if self._may_yet_be_explained(job, index, why, statuses):
+                return Observation(JobState.RUNNING, workers=statuses)
             reason = Reason.BACKOFF_LIMIT if max_retries else Reason.TRAINER_FAILED
             if code == exitcodes.RENDEZVOUS:  # its launcher's bound: the message names it and who never came
                 reason = Reason.RENDEZVOUS_TIMEOUT
@@ -141,6 +144,18 @@ class Judge:
             message = f"{ended}{retries}{_after(why, ended)}"
             return Observation(JobState.FAILED, reason, message, code, statuses)
         return Observation(JobState.RUNNING if tally.all_running else JobState.PENDING, workers=statuses)
+
+    def _may_yet_be_explained(self, job: Job, index: int, why: str, statuses: list[WorkerStatus]) -> bool:
+        """Whether to wait for the next look before naming a trainer that died of a collective's lost peer: another
+        trainer still runs, and at most ENDS_CLOSE went by since it ended. The peer that was lost is often still
+        ending: an OOM-killed rank's launcher writes its exit status only after its own waits, and a look between
+        the two ends named trainer 0's gloo TIMEOUT, not trainer 1's OOM kill (CI, 2026-12-01)."""
+        if not errorline.collective_failure(why):
+            return False
+        others = [s for s in statuses if s.role == Role.TRAINER and s.index != index]
+        ended = self._ended_at(job, index)
+        waiting = any(s.state == WorkerState.RUNNING for s in others) and ended != math.inf
+        return waiting and time.time() - ended <= ENDS_CLOSE
 
     def _over_a_limit(
         self, job: Job, culprits: list[tuple[Role, int, int | None]], statuses: list[WorkerStatus]
