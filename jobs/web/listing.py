@@ -138,11 +138,11 @@ class Pages:
 
     def _size(self, number: int, rows: QuerySet[Job, int]) -> int:
         if number not in self._sizes:
-            before = [self._sizes.get(earlier) for earlier in range(number)]
-            if number == len(self._parts or []) - 1 and None not in before:
+            before = [self._sizes[earlier] for earlier in range(number) if earlier in self._sizes]
+            if number == len(self._parts or []) - 1 and len(before) == number:
                 # The last part is what the list's count leaves: counting it walks the parts' index, the widest
                 # (18 ms for 100,000 jobs, against 3 ms for the list's own count).
-                self._sizes[number] = self.count() - sum(size for size in before if size is not None)
+                self._sizes[number] = self.count() - sum(before)
             else:
                 self._sizes[number] = rows.count()
         return self._sizes[number]

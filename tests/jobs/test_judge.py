@@ -117,4 +117,6 @@ def test_a_trainer_dead_of_a_lost_peer_waits_for_the_peer_still_running_then_is_
     os.utime(status, (long_ago, long_ago))
     assert judge.verdict(job, tally, workers, max_retries=0).reason == Reason.TRAINER_FAILED
     itself = (0, 3, 0, "trainer 0 exited with code 3: ValueError: bad input")  # not a peer's: named at once
-    assert judge.verdict(job, Tally(False, trainer_failed=itself), workers, max_retries=0).reason == "TrainerFailed"
+    assert (
+        judge.verdict(job, Tally(False, trainer_failed=itself), workers, max_retries=0).reason == Reason.TRAINER_FAILED
+    )
